@@ -1,0 +1,334 @@
+"""A real data-parallel training run, recorded step by step.
+
+From Python (a notebook or a script)::
+
+    from dpviz.training import TrainConfig, record_run
+    run = record_run(TrainConfig(k=4, b=8, steps=5))
+    print(run.check())
+
+Across machines with torchrun (rank 0 writes the record)::
+
+    torchrun --nnodes 2 --nproc-per-node 4 --rdzv-endpoint HOST:29500 \\
+        -m dpviz.training --b 8 --steps 5 --out runs/cluster
+
+Each rank holds an identical copy of the model, takes its own random slice of
+each global batch, computes its local mean gradient, all-reduces it, and steps
+its own optimizer. The gradient of the whole global batch is computed again,
+independently, in the launching process, so the claim of Step 3 can be checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import platform
+import socket
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.func import functional_call, grad, vmap
+
+from dpviz import launch as launcher
+from dpviz.checks import check_choice, check_int, check_real
+from dpviz.data import line_data, teacher_data
+from dpviz.models import MODELS, build_model, flat_grad, flat_params, set_flat_grad
+from dpviz.record import SCHEMA_VERSION, Run
+
+OPTIMIZERS = ("sgd", "momentum", "adam")
+MEANS = ("plain", "weighted")
+FULL_PARAMS_LIMIT = 20_000  # parameters; above this only digests of each replica are kept
+
+
+@dataclass
+class TrainConfig:
+    k: int = 4                       # ranks (devices)
+    b: int = 8                       # examples per rank per step (the local batch)
+    steps: int = 5                   # optimizer steps
+    model: str = "line"              # "line" (two parameters) or "mlp"
+    width: int = 64                  # hidden units per layer (mlp only)
+    depth: int = 2                   # hidden layers (mlp only)
+    d_in: int = 16                   # input features (mlp only)
+    optimizer: str = "sgd"           # "sgd", "momentum" (0.9) or "adam"
+    lr: float = 0.1                  # learning rate η
+    seed: int = 0                    # seeds the data, the model and every batch draw
+    dataset_size: int = 512          # examples in the data set
+    all_reduce: bool = True          # False: each rank steps on its own gradient (drift)
+    shard_sizes: tuple | None = None  # examples per rank, for unequal shards; None means b each
+    mean: str = "plain"              # "plain" (1/k Σ g_i) or "weighted" (Σ b_i g_i / Σ b_i)
+    backend: str = "auto"            # "auto", "gloo" or "nccl"
+    timeout: float = 60.0            # seconds for the whole run, process start included
+
+    def __post_init__(self):
+        check_int("k", self.k, low=1, high=1024)
+        check_int("steps", self.steps, low=1, high=100_000)
+        check_choice("model", self.model, MODELS)
+        check_choice("optimizer", self.optimizer, OPTIMIZERS)
+        check_choice("mean", self.mean, MEANS)
+        check_choice("backend", self.backend, launcher.BACKENDS)
+        check_real("lr", self.lr, low=0, low_open=True)
+        check_real("timeout", self.timeout, low=0, low_open=True)
+        check_int("dataset_size", self.dataset_size, low=1)
+        if self.shard_sizes is None:
+            check_int("b", self.b, low=1, high=self.dataset_size // self.k)
+        else:
+            self.shard_sizes = tuple(self.shard_sizes)
+            if len(self.shard_sizes) != self.k:
+                raise ValueError(f"shard_sizes must list one size per rank (k={self.k} entries); got {len(self.shard_sizes)}.")
+            for size in self.shard_sizes:
+                check_int("shard_sizes entries", size, low=1, high=self.dataset_size)
+            if sum(self.shard_sizes) > self.dataset_size:
+                raise ValueError(f"shard_sizes must add up to at most dataset_size={self.dataset_size}; got {sum(self.shard_sizes)}.")
+
+    @property
+    def sizes(self) -> tuple:
+        """Examples per rank per step."""
+        return self.shard_sizes if self.shard_sizes is not None else (self.b,) * self.k
+
+
+def split_batch(global_batch: int, k: int) -> int:
+    """The local batch b when ``global_batch`` examples are shared by k ranks; raises if it does not split."""
+    k = check_int("k", k, low=1)
+    global_batch = check_int("global_batch", global_batch, low=1)
+    if global_batch % k:
+        raise ValueError(
+            f"global_batch must be a multiple of k={k} to split into equal shards; got {global_batch} "
+            "(pass shard_sizes for unequal shards)."
+        )
+    return global_batch // k
+
+
+def load_data(config: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """The run's data set as float32 tensors x (N, d_in), y (N, 1)."""
+    if config.model == "line":
+        x, y = line_data(config.dataset_size, seed=config.seed)
+    else:
+        x, y = teacher_data(config.dataset_size, config.d_in, seed=config.seed)
+    return torch.from_numpy(x), torch.from_numpy(y)
+
+
+def batch_indices(config: TrainConfig, step: int) -> torch.Tensor:
+    """Rows of the data set in the global batch of ``step``: a seeded random draw, the same in every rank."""
+    gen = torch.Generator().manual_seed(config.seed * 100_003 + step)
+    return torch.randperm(config.dataset_size, generator=gen)[: sum(config.sizes)]
+
+
+def make_model(config: TrainConfig) -> torch.nn.Module:
+    return build_model(config.model, d_in=config.d_in, width=config.width, depth=config.depth, seed=config.seed)
+
+
+def make_optimizer(config: TrainConfig, params) -> torch.optim.Optimizer:
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=config.lr)
+    if config.optimizer == "momentum":
+        return torch.optim.SGD(params, lr=config.lr, momentum=0.9)
+    return torch.optim.Adam(params, lr=config.lr)
+
+
+def mse(pred, target):
+    return torch.mean((pred - target) ** 2)
+
+
+def digest(flat: torch.Tensor) -> bytes:
+    """A 16-byte fingerprint of a parameter vector's exact bits."""
+    return hashlib.blake2b(flat.numpy().tobytes(), digest_size=16).hexdigest().encode()
+
+
+def per_example_grads(model, x, y) -> torch.Tensor:
+    """One gradient per example, (n, P), with torch.func: the grey arrows of Step 2."""
+    params = {name: p.detach() for name, p in model.named_parameters()}
+
+    def loss_one(p, xi, yi):
+        return mse(functional_call(model, p, (xi[None],)), yi[None])
+
+    grads = vmap(grad(loss_one), in_dims=(None, 0, 0))(params, x, y)
+    return torch.cat([grads[name].reshape(len(x), -1) for name in params], dim=1)
+
+
+def train_worker(rank: int, world_size: int, config: TrainConfig) -> dict:
+    """What one rank does: take its shard, compute its gradient, all-reduce, step, record. Returns numpy arrays."""
+    device = torch.device(f"cuda:{torch.cuda.current_device()}") if dist.get_backend() == "nccl" else torch.device("cpu")
+    x_all, y_all = load_data(config)
+    model = make_model(config).to(device)
+    optimizer = make_optimizer(config, model.parameters())
+    sizes = config.sizes
+    start = sum(sizes[:rank])
+    total = sum(sizes)
+    keep_full = sum(p.numel() for p in model.parameters()) <= FULL_PARAMS_LIMIT
+
+    local_grads, reduced_grads, losses, t_compute, t_comm = [], [], [], [], []
+    params, digests, example_grads = [], [], []
+
+    def snapshot():
+        flat = flat_params(model).cpu()
+        digests.append(digest(flat))
+        if keep_full or rank == 0:  # rank 0's history feeds the independent big-batch check
+            params.append(flat.numpy().copy())
+
+    loop_start = time.perf_counter()
+    for step in range(config.steps):
+        snapshot()
+        rows = batch_indices(config, step)[start:start + sizes[rank]]
+        x, y = x_all[rows].to(device), y_all[rows].to(device)
+
+        t0 = time.perf_counter()
+        optimizer.zero_grad(set_to_none=False)
+        loss = mse(model(x), y)
+        loss.backward()
+        g = flat_grad(model)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t1 = time.perf_counter()
+
+        local_grads.append(g.cpu().numpy().copy())
+        if config.all_reduce:
+            if config.mean == "weighted":
+                g = g * sizes[rank]  # Σ b_i g_i is the sum of every example's gradient
+            dist.all_reduce(g)
+            g /= total if config.mean == "weighted" else world_size
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t2 = time.perf_counter()
+
+        set_flat_grad(model, g)
+        optimizer.step()
+        reduced_grads.append(g.cpu().numpy().copy())
+        losses.append(loss.item())
+        t_compute.append(t1 - t0)
+        t_comm.append(t2 - t1)
+        if config.model == "line":
+            example_grads.append(per_example_grads(model_at(params[-1], config), x.cpu(), y.cpu()).numpy())
+        launcher.report_progress(step)
+    snapshot()
+    loop_seconds = time.perf_counter() - loop_start
+
+    out = {
+        "local_grad": np.stack(local_grads),
+        "reduced_grad": np.stack(reduced_grads),
+        "loss": np.array(losses, dtype=np.float32),
+        "t_compute": np.array(t_compute),
+        "t_comm": np.array(t_comm),
+        "param_digest": np.array(digests, dtype="S32"),
+        "loop_seconds": loop_seconds,
+        "device": str(device) if device.type == "cpu" else torch.cuda.get_device_name(device),
+    }
+    if keep_full or rank == 0:
+        out["params"] = np.stack(params)
+    if example_grads:
+        out["example_grad"] = np.stack(example_grads)
+    return out
+
+
+def model_at(flat: np.ndarray, config: TrainConfig) -> torch.nn.Module:
+    """A fresh copy of the model holding the parameter vector ``flat``."""
+    model = make_model(config)
+    torch.nn.utils.vector_to_parameters(torch.from_numpy(np.asarray(flat, dtype=np.float32)), model.parameters())
+    return model
+
+
+def big_batch(config: TrainConfig, flat: np.ndarray, step: int) -> tuple[np.ndarray, float]:
+    """Gradient and loss of the whole global batch of ``step`` at parameters ``flat``, in this process."""
+    x_all, y_all = load_data(config)
+    rows = batch_indices(config, step)
+    model = model_at(flat, config)
+    loss = mse(model(x_all[rows]), y_all[rows])
+    loss.backward()
+    return flat_grad(model).numpy().copy(), loss.item()
+
+
+def assemble(config: TrainConfig, results: list[dict], backend: str) -> Run:
+    """Stack the ranks' results into one :class:`Run`, adding the independent big-batch gradient."""
+    k = config.k
+    arrays = {
+        name: np.stack([r[name] for r in results], axis=1)
+        for name in ("local_grad", "reduced_grad", "loss", "t_compute", "t_comm", "param_digest")
+    }
+    if all("params" in r for r in results):
+        arrays["params"] = np.stack([r["params"] for r in results], axis=1)
+    big = [big_batch(config, results[0]["params"][step], step) for step in range(config.steps)]
+    arrays["big_grad"] = np.stack([g for g, _ in big])
+    arrays["big_loss"] = np.array([loss for _, loss in big], dtype=np.float32)
+    arrays["loop_seconds"] = np.array([r["loop_seconds"] for r in results])
+    arrays["shard_sizes"] = np.array(config.sizes)
+    arrays["batch_index"] = np.stack([batch_indices(config, s).numpy() for s in range(config.steps)])
+    arrays["example_rank"] = np.repeat(np.arange(k), config.sizes)
+    if "example_grad" in results[0]:
+        arrays["example_grad"] = np.concatenate([r["example_grad"] for r in results], axis=1)
+    x, y = load_data(config)
+    arrays["x"], arrays["y"] = x.numpy(), y.numpy()
+
+    meta = asdict(config)
+    meta.update(
+        shard_sizes=list(config.sizes),
+        backend=backend,
+        device=results[0]["device"],
+        n_params=int(arrays["local_grad"].shape[-1]),
+        torch_version=torch.__version__,
+        host=socket.gethostname(),
+        platform=platform.platform(),
+        cores=launcher.cpu_count(),
+        threads_per_rank=torch.get_num_threads() if backend != "gloo" else launcher.threads_per_rank(k),
+        date=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        schema_version=SCHEMA_VERSION,
+    )
+    return Run(meta, arrays)
+
+
+def record_run(config: TrainConfig | None = None, *, progress: bool = False, **overrides) -> Run:
+    """Launch ``config.k`` ranks, train, and return the recorded :class:`Run`.
+
+    Keyword overrides build the config for you: ``record_run(k=2, b=16, optimizer="adam")``.
+    """
+    config = TrainConfig(**{**(asdict(config) if config else {}), **overrides})
+    backend = launcher.resolve_backend(config.backend, config.k)
+    results = launcher.launch(
+        train_worker,
+        config.k,
+        args=(config,),
+        backend=backend,
+        timeout=config.timeout,
+        total_steps=config.steps,
+        progress=progress,
+    )
+    return assemble(config, results, backend)
+
+
+def main(argv=None) -> None:
+    """Entry point under torchrun: every rank trains; rank 0 gathers and writes the record."""
+    parser = argparse.ArgumentParser(prog="python -m dpviz.training", description="Record a data-parallel run under torchrun.")
+    for name, default in asdict(TrainConfig()).items():
+        if name in ("k", "shard_sizes", "backend", "all_reduce"):
+            continue
+        parser.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
+    parser.add_argument("--no-all-reduce", action="store_true", help="each rank steps on its own gradient")
+    parser.add_argument("--out", required=True, help="record path stem (writes OUT.npz and OUT.json)")
+    args = vars(parser.parse_args(argv))
+    out = args.pop("out")
+    args["all_reduce"] = not args.pop("no_all_reduce")
+
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    backend = "nccl" if torch.cuda.is_available() and torch.cuda.device_count() > local_rank else "gloo"
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+    dist.init_process_group(backend)
+    try:
+        config = TrainConfig(k=world_size, backend=backend, **args)
+        result = train_worker(rank, world_size, config)
+        gathered = [None] * world_size if rank == 0 else None
+        dist.gather_object(result, gathered, dst=0)
+        is_main = rank == 0
+        if is_main:
+            run = assemble(config, gathered, backend)
+            path = run.save(out)
+            print(f"wrote {path}.npz and {path}.json; {run.check()}", file=sys.stderr)
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
