@@ -35,12 +35,13 @@ from torch.func import functional_call, grad, vmap
 
 from dpviz import launch as launcher
 from dpviz.checks import check_choice, check_int, check_real
-from dpviz.data import line_data, teacher_data
+from dpviz.data import line_data, line_kind, teacher_data
 from dpviz.models import MODELS, build_model, flat_grad, flat_params, set_flat_grad
 from dpviz.record import SCHEMA_VERSION, Run
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
 MEANS = ("plain", "weighted")
+SAMPLINGS = ("random", "biased")
 FULL_PARAMS_LIMIT = 20_000  # parameters; above this only digests of each replica are kept
 
 
@@ -60,6 +61,7 @@ class TrainConfig:
     all_reduce: bool = True          # False: each rank steps on its own gradient (drift)
     shard_sizes: tuple | None = None  # examples per rank, for unequal shards; None means b each
     mean: str = "plain"              # "plain" (1/k Σ g_i) or "weighted" (Σ b_i g_i / Σ b_i)
+    sampling: str = "random"         # "random", or "biased": every example of one kind only (x >= 0; line model)
     backend: str = "auto"            # "auto", "gloo" or "nccl"
     timeout: float = 60.0            # seconds for the whole run, process start included
 
@@ -69,6 +71,9 @@ class TrainConfig:
         check_choice("model", self.model, MODELS)
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_choice("mean", self.mean, MEANS)
+        check_choice("sampling", self.sampling, SAMPLINGS)
+        if self.sampling == "biased" and self.model != "line":
+            raise ValueError(f"sampling='biased' needs model='line', whose examples have kinds; got model={self.model!r}.")
         check_choice("backend", self.backend, launcher.BACKENDS)
         check_real("lr", self.lr, low=0, low_open=True)
         check_real("timeout", self.timeout, low=0, low_open=True)
@@ -114,7 +119,13 @@ def load_data(config: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
 def batch_indices(config: TrainConfig, step: int) -> torch.Tensor:
     """Rows of the data set in the global batch of ``step``: a seeded random draw, the same in every rank."""
     gen = torch.Generator().manual_seed(config.seed * 100_003 + step)
-    return torch.randperm(config.dataset_size, generator=gen)[: sum(config.sizes)]
+    order = torch.randperm(config.dataset_size, generator=gen)
+    if config.sampling == "biased":
+        x, _ = line_data(config.dataset_size, seed=config.seed)
+        order = order[torch.from_numpy(line_kind(x))[order] == 1]
+        if len(order) < sum(config.sizes):
+            raise ValueError(f"a biased batch of {sum(config.sizes)} examples needs that many of one kind; the data set has {len(order)}.")
+    return order[: sum(config.sizes)]
 
 
 def make_model(config: TrainConfig) -> torch.nn.Module:
