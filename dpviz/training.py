@@ -64,9 +64,12 @@ class TrainConfig:
     sampling: str = "random"         # "random", or "biased": every example of one kind only (x >= 0; line model)
     backend: str = "auto"            # "auto", "gloo" or "nccl"
     timeout: float = 60.0            # seconds for the whole run, process start included
+    global_batch: int | None = None  # examples per step in all; if set, b = global_batch / k (must split evenly)
 
     def __post_init__(self):
         check_int("k", self.k, low=1, high=1024)
+        if self.global_batch is not None:
+            self.b = split_batch(self.global_batch, self.k)
         check_int("steps", self.steps, low=1, high=100_000)
         check_choice("model", self.model, MODELS)
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
