@@ -139,14 +139,14 @@ class BenchRecord:
         """Bus bandwidth algbw · 2(k-1)/k: the rate each rank's link carried data in a ring, comparable across k."""
         return self.algbw * 2 * (self.k - 1) / self.k
 
-    def fit(self, formula: str = "ring", *, impl: str = "all_reduce") -> costmodel.Fit:
-        """Fit alpha, beta of one cost-model formula to the median times of ``impl``."""
-        rows = self.impl == check_choice("impl", impl, IMPLS)
+    def fit(self, formula: str = "ring", *, impl: str = "all_reduce", ks=None) -> costmodel.Fit:
+        """Fit alpha, beta of one cost-model formula to the median times of ``impl`` (only the k in ``ks`` if given)."""
+        rows = self._rows(impl, ks)
         return costmodel.fit_alpha_beta(self.k[rows], self.m[rows], self.median[rows], formula=formula)
 
-    def fits(self, *, impl: str = "all_reduce") -> dict:
-        """One fit per formula in ``costmodel.FORMULAS``."""
-        rows = self.impl == check_choice("impl", impl, IMPLS)
+    def fits(self, *, impl: str = "all_reduce", ks=None) -> dict:
+        """One fit per formula in ``costmodel.FORMULAS``, keyed by formula."""
+        rows = self._rows(impl, ks)
         return costmodel.fit_all(self.k[rows], self.m[rows], self.median[rows])
 
     def ratio(self, impl: str, against: str = "all_reduce") -> tuple:
@@ -160,8 +160,8 @@ class BenchRecord:
     def table(self) -> str:
         """A plain-text table: one line per (k, M), median / algbw / busbw for each implementation."""
         impls = [i for i in IMPLS if i in set(self.impl)]
-        head = f"{'k':>2} {'M':>9}" + "".join(f" | {name:^28}" for name in impls)
-        sub = f"{'':>2} {'':>9}" + " | median ms  algbw MB/s busbw MB/s" * len(impls)
+        head = f"{'k':>2} {'M':>9}" + "".join(f" | {name:^31}" for name in impls)
+        sub = f"{'':>2} {'':>9}" + f" | {'median ms':>9} {'algbw MB/s':>10} {'busbw MB/s':>10}" * len(impls)
         lines = [head, sub]
         median, algbw, busbw = self.median, self.algbw, self.busbw
         for k, m in dict.fromkeys(zip(self.k.tolist(), self.m.tolist())):
@@ -193,6 +193,10 @@ class BenchRecord:
         if not (len(record.m) == len(record.impl) == n and record.times.ndim == 2 and len(record.times) == n):
             raise ValueError(f"path {str(path)!r} holds arrays k, m, impl and times whose lengths disagree.")
         return record
+
+    def _rows(self, impl: str, ks) -> np.ndarray:
+        rows = self.impl == check_choice("impl", impl, IMPLS)
+        return rows if ks is None else rows & np.isin(self.k, list(ks))
 
     def _medians(self, impl: str) -> dict:
         rows = np.flatnonzero(self.impl == impl)

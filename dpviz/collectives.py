@@ -70,7 +70,8 @@ def parameter_server_all_reduce(tensor: torch.Tensor, *, schedule: list | None =
     """Sum ``tensor`` over ranks in place through rank 0; return bytes sent by this rank.
 
     Every other rank pushes its whole tensor to rank 0; rank 0 adds them in rank
-    order and pulls the sum back out to each rank. Rank 0's link carries
+    order, and each rank pulls the sum back from it. Like ``dist.all_reduce`` this
+    gives the sum; divide by k for the average gradient. Rank 0's link carries
     (k-1)·M bytes each way, which is why this does not scale with k.
     """
     rank, k = dist.get_rank(), dist.get_world_size()
@@ -99,7 +100,7 @@ def parameter_server_all_reduce(tensor: torch.Tensor, *, schedule: list | None =
 
 
 def _ring_phase(tensor: torch.Tensor, phase: str, schedule: list | None) -> int:
-    """One pass of k-1 steps around the ring; ``phase`` says whether received chunks are added or kept."""
+    """One pass of k-1 steps around the ring; in reduce-scatter received chunks are added, in all-gather kept."""
     rank, k = dist.get_rank(), dist.get_world_size()
     if k == 1:
         return 0
@@ -107,7 +108,7 @@ def _ring_phase(tensor: torch.Tensor, phase: str, schedule: list | None) -> int:
         raise ValueError("tensor must be contiguous, so that its chunks are views that the ring can write into.")
     left, right = (rank - 1) % k, (rank + 1) % k
     chunks = torch.tensor_split(tensor.view(-1), k)
-    inbox = torch.empty_like(chunks[0])  # chunk 0 is the longest
+    inbox = torch.empty_like(chunks[0]) if phase == "reduce-scatter" else None  # chunk 0 is the longest
     offset = 0 if phase == "reduce-scatter" else 1
     sent = 0
     for step in range(k - 1):
@@ -119,16 +120,15 @@ def _ring_phase(tensor: torch.Tensor, phase: str, schedule: list | None) -> int:
         reqs = []
         if out.numel():  # a tensor with fewer elements than k leaves some chunks empty
             reqs.append(dist.isend(out, dst=right, tag=step))
+        # Reduce-scatter must add what arrives, so it lands in a buffer first;
+        # all-gather overwrites, so it can land in the chunk itself.
+        buf = inbox[: into.numel()] if phase == "reduce-scatter" else into
         if into.numel():
-            buf = inbox[: into.numel()]
             reqs.append(dist.irecv(buf, src=left, tag=step))
         for req in reqs:
             req.wait()
-        if into.numel():
-            if phase == "reduce-scatter":
-                into.add_(buf)
-            else:
-                into.copy_(buf)
+        if into.numel() and phase == "reduce-scatter":
+            into.add_(buf)
         nbytes = out.numel() * out.element_size()
         _note(schedule, [(phase, step, rank, right, send_i, nbytes)])
         sent += nbytes

@@ -1,0 +1,122 @@
+"""The all-reduce benchmark: a tiny real sweep, its record on disk, and its argument checks."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from dpviz import costmodel
+from dpviz.bench import IMPLS, BenchConfig, BenchRecord, log_sizes, run_sweep
+
+SIZES = (64, 4096)  # bytes
+
+
+@pytest.fixture(scope="module")
+def record():
+    config = BenchConfig(ks=(2,), sizes=SIZES, repeats=2, warmup=1, timeout=180)
+    return run_sweep(config, progress=False)
+
+
+def test_sweep_times_every_point(record):
+    n = len(SIZES) * len(IMPLS)
+    assert record.k.shape == record.m.shape == record.impl.shape == (n,)
+    assert record.times.shape == (n, 2)
+    assert set(record.impl) == set(IMPLS) and set(record.m) == set(SIZES) and set(record.k) == {2}
+    assert np.all(record.times > 0)
+    low, high = record.spread.T
+    assert np.all((low <= record.median) & (record.median <= high))
+    np.testing.assert_allclose(record.algbw, record.m / record.median)
+    np.testing.assert_allclose(record.busbw, record.algbw)  # 2(k-1)/k = 1 at k = 2
+    assert record.meta["backend"] == "gloo" and record.meta["schema_version"] == 1
+    assert "all_reduce" in record.table() and "BenchRecord(ks=[2]" in repr(record)
+
+
+def test_fits_and_ratios_use_the_measured_rows(record):
+    fits = record.fits()
+    assert tuple(fits) == costmodel.FORMULAS
+    ring = record.fit("ring")
+    assert ring.alpha >= 0 and ring.beta > 0 and ring.predicted.shape == (len(SIZES),)
+    ks, ms, ratio = record.ratio("ring")
+    assert list(ks) == [2, 2] and sorted(ms) == list(SIZES) and np.all(ratio > 0)
+
+
+def test_save_load_round_trip_with_numpy_alone(record, tmp_path):
+    stem = record.save(tmp_path / "sweep")
+    back = BenchRecord.load(tmp_path / "sweep.npz")
+    for name in ("k", "m", "impl", "times"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(record, name))
+    assert back.meta == json.loads(json.dumps(record.meta))
+    with np.load(f"{stem}.npz", allow_pickle=False) as z:
+        np.testing.assert_array_equal(z["median"], record.median)
+        assert z["impl"].dtype.kind == "U"
+    assert json.loads((tmp_path / "sweep.json").read_text())["schema_version"] == 1
+
+
+def test_load_names_the_path_of_a_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        BenchRecord.load(tmp_path / "nowhere")
+
+
+def test_load_names_the_path_of_a_truncated_file(record, tmp_path):
+    record.save(tmp_path / "cut")
+    npz = tmp_path / "cut.npz"
+    npz.write_bytes(npz.read_bytes()[: npz.stat().st_size // 2])
+    with pytest.raises(ValueError, match="cut.npz"):
+        BenchRecord.load(tmp_path / "cut")
+
+    record.save(tmp_path / "cutjson")
+    header = tmp_path / "cutjson.json"
+    header.write_text(header.read_text()[:20])
+    with pytest.raises(ValueError, match="cutjson.json"):
+        BenchRecord.load(tmp_path / "cutjson")
+
+
+def test_load_names_the_path_of_another_schema(record, tmp_path):
+    record.save(tmp_path / "old")
+    header_path = tmp_path / "old.json"
+    header = json.loads(header_path.read_text())
+    header["schema_version"] = 99
+    header_path.write_text(json.dumps(header))
+    with pytest.raises(ValueError, match=r"old\.json.*schema_version"):
+        BenchRecord.load(tmp_path / "old")
+
+
+@pytest.mark.parametrize(
+    "change, name",
+    [
+        ({"ks": (0,)}, "ks"),
+        ({"ks": ()}, "ks"),
+        ({"sizes": (2,)}, "sizes"),
+        ({"sizes": (6,)}, "sizes"),
+        ({"repeats": 0}, "repeats"),
+        ({"warmup": -1}, "warmup"),
+        ({"impls": ("tree",)}, "impls"),
+        ({"backend": "mpi"}, "backend"),
+        ({"timeout": 0}, "timeout"),
+    ],
+)
+def test_bad_arguments_name_themselves(change, name):
+    with pytest.raises((ValueError, TypeError), match=name) as info:
+        BenchConfig(**change)
+    assert str(info.value).count(". ") == 0  # one sentence
+
+
+def test_run_sweep_rechecks_a_config_edited_after_creation():
+    config = BenchConfig(ks=(2,))
+    config.repeats = 0
+    with pytest.raises(ValueError, match="repeats"):
+        run_sweep(config, progress=False)
+    assert dataclasses.asdict(config)["repeats"] == 0  # the caller's object is left as it was
+
+
+def test_log_sizes_are_whole_float32s_from_low_to_high():
+    sizes = log_sizes(1000, 16 << 20, 8)
+    assert sizes[0] == 1000 and sizes[-1] == 16 << 20 and len(sizes) == 8
+    assert all(m % 4 == 0 for m in sizes) and list(sizes) == sorted(sizes)
+
+
+def test_fit_can_be_limited_to_some_k(record):
+    assert np.array_equal(record.fit("ring", ks=(2,)).predicted, record.fit("ring").predicted)
+    with pytest.raises(ValueError, match="at least 2 points"):
+        record.fit("ring", ks=(3,))
