@@ -1,0 +1,159 @@
+"""Step 4: one group per device.
+
+k boxes side by side, one per rank of a recorded run. Each box holds the same θ
+(the replica colour, its value printed from the record), is fed its own slice of
+the step's global batch (dark dots; the other ranks' examples faint), and
+produces its own gradient g_i (a grey arrow from ``run.local_grad``). The arrows
+point different ways because the slices differ; nobody has talked yet.
+
+    plot_devices(run, step=0)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.lines import Line2D
+from matplotlib.patches import FancyBboxPatch, Rectangle
+
+from dpviz.plots.style import GREY, INK, REPLICA, SLATE, get_ax, source_note
+
+PITCH = 1.15              # data units from one box's left edge to the next
+DATA_PANEL = (0.47, 0.79)  # bottom and top of the data-slice panel, in box units
+GRAD_CENTRE = 0.225        # height of the gradient arrow's tail, in box units
+X_RANGE = (-2.3, 2.3)      # the line data's x lives in [-2, 2]
+LONGEST_ARROW = 0.075      # the longest arrow, as a fraction of the Axes width
+
+
+def plot_devices(run, *, step: int = 0, ax=None, slots: int | None = None, grad_scale: float | None = None):
+    """Draw Step 4 for ``run`` at ``step``: k device boxes, one θ, k slices, k arrows g_i. Returns the Axes.
+
+    ``slots`` leaves room for that many boxes (at least k; the unused ones are
+    hidden), ``grad_scale`` is the gradient length drawn as the longest arrow
+    (default: the longest g_i of the run).
+    """
+    ax = get_ax(ax)
+    boxes = DeviceBoxes(ax, slots=slots or run.k, grad_scale=grad_scale or max_local_norm(run), y_range=y_range(run))
+    boxes.show(run, step)
+    return ax
+
+
+def max_local_norm(run) -> float:
+    """The longest local gradient of the run, over every step and rank."""
+    return float(np.linalg.norm(run.local_grad[..., :2], axis=-1).max()) or 1.0
+
+
+def y_range(run) -> tuple[float, float]:
+    lo, hi = float(run.y.min()), float(run.y.max())
+    pad = 0.08 * (hi - lo)
+    return lo - pad, hi + pad
+
+
+class DeviceBoxes:
+    """The artists of a Step 4 figure, built once; :meth:`show` fills them from a run without making new ones.
+
+    ``slots`` boxes are drawn; :meth:`show` hides those beyond the run's k. The
+    artists of box ``i`` are in ``self.slots[i]`` (a dict); the arrows are
+    Quivers whose U, V hold the recorded gradient itself.
+    """
+
+    def __init__(self, ax, *, slots: int, grad_scale: float, y_range: tuple[float, float]):
+        self.ax = ax
+        self.y_range = y_range
+        n = slots
+        # The quiver's scale turns gradient units into a fraction of the Axes width.
+        longest = min(LONGEST_ARROW, 0.36 / (n * PITCH + 0.16))
+        scale = grad_scale / longest
+        self.slots = [self._box(i, scale) for i in range(n)]
+        ax.set_xlim(-0.08, (n - 1) * PITCH + 1.08)
+        ax.set_ylim(-0.05, 1.08)
+        ax.set_axis_off()
+        self.title = ax.set_title("", fontsize=11)
+        proxies = [
+            Line2D([], [], color=REPLICA, lw=2.5, label="θ: the same copy on every rank"),
+            Line2D([], [], color=INK, marker="o", ls="", ms=5, label="this rank's slice of the batch"),
+            Line2D([], [], color=GREY, marker="o", ls="", ms=4, alpha=0.5, label="the other ranks' examples"),
+            Line2D([], [], color=GREY, lw=2.5, marker=">", ms=7, label="g_i: gradient of its slice alone"),
+        ]
+        ax.legend(handles=proxies, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=9, frameon=False)
+        source_note(ax, "")
+        self.source = ax.texts[-1]
+        self.source.set_position((0, -58))  # below the legend
+
+    def _box(self, i: int, scale: float) -> dict:
+        ax, x0 = self.ax, i * PITCH
+        a = {}
+        a["box"] = ax.add_patch(FancyBboxPatch((x0, 0.0), 1.0, 1.0, boxstyle="round,pad=0.0,rounding_size=0.04",
+                                               facecolor="#f6f6f6", edgecolor=INK, linewidth=1.5))
+        a["label"] = ax.text(x0 + 0.5, 0.955, f"rank {i}", ha="center", va="center", fontsize=11, fontweight="bold", color=INK)
+        a["theta"] = ax.text(x0 + 0.5, 0.865, "", ha="center", va="center", fontsize=9, color="white",
+                             bbox=dict(boxstyle="round,pad=0.3", facecolor=REPLICA, edgecolor="none"))
+        lo, hi = DATA_PANEL
+        a["panel"] = ax.add_patch(Rectangle((x0 + 0.06, lo), 0.88, hi - lo, facecolor="white", edgecolor="#cccccc", lw=0.8))
+        a["others"] = ax.scatter([], [], s=9, color=GREY, alpha=0.5, linewidths=0)
+        a["slice"] = ax.scatter([], [], s=18, color=INK, linewidths=0, zorder=3)
+        (a["line"],) = ax.plot([], [], color=REPLICA, lw=2.2, zorder=2)
+        a["rows"] = ax.text(x0 + 0.5, (lo + hi) / 2, "", ha="center", va="center", fontsize=9, color=INK, wrap=True)
+        for artist in (a["others"], a["slice"], a["line"]):
+            artist.set_clip_path(a["panel"])
+        a["caption"] = ax.text(x0 + 0.5, lo - 0.025, "", ha="center", va="top", fontsize=9, color=INK)
+        c = GRAD_CENTRE
+        (a["axis_w"],) = ax.plot([x0 + 0.12, x0 + 0.88], [c, c], color="#cccccc", lw=0.8)
+        (a["axis_b"],) = ax.plot([x0 + 0.5, x0 + 0.5], [c - 0.15, c + 0.15], color="#cccccc", lw=0.8)
+        a["name_w"] = ax.text(x0 + 0.88, c + 0.01, "∂L/∂w", ha="right", va="bottom", fontsize=9, color=SLATE)
+        a["name_b"] = ax.text(x0 + 0.52, c + 0.15, "∂L/∂b", ha="left", va="top", fontsize=9, color=SLATE)
+        a["arrow"] = ax.quiver([x0 + 0.5], [c], [0.0], [0.0], angles="uv", scale_units="width", scale=scale,
+                               color=GREY, width=0.006, zorder=4)
+        a["arrow"].set_gid(f"local-{i}")
+        a["grad"] = ax.text(x0 + 0.5, 0.025, "", ha="center", va="bottom", fontsize=9, color=INK)
+        return a
+
+    def _to_panel(self, i: int, x, y):
+        """Map data-set coordinates (x, y) into box i's data panel."""
+        lo, hi = DATA_PANEL
+        (xa, xb), (ya, yb) = X_RANGE, self.y_range
+        px = i * PITCH + 0.06 + 0.88 * (np.asarray(x) - xa) / (xb - xa)
+        py = lo + (hi - lo) * (np.asarray(y) - ya) / (yb - ya)
+        return px, py
+
+    def show(self, run, step: int = 0) -> None:
+        """Fill the boxes from ``run`` at ``step``: set_text, set_offsets, set_data, set_UVC and set_visible only."""
+        if not 0 <= step < run.steps:
+            raise ValueError(f"step must be an integer from 0 to {run.steps - 1} for this run; got {step}.")
+        if run.k > len(self.slots):
+            raise ValueError(f"this figure has room for {len(self.slots)} boxes, so k must be <= {len(self.slots)}; got k={run.k}.")
+        line = run.meta["model"] == "line"
+        rows = run.batch_index[step]
+        for i, a in enumerate(self.slots):
+            visible = i < run.k
+            for artist in a.values():
+                artist.set_visible(visible)
+            if not visible:
+                continue
+            mine = rows[run.example_rank == i]
+            g = run.local_grad[step, i]
+            a["caption"].set_text(f"its {len(mine)} examples")
+            if line:
+                w, b = run.params[step, i]
+                a["theta"].set_text(f"θ = (w {w:+.3f}, b {b:+.3f})")
+                a["slice"].set_offsets(np.column_stack(self._to_panel(i, run.x[mine, 0], run.y[mine, 0])))
+                theirs = rows[run.example_rank != i]
+                a["others"].set_offsets(np.column_stack(self._to_panel(i, run.x[theirs, 0], run.y[theirs, 0])))
+                xs = np.array(X_RANGE)
+                a["line"].set_data(*self._to_panel(i, xs, w * xs + b))
+                a["rows"].set_visible(False)
+            else:
+                a["theta"].set_text(f"θ digest {run.param_digest[step, i].decode()[:10]}…")
+                shown = ", ".join(str(r) for r in mine[:6]) + (", …" if len(mine) > 6 else "")
+                a["rows"].set_text(f"rows {shown}")
+                for name in ("slice", "others", "line"):
+                    a[name].set_visible(False)
+                a["name_w"].set_text("g[0]")
+                a["name_b"].set_text("g[1]")
+            a["arrow"].set_UVC(g[0], g[1])
+            a["grad"].set_text(f"g_{i} = ({g[0]:+.2f}, {g[1]:+.2f})" if line else f"g_{i}[:2] = ({g[0]:+.3g}, {g[1]:+.3g})")
+        same = bool((run.param_digest[step] == run.param_digest[step, 0]).all())
+        self.title.set_text(
+            f"Step 4 · one group per device: k={run.k}, b={run.meta['b']}, step {step}\n"
+            f"{'the same θ on every rank' if same else 'θ differs between ranks'}, a different slice each, a different g_i each"
+        )
+        self.source.set_text(f"run: {run.describe()}")
