@@ -1,0 +1,320 @@
+"""The self-check cards: every chapter has a deck, chapter 08 holds the whole question bank,
+numeric answers match the cost model, the reveal button works, and no card copies the notes or
+repeats their known errors."""
+
+from __future__ import annotations
+
+import glob
+import html
+import math
+import re
+from collections import Counter
+from pathlib import Path
+
+import ipywidgets as widgets
+import numpy as np
+import pytest
+
+from dpviz import costmodel
+from dpviz.links import PRESETS
+from dpviz.questionbank import ALL_CARDS, cards_for
+from dpviz.quiz import CHAPTERS, KINDS, Card, CardWidget, Deck, card_widget, deck, show_cards
+
+SEEDS = Path("/work/shared/seeds")
+ALL_TEXT = {card.key: card.question_text() + "\n" + card.answer_text() for card in ALL_CARDS}
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+# ---------------------------------------------------------------------------------------------
+# Coverage
+
+
+def test_every_chapter_has_cards():
+    assert set(CHAPTERS) == {f"0{i}" for i in range(9)}
+    for chapter in CHAPTERS:
+        cards = cards_for(chapter)
+        assert cards, chapter
+        assert all(card.chapter == chapter for card in cards)
+    assert sum(len(cards_for(ch)) for ch in CHAPTERS) == len(ALL_CARDS)
+
+
+def test_keys_are_unique_and_kinds_known():
+    keys = [card.key for card in ALL_CARDS]
+    assert len(keys) == len(set(keys))
+    assert {card.kind for card in ALL_CARDS} <= set(KINDS)
+
+
+def test_chapter_08_holds_the_whole_question_bank():
+    counts = Counter(card.kind for card in cards_for("08"))
+    assert set(counts) == set(KINDS)  # every category, the recall items and numeric ones too
+    # The note's bank: 9 true/false, 7 spot-the-error, 6 why, 8 edge cases.
+    assert counts["true/false"] >= 9
+    assert counts["spot the error"] >= 7
+    assert counts["why"] >= 6
+    assert counts["edge case"] >= 8
+    assert len(cards_for("08")) >= 9 + 7 + 6 + 8
+
+
+def test_self_check_lists_are_covered():
+    # 001's self-check has 8 questions, 000's quick self-check 6.
+    assert sum(card.kind == "self-check" for card in cards_for("00")) >= 8
+    assert sum(card.kind == "self-check" for card in cards_for("07")) >= 6
+
+
+# ---------------------------------------------------------------------------------------------
+# Numeric cards: recomputed here from the card's params with costmodel and the link presets.
+
+
+def _ring_by_hand(k, m, alpha, beta):
+    return 2 * (k - 1) * alpha + 2 * (k - 1) / k * m / beta
+
+
+def _expect_half(p):
+    t_comm = p["t_compute"] / p["k"]
+    s = costmodel.speedup(p["t_compute"], p["k"], t_comm)
+    assert math.isclose(s, p["k"] / 2)
+    return {"t_comm": t_comm, "s": s, "eff": costmodel.efficiency(p["t_compute"], p["k"], t_comm), "half_k": p["k"] / 2}
+
+
+def _expect_k1(p):
+    link = PRESETS[p["link"]]
+    t_notes = costmodel.t_comm(1, p["m"], link.alpha, link.beta, formula="notes")
+    t_ring = costmodel.t_comm(1, p["m"], link.alpha, link.beta, formula="ring")
+    assert t_notes == t_ring == 0.0
+    return {"t_notes": t_notes, "t_ring": t_ring, "s": costmodel.speedup(p["t_compute"], 1, 0.0)}
+
+
+def _expect_fraction(p):
+    f = costmodel.bandwidth_fraction(np.array(p["ks"]))
+    np.testing.assert_allclose(f, [(k - 1) / k for k in p["ks"]])
+    return {"f": list(f)}
+
+
+def _expect_efficiency(p):
+    return {
+        "eff": p["s_measured"] / p["k"],
+        "s_model": costmodel.speedup(p["t_compute"], p["k"], 0.0),
+        "eff_model": costmodel.efficiency(p["t_compute"], p["k"], 0.0),
+    }
+
+
+def _expect_lr(p):
+    return {
+        "lr_lin": costmodel.lr_linear(p["lr_base"], p["k"]),
+        "lr_sq": costmodel.lr_sqrt(p["lr_base"], p["k"]),
+        "root": math.sqrt(p["k"]),
+    }
+
+
+def _expect_notes_vs_ring(p):
+    link = PRESETS[p["link"]]
+    t_notes = costmodel.t_comm(p["k"], p["m"], link.alpha, link.beta, formula="notes")
+    t_ring = costmodel.t_comm(p["k"], p["m"], link.alpha, link.beta, formula="ring")
+    assert math.isclose(t_ring, _ring_by_hand(p["k"], p["m"], link.alpha, link.beta))
+    return {
+        "alpha_us": link.alpha * 1e6,
+        "beta_gbs": link.beta / 1e9,
+        "t_notes_ms": t_notes * 1e3,
+        "t_ring_ms": t_ring * 1e3,
+        "ratio": t_ring / t_notes,
+    }
+
+
+def _expect_ceiling(p):
+    s = costmodel.speedup(p["t_compute"], np.array(p["ks"]), p["t_comm"])
+    ceiling = p["t_compute"] / p["t_comm"]
+    assert np.all(s < ceiling)
+    return {"ceiling": ceiling, "s": list(s)}
+
+
+def _expect_double_bandwidth(p):
+    out = {}
+    for tag, name in zip("ab", p["links"]):
+        link = PRESETS[name]
+        s = [
+            costmodel.speedup(p["t_compute"], p["k"], costmodel.t_comm(p["k"], p["m"], link.alpha, beta))
+            for beta in (link.beta, 2 * link.beta)
+        ]
+        assert s[1] < 2 * s[0]
+        out[f"s_{tag}"], out[f"gain_{tag}"] = s, s[1] / s[0]
+    return out
+
+
+def _expect_best_k(p):
+    link = PRESETS[p["link"]]
+    ks = np.arange(1, p["k_max"] + 1)
+    s = costmodel.speedup(p["t_compute"], ks, _ring_by_hand(ks, p["m"], link.alpha, link.beta))
+    best = int(np.argmax(s))
+    assert 1 < ks[best] < p["k_max"]  # the card's point: more devices can be slower
+    return {"best_k": int(ks[best]), "s_best": float(s[best]), "s_last": float(s[-1])}
+
+
+def _expect_limits(p):
+    s = [costmodel.speedup(p["t_compute"], p["k"], t) for t in p["t_comms"]]
+    assert s[0] == p["k"]
+    return {"s": s, "ceiling_last": p["t_compute"] / p["t_comms"][-1]}
+
+
+EXPECTED = {
+    "08-num-half": _expect_half,
+    "08-num-k1": _expect_k1,
+    "08-num-fraction": _expect_fraction,
+    "08-num-efficiency": _expect_efficiency,
+    "08-num-lr": _expect_lr,
+    "08-num-ring": _expect_notes_vs_ring,
+    "05-num-notes-vs-ring": _expect_notes_vs_ring,
+    "08-num-ceiling": _expect_ceiling,
+    "08-num-double-bandwidth": _expect_double_bandwidth,
+    "06-num-best-k": _expect_best_k,
+    "06-num-limits": _expect_limits,
+}
+
+NUMERIC = [card for card in ALL_CARDS if card.numeric]
+
+
+def test_enough_numeric_cards_and_each_has_a_check():
+    assert len(NUMERIC) >= 8
+    assert {card.key for card in NUMERIC} == set(EXPECTED)
+    assert all(card.kind == "numeric" for card in NUMERIC)
+
+
+@pytest.mark.parametrize("card", NUMERIC, ids=lambda c: c.key)
+def test_numeric_answer_matches_an_independent_computation(card):
+    expected = EXPECTED[card.key](card.params)
+    got = card.values()
+    assert set(got) == set(expected)
+    for name, value in expected.items():
+        np.testing.assert_allclose(np.asarray(got[name], float), np.asarray(value, float), rtol=1e-12, err_msg=name)
+    # The shown text is the template filled with the independently computed numbers.
+    assert card.answer_text() == card.answer.format(**card.params, **expected)
+    assert "{" not in card.answer_text() and "{" not in card.question_text()
+
+
+# ---------------------------------------------------------------------------------------------
+# Widgets
+
+
+def test_button_reveals_then_hides_the_answer():
+    for card in ALL_CARDS:
+        w = card_widget(card)
+        assert isinstance(w, widgets.Widget)
+        assert w.button.description == "Show answer"
+        assert w.answer.value == "" and w.answer.layout.display == "none"
+        w.button.click()
+        assert w.revealed and w.answer.layout.display != "none"
+        assert w.button.description == "Hide answer"
+        first_line = card.answer_text().split("\n")[0]
+        assert html.escape(first_line[:40]) in w.answer.value
+        w.button.click()
+        assert not w.revealed and w.answer.value == "" and w.answer.layout.display == "none"
+        assert w.button.description == "Show answer"
+
+
+def test_deck_has_one_row_per_card_and_a_questions_only_fallback():
+    for chapter in CHAPTERS:
+        d = show_cards(chapter)
+        assert isinstance(d, Deck)
+        cards = cards_for(chapter)
+        assert [w.card for w in d.card_widgets] == cards
+        assert all(isinstance(w, CardWidget) for w in d.card_widgets)
+        bundle = d._repr_mimebundle_()
+        md = bundle["text/markdown"]
+        assert "application/vnd.jupyter.widget-view+json" in bundle
+        again = show_cards(chapter)._repr_mimebundle_()  # a fresh deck: same text, so nbval sees no change
+        assert bundle["text/plain"] == again["text/plain"] and md == again["text/markdown"]
+        for card in cards:
+            assert card.question_text() in md
+            assert card.answer_text() not in md
+            # No 10-word run of any answer reaches the fallback (a question may share a formula).
+            answer_grams = _grams(_words(card.answer_text()), 10)
+            assert not (answer_grams & _grams(_words(md), 10)), card.key
+
+
+def _grams(words, n):
+    return {tuple(words[i : i + n]) for i in range(len(words) - n + 1)}
+
+
+def test_deck_from_a_list_and_card_text():
+    cards = cards_for("03")[:2]
+    d = deck(cards)
+    assert len(d.card_widgets) == 2
+    d.card_widgets[1].button.click()
+    assert d.card_widgets[1].answer.value and not d.card_widgets[0].answer.value
+    for card in ALL_CARDS:
+        text = card.text()
+        assert card.question_text() in text and card.answer_text() in text
+
+
+# ---------------------------------------------------------------------------------------------
+# Honesty: own words, and none of the notes' known errors
+
+
+def test_no_card_copies_twelve_words_of_the_notes():
+    files = sorted(glob.glob(str(SEEDS / "00*.txt")))
+    assert len(files) == 3
+    notes = set()
+    for path in files:
+        notes |= _grams(_words(Path(path).read_text()), 12)
+    for key, text in ALL_TEXT.items():
+        copied = _grams(_words(text), 12) & notes
+        assert not copied, f"{key}: {' '.join(next(iter(copied)))}"
+
+
+def test_notes_all_reduce_formula_is_always_called_a_reduce_scatter():
+    formula = re.compile(r"log\s*[2₂_]")
+    for key, text in ALL_TEXT.items():
+        if formula.search(text) and "(k−1)/k" in text and "M/β" in text:
+            assert "reduce-scatter" in text or "half" in text, key
+    spot = next(c for c in ALL_CARDS if c.key == "05-spot-formula").answer_text()
+    assert "2(k−1)·α + 2(k−1)/k·M/β" in spot
+
+
+def test_bert_example_is_not_presented_as_measured():
+    for key, text in ALL_TEXT.items():
+        assert not re.search(r"[13]\.3\s*[×x]", text), key
+        if "BERT" in text:
+            assert "source" in text, key
+
+
+def test_lr_contrast_is_linear_against_square_root():
+    text = ALL_TEXT["08-why-linear-rule"]
+    assert "×√k" in text and "k·η" in text
+    assert not re.search(r"\bby k, not k\b|\bk, not k\b", " ".join(ALL_TEXT.values()))
+
+
+def test_bit_identity_is_claimed_only_between_replicas():
+    for key, text in ALL_TEXT.items():
+        if re.search(r"bit-for-bit|bit-identical|last bit", text):
+            assert "associative" in text or "rounding" in text, key
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input
+
+
+@pytest.mark.parametrize("bad", ["9", "8", "", 8, None])
+def test_unknown_chapter_is_one_sentence_naming_the_argument(bad):
+    for fn in (cards_for, show_cards):
+        with pytest.raises(ValueError) as err:
+            fn(bad)
+        message = str(err.value)
+        assert message.startswith("chapter ")
+        assert message.count(". ") == 0 and message.endswith(".")
+
+
+def test_bad_cards_and_decks():
+    with pytest.raises(ValueError, match="kind"):
+        Card("q?", "a.", "riddle", "00", "x")
+    with pytest.raises(ValueError, match="chapter"):
+        Card("q?", "a.", "why", "10", "x")
+    with pytest.raises(ValueError, match="compute"):
+        Card("q?", "a.", "numeric", "08", "x")
+    with pytest.raises(ValueError, match="cards"):
+        deck([])
+    with pytest.raises(TypeError, match="cards"):
+        deck(["not a card"])
+    with pytest.raises(TypeError, match="card"):
+        card_widget("not a card")
