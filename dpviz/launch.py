@@ -183,9 +183,8 @@ def _wait(procs, outdir, slots, timeout, bar) -> None:
                 raise RankError(rank, f"process exited with code {code} without a Python traceback (killed, or crashed in native code)")
         if all(code == 0 for code in codes):
             return
-        if bar is not None:
-            done = max(0, min(slots) + 1)
-            bar.update(done - bar.n)
+        if bar is not None and min(slots) + 1 > bar.n:
+            bar.update(min(slots) + 1 - bar.n)
         if time.monotonic() > deadline:
             running = [r for r, p in enumerate(procs) if p.exitcode is None]
             steps = list(slots)

@@ -31,9 +31,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 import torch.distributed as dist
-from torch.func import functional_call, grad, vmap
 
 from dpviz import launch as launcher
+from dpviz import optim
 from dpviz.checks import check_choice, check_int, check_real
 from dpviz.data import line_data, line_kind, teacher_data
 from dpviz.models import MODELS, build_model, flat_grad, flat_params, set_flat_grad
@@ -135,12 +135,13 @@ def make_model(config: TrainConfig) -> torch.nn.Module:
     return build_model(config.model, d_in=config.d_in, width=config.width, depth=config.depth, seed=config.seed)
 
 
-def make_optimizer(config: TrainConfig, params) -> torch.optim.Optimizer:
+def make_optimizer(config: TrainConfig, params):
+    """The run's optimizer, from :mod:`dpviz.optim` (torch.optim's arithmetic, without its start-up cost)."""
     if config.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=config.lr)
+        return optim.SGD(params, lr=config.lr)
     if config.optimizer == "momentum":
-        return torch.optim.SGD(params, lr=config.lr, momentum=0.9)
-    return torch.optim.Adam(params, lr=config.lr)
+        return optim.SGD(params, lr=config.lr, momentum=0.9)
+    return optim.Adam(params, lr=config.lr)
 
 
 def mse(pred, target):
@@ -153,14 +154,18 @@ def digest(flat: torch.Tensor) -> bytes:
 
 
 def per_example_grads(model, x, y) -> torch.Tensor:
-    """One gradient per example, (n, P), with torch.func: the grey arrows of Step 2."""
-    params = {name: p.detach() for name, p in model.named_parameters()}
+    """One gradient per example, (n, P): the grey arrows of Step 2.
 
-    def loss_one(p, xi, yi):
-        return mse(functional_call(model, p, (xi[None],)), yi[None])
-
-    grads = vmap(grad(loss_one), in_dims=(None, 0, 0))(params, x, y)
-    return torch.cat([grads[name].reshape(len(x), -1) for name in params], dim=1)
+    One forward pass, then one autograd call per example's loss. (torch.func.vmap
+    would do it in one call, but its first use costs each rank seconds of imports.)
+    """
+    params = list(model.parameters())
+    losses = (model(x) - y).pow(2).reshape(-1)  # each example's squared error: its own loss
+    rows = []
+    for i in range(len(losses)):
+        grads = torch.autograd.grad(losses[i], params, retain_graph=i + 1 < len(losses))
+        rows.append(torch.cat([g.reshape(-1) for g in grads]))
+    return torch.stack(rows)
 
 
 def train_worker(rank: int, world_size: int, config: TrainConfig) -> dict:
@@ -190,7 +195,7 @@ def train_worker(rank: int, world_size: int, config: TrainConfig) -> dict:
         x, y = x_all[rows].to(device), y_all[rows].to(device)
 
         t0 = time.perf_counter()
-        optimizer.zero_grad(set_to_none=False)
+        model.zero_grad(set_to_none=False)
         loss = mse(model(x), y)
         loss.backward()
         g = flat_grad(model)

@@ -1,0 +1,156 @@
+"""The command line: ``python -m dpviz record``, ``bench`` and ``figures``.
+
+    python -m dpviz record --k 4 --b 8 --steps 5 --out runs/k4     # a real run, checked and saved
+    python -m dpviz bench --ks 2 4 --repeats 10 --out runs/bench   # all-reduce time over k and M, fitted
+    python -m dpviz figures                                        # fresh runs -> every figure in figures/
+
+Each prints what it verified and what it measured. A bad argument ends with one
+sentence naming it and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import fields
+
+import numpy as np
+
+from dpviz.launch import RankError, RankTimeout
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dpviz", description="Record real data-parallel runs and draw them.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    _add_record(commands.add_parser("record", help="record a real data-parallel run and check the notes' claims on it"))
+    _add_bench(commands.add_parser("bench", help="measure all-reduce time over k and message size, and fit the cost models"))
+    _add_figures(commands.add_parser("figures", help="record fresh runs on this machine and regenerate every figure"))
+    args = parser.parse_args(argv)
+    try:
+        args.func(args)
+    except (ValueError, TypeError, FileNotFoundError) as e:
+        print(f"python -m dpviz {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except (RankError, RankTimeout) as e:
+        print(f"python -m dpviz {args.command}: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+# --- record ---
+
+def _add_record(p) -> None:
+    from dpviz.training import TrainConfig
+
+    defaults = {f.name: f.default for f in fields(TrainConfig)}
+    p.add_argument("--k", type=int, default=defaults["k"], help="ranks (default %(default)s)")
+    p.add_argument("--b", type=int, default=defaults["b"], help="examples per rank per step (default %(default)s)")
+    p.add_argument("--global-batch", type=int, help="examples per step in all; must split evenly over k")
+    p.add_argument("--steps", type=int, default=defaults["steps"], help="optimizer steps (default %(default)s)")
+    p.add_argument("--model", default=defaults["model"], help="line (two parameters) or mlp (default %(default)s)")
+    p.add_argument("--width", type=int, default=defaults["width"], help="MLP hidden width (default %(default)s)")
+    p.add_argument("--depth", type=int, default=defaults["depth"], help="MLP hidden layers (default %(default)s)")
+    p.add_argument("--optimizer", default=defaults["optimizer"], help="sgd, momentum or adam (default %(default)s)")
+    p.add_argument("--lr", type=float, default=defaults["lr"], help="learning rate (default %(default)s)")
+    p.add_argument("--seed", type=int, default=defaults["seed"])
+    p.add_argument("--no-all-reduce", action="store_true", help="each rank steps on its own gradient (replicas drift)")
+    p.add_argument("--shard-sizes", type=_int_list, help="unequal shards, e.g. 3,9,20 (one per rank)")
+    p.add_argument("--mean", default=defaults["mean"], help="plain or weighted, for unequal shards (default %(default)s)")
+    p.add_argument("--sampling", default=defaults["sampling"], help="random or biased (default %(default)s)")
+    p.add_argument("--backend", default=defaults["backend"], help="auto, gloo or nccl (default %(default)s)")
+    p.add_argument("--timeout", type=float, default=defaults["timeout"], help="seconds (default %(default)s)")
+    p.add_argument("--out", help="save the record as OUT.npz and OUT.json")
+    p.set_defaults(func=_record)
+
+
+def _int_list(text: str) -> tuple:
+    try:
+        return tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"shard sizes must be whole numbers separated by commas; got {text!r}") from None
+
+
+def _record(args) -> None:
+    from dpviz.training import TrainConfig, record_run
+
+    config = TrainConfig(
+        k=args.k, b=args.b, global_batch=args.global_batch, steps=args.steps, model=args.model, width=args.width,
+        depth=args.depth, optimizer=args.optimizer, lr=args.lr, seed=args.seed, all_reduce=not args.no_all_reduce,
+        shard_sizes=args.shard_sizes, mean=args.mean, sampling=args.sampling, backend=args.backend, timeout=args.timeout,
+    )
+    start = time.perf_counter()
+    run = record_run(config, progress=True)
+    seconds = time.perf_counter() - start
+    print(report(run, seconds))
+    if args.out:
+        path = run.save(args.out)
+        print(f"saved {path}.npz and {path}.json")
+
+
+def report(run, seconds: float) -> str:
+    """What a run verified and measured, as a few lines for a terminal."""
+    lines = [f"recorded {run.describe()}", f"  wall time, process start included: {seconds:.2f} s"]
+    try:
+        lines.append(f"  verified: {run.check()}")
+    except AssertionError as e:
+        lines.append(f"  CHECK FAILED: {e}")
+    if not run.meta["all_reduce"]:
+        differ = int((~run.replicas_identical()).sum())
+        lines.append(f"  all-reduce off: replicas differ in {differ} of {run.steps + 1} recorded states (drift)")
+    err = run.big_batch_rel_err()
+    lines.append(f"  reduced vs big-batch gradient, max relative error per step: {np.array2string(err, precision=1)}")
+    lines.append(
+        f"  measured per rank and step (median): compute {np.median(run.t_compute) * 1e3:.3f} ms, "
+        f"all-reduce {np.median(run.t_comm) * 1e3:.3f} ms"
+    )
+    return "\n".join(lines)
+
+
+# --- bench ---
+
+def _add_bench(p) -> None:
+    p.add_argument("--ks", type=int, nargs="+", default=[2, 4], help="process-group sizes (default 2 4)")
+    p.add_argument("--min-bytes", type=int, default=1 << 10, help="smallest message, bytes (default %(default)s)")
+    p.add_argument("--max-bytes", type=int, default=16 << 20, help="largest message, bytes (default %(default)s)")
+    p.add_argument("--points", type=int, default=8, help="message sizes, log spaced (default %(default)s)")
+    p.add_argument("--impls", nargs="+", default=["all_reduce", "ring", "parameter_server"])
+    p.add_argument("--repeats", type=int, default=10, help="timed calls per point (default %(default)s)")
+    p.add_argument("--backend", default="gloo")
+    p.add_argument("--out", help="save the record as OUT.npz and OUT.json")
+    p.set_defaults(func=_bench)
+
+
+def _bench(args) -> None:
+    from dpviz.bench import BenchConfig, log_sizes, run_sweep
+
+    config = BenchConfig(
+        ks=tuple(args.ks), sizes=log_sizes(args.min_bytes, args.max_bytes, args.points),
+        impls=tuple(args.impls), repeats=args.repeats, backend=args.backend,
+    )
+    bench = run_sweep(config, progress=True)
+    print(bench.table())
+    print("fitted to dist.all_reduce (median relative error):")
+    for name, fit in bench.fits().items():
+        print(f"  {fit}")
+    if args.out:
+        path = bench.save(args.out)
+        print(f"saved {path}.npz and {path}.json")
+
+
+# --- figures ---
+
+def _add_figures(p) -> None:
+    p.add_argument("--out", default="figures", help="folder for PNG, SVG and the manifest (default %(default)s)")
+    p.add_argument("--quick", action="store_true", help="fewer bench points and repeats (for tests)")
+    p.set_defaults(func=_figures)
+
+
+def _figures(args) -> None:
+    from dpviz.figures import regenerate
+
+    regenerate(args.out, quick=args.quick)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
