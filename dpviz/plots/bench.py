@@ -1,0 +1,89 @@
+"""Measured all-reduce time against message size M, one colour per k, with the fitted cost models.
+
+Points are the median time of ``dist.all_reduce`` over the repeats of a benchmark, with bars from
+the 25th to the 75th percentile. Lines are the cost model with alpha and beta fitted to those
+points: solid for the ring all-reduce, dashed for the notes' formula (which prices only a
+reduce-scatter, so its fitted beta comes out half the ring's). The fits come from
+:func:`dpviz.timing.fit_lines`::
+
+    plot_allreduce_times(bench)                                      # fits the notes' formula and the ring
+    plot_allreduce_times(bench, fits=timing.fit_lines(bench, ("ring", "halving_doubling")))
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib import colormaps
+from matplotlib.lines import Line2D
+
+from dpviz import timing
+from dpviz.plots.style import INK, MEASURED_NOTE, MODELED_NOTE, get_ax, source_note
+
+GIDS = {"points": "bench.points", "fit": "bench.fit"}
+FORMULA_STYLE = {"ring": "-", "notes": "--", "halving_doubling": "-."}
+FORMULA_WORDS = {"ring": "ring", "notes": "notes' formula", "halving_doubling": "halving-doubling"}
+
+
+def k_colours(ks) -> dict:
+    """One colour per k, dark to light as k grows."""
+    ks = sorted(ks)
+    cmap = colormaps["viridis"]
+    return {k: cmap(0.15 + 0.7 * i / max(len(ks) - 1, 1)) for i, k in enumerate(ks)}
+
+
+def fit_words(fit) -> str:
+    """α in µs, β in GB/s and the median relative error, for a legend entry."""
+    beta = "∞" if not np.isfinite(fit.beta) else f"{fit.beta / 1e9:.3g}"
+    return f"α = {fit.alpha * 1e6:.3g} µs, β = {beta} GB/s, median error {fit.median_rel_err:.0%}"
+
+
+def plot_allreduce_times(bench, *, ax=None, fits=("notes", "ring"), impl: str = "all_reduce",
+                         fontsize: float = 11, note: str | None = None):
+    """Draw a :class:`dpviz.bench.BenchRecord`'s median all-reduce times on log-log axes, with fitted lines.
+
+    ``fits`` is a tuple of formula names (fitted here through :func:`dpviz.timing.fit_lines`) or the
+    dict that function returns.
+    """
+    ax = get_ax(ax)
+    lines = fits if isinstance(fits, dict) else timing.fit_lines(bench, fits, impl=impl)
+    rows = np.asarray(bench.impl) == impl
+    k, m = np.asarray(bench.k)[rows], np.asarray(bench.m)[rows]
+    median, spread = np.asarray(bench.median)[rows], np.asarray(bench.spread)[rows]
+    colours = k_colours(set(k.tolist()))
+    cores = bench.meta.get("cores")
+
+    for kk, colour in colours.items():
+        sel = k == kk
+        err = np.abs(spread[sel].T - median[sel])  # (2, n): distances down to q25 and up to q75
+        shared = cores is not None and kk > cores
+        ax.errorbar(m[sel], median[sel], yerr=err, fmt="o", color=colour, markersize=7, capsize=3,
+                    markerfacecolor="white" if shared else colour, markeredgewidth=1.6, zorder=4, gid=GIDS["points"],
+                    label=f"k = {kk}, {MEASURED_NOTE}" + (f" (k > {cores} cores: ranks share cores)" if shared else ""))
+        for formula, fl in lines.items():
+            if kk in fl.seconds:
+                ax.plot(fl.m, fl.seconds[kk], color=colour, linestyle=FORMULA_STYLE.get(formula, ":"),
+                        linewidth=2, gid=f"{GIDS['fit']}:{formula}", zorder=3)
+
+    handles, labels = ax.get_legend_handles_labels()
+    for formula, fl in lines.items():
+        handles.append(Line2D([], [], color=INK, linestyle=FORMULA_STYLE.get(formula, ":"), linewidth=2))
+        labels.append(f"{FORMULA_WORDS.get(formula, formula)} ({MODELED_NOTE}, fitted): {fit_words(fl.fit)}")
+    ax.legend(handles, labels, loc="upper left", fontsize=fontsize - 2, frameon=False)
+
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("message size M (bytes)", fontsize=fontsize, loc="right")
+    ax.set_ylabel(f"all-reduce time (s), median of {bench.times.shape[1]}", fontsize=fontsize)
+    ax.tick_params(labelsize=fontsize - 1)
+    ax.grid(True, which="major", color="#e6e6e6", linewidth=0.8)
+    ax.set_axisbelow(True)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    low, high = float(np.min(spread)), float(np.max(spread))
+    ax.set_ylim(low / 2, high * 20)  # headroom for the legend above the points
+    ax.set_title(f"All-reduce time against message size ({impl}), with fitted α-β models", fontsize=fontsize + 1,
+                 loc="left")
+    meta = bench.meta
+    source_note(ax, note or f"{MEASURED_NOTE}: {meta.get('backend')} on {meta.get('host')}, {cores} cores, "
+                            f"{str(meta.get('date', ''))[:10]}; bars span the 25th-75th percentile of the repeats")
+    return ax

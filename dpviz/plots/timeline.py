@@ -1,0 +1,93 @@
+"""Step 6 and figure s01: one step's time on k devices, as a lavender compute bar and a coral sync bar.
+
+Each row is one k. The lavender segment is T_compute / k, the share of the work one rank does; the
+coral segment glued after it is T_comm, the all-reduce every rank must wait through before it can
+step. Doubling k halves the lavender bar but not the coral one, so no row can get shorter than its
+coral bar. The rows come from :mod:`dpviz.timing`::
+
+    plot_timelines(timing.machine_timelines(runs, bench))                      # this machine
+    plot_timelines(timing.timeline_rows(t_compute=1.0, t_comm=0.2))           # the notes' toy numbers
+
+Rows a run measured are drawn solid; rows the cost model filled in are hatched and say "modeled".
+"""
+
+from __future__ import annotations
+
+from matplotlib.patches import Patch
+
+from dpviz.plots.style import CORAL, INK, LAVENDER, MEASURED_NOTE, MODELED_NOTE, SLATE, get_ax, source_note
+
+GIDS = {"compute": "timeline.compute", "comm": "timeline.comm", "label": "timeline.label"}
+MODELED_HATCH = "///"
+BAR_HEIGHT = 0.62
+
+
+def time_unit(seconds: float) -> tuple[str, float]:
+    """A readable unit for a span of ``seconds``: ``(name, seconds per unit)``."""
+    if seconds >= 1.0:
+        return "s", 1.0
+    if seconds >= 1e-3:
+        return "ms", 1e-3
+    return "µs", 1e-6
+
+
+def row_label(row, unit: str, scale: float, *, tag: bool = True) -> str:
+    """The text at the end of a bar: its total and (``tag``) whether it was measured or modeled."""
+    words = MEASURED_NOTE if row.source == MEASURED_NOTE else MODELED_NOTE
+    if row.oversubscribed:
+        words += ", k > cores: ranks share cores"
+    return f"{row.t_step / scale:.3g} {unit}" + (f"  ({words})" if tag else "")
+
+
+def plot_timelines(rows, *, ax=None, fontsize: float = 11, title: str | None = None, note: str | None = None,
+                   mark_source: bool = True):
+    """Draw one horizontal time bar per row of :func:`dpviz.timing.timeline_rows` (first row on top).
+
+    ``note`` is written under the Axes (which run or which model the rows came from). With
+    ``mark_source`` each bar says whether it was measured or modeled (modeled bars are hatched);
+    turn it off only where the title already says that every row is modeled.
+    """
+    ax = get_ax(ax)
+    rows = list(rows)
+    if not rows:
+        raise ValueError("rows must hold at least one TimelineRow.")
+    longest = max(row.t_step for row in rows)
+    unit, scale = time_unit(longest if longest > 0 else 1.0)
+    y = [len(rows) - 1 - i for i in range(len(rows))]
+
+    for yi, row in zip(y, rows):
+        hatch = MODELED_HATCH if mark_source and row.source != MEASURED_NOTE else None
+        style = dict(height=BAR_HEIGHT, edgecolor=INK, linewidth=0.8, hatch=hatch)
+        ax.barh(yi, row.t_compute / scale, left=0.0, color=LAVENDER, gid=GIDS["compute"], **style)
+        ax.barh(yi, row.t_comm / scale, left=row.t_compute / scale, color=CORAL, gid=GIDS["comm"], **style)
+        ax.text(row.t_step / scale, yi, "  " + row_label(row, unit, scale, tag=mark_source), va="center", ha="left",
+                fontsize=fontsize - 1, color=INK, gid=GIDS["label"])
+
+    ax.set_yticks(y, [f"k = {row.k}" for row in rows], fontsize=fontsize)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_xlim(0, longest / scale * 1.45 if longest > 0 else 1.0)
+    ax.set_xlabel(f"time for one training step ({unit})", fontsize=fontsize, loc="right")
+    ax.tick_params(axis="x", labelsize=fontsize - 1)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.set_title(title or "One step on k devices: compute shrinks as 1/k, the sync does not",
+                 fontsize=fontsize + 1, loc="left")
+    if title is None:
+        ax.annotate("no step is shorter than its coral bar", xy=(1, 1), xycoords="axes fraction",
+                    xytext=(0, 2), textcoords="offset points", ha="right", va="bottom",
+                    fontsize=fontsize - 2, color=SLATE, style="italic")
+
+    handles = [
+        Patch(facecolor=LAVENDER, edgecolor=INK, label="compute, T_compute / k"),
+        Patch(facecolor=CORAL, edgecolor=INK, label="sync (all-reduce), T_comm"),
+    ]
+    sources = {row.source for row in rows} if mark_source else set()
+    if MEASURED_NOTE in sources:
+        handles.append(Patch(facecolor="white", edgecolor=INK, label=f"solid: {MEASURED_NOTE} by a run"))
+    if MODELED_NOTE in sources:
+        handles.append(Patch(facecolor="white", edgecolor=INK, hatch=MODELED_HATCH,
+                             label=f"hatched: {MODELED_NOTE} (cost model)"))
+    ax.legend(handles=handles, loc="lower right", fontsize=fontsize - 2, frameon=False)
+    if note:
+        source_note(ax, note)
+    return ax
