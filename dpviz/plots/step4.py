@@ -29,17 +29,18 @@ def plot_devices(run, *, step: int = 0, ax=None, slots: int | None = None, grad_
 
     ``slots`` leaves room for that many boxes (at least k; the unused ones are
     hidden), ``grad_scale`` is the gradient length drawn as the longest arrow
-    (default: the longest g_i of the run).
+    (default: the longest g_i of this step).
     """
     ax = get_ax(ax)
-    boxes = DeviceBoxes(ax, slots=slots or run.k, grad_scale=grad_scale or max_local_norm(run), y_range=y_range(run))
-    boxes.show(run, step)
+    boxes = DeviceBoxes(ax, slots=slots or run.k, y_range=y_range(run))
+    boxes.show(run, step, grad_scale=grad_scale)
     return ax
 
 
-def max_local_norm(run) -> float:
-    """The longest local gradient of the run, over every step and rank."""
-    return float(np.linalg.norm(run.local_grad[..., :2], axis=-1).max()) or 1.0
+def max_local_norm(run, step: int | None = None) -> float:
+    """The longest local gradient (its first two components) at ``step``, or over every step."""
+    g = run.local_grad[..., :2] if step is None else run.local_grad[step, :, :2]
+    return float(np.linalg.norm(g, axis=-1).max()) or 1.0
 
 
 def y_range(run) -> tuple[float, float]:
@@ -56,35 +57,33 @@ class DeviceBoxes:
     Quivers whose U, V hold the recorded gradient itself.
     """
 
-    def __init__(self, ax, *, slots: int, grad_scale: float, y_range: tuple[float, float]):
+    def __init__(self, ax, *, slots: int, y_range: tuple[float, float]):
         self.ax = ax
         self.y_range = y_range
         n = slots
-        # The quiver's scale turns gradient units into a fraction of the Axes width.
-        longest = min(LONGEST_ARROW, 0.36 / (n * PITCH + 0.16))
-        scale = grad_scale / longest
-        self.slots = [self._box(i, scale) for i in range(n)]
+        self.longest = min(LONGEST_ARROW, 0.36 / (n * PITCH + 0.16))  # a fraction of the Axes width
+        self.slots = [self._box(i) for i in range(n)]
         ax.set_xlim(-0.08, (n - 1) * PITCH + 1.08)
         ax.set_ylim(-0.05, 1.08)
         ax.set_axis_off()
         self.title = ax.set_title("", fontsize=11)
         proxies = [
-            Line2D([], [], color=REPLICA, lw=2.5, label="θ: the same copy on every rank"),
-            Line2D([], [], color=INK, marker="o", ls="", ms=5, label="this rank's slice of the batch"),
-            Line2D([], [], color=GREY, marker="o", ls="", ms=4, alpha=0.5, label="the other ranks' examples"),
-            Line2D([], [], color=GREY, lw=2.5, marker=">", ms=7, label="g_i: gradient of its slice alone"),
+            Line2D([], [], color=REPLICA, lw=2.5, label="θ, the same on every rank"),
+            Line2D([], [], color=INK, marker="o", ls="", ms=5, label="this rank's slice"),
+            Line2D([], [], color=GREY, marker="o", ls="", ms=4, alpha=0.5, label="other ranks' examples"),
+            Line2D([], [], color=GREY, lw=2.5, marker=">", ms=7, label="g_i, from its slice alone"),
         ]
-        ax.legend(handles=proxies, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=9, frameon=False)
+        ax.legend(handles=proxies, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4, fontsize=9, frameon=False, handletextpad=0.4, columnspacing=1.2)
         source_note(ax, "")
         self.source = ax.texts[-1]
-        self.source.set_position((0, -58))  # below the legend
+        self.source.set_position((0, -40))  # below the legend
 
-    def _box(self, i: int, scale: float) -> dict:
+    def _box(self, i: int) -> dict:
         ax, x0 = self.ax, i * PITCH
         a = {}
         a["box"] = ax.add_patch(FancyBboxPatch((x0, 0.0), 1.0, 1.0, boxstyle="round,pad=0.0,rounding_size=0.04",
                                                facecolor="#f6f6f6", edgecolor=INK, linewidth=1.5))
-        a["label"] = ax.text(x0 + 0.5, 0.955, f"rank {i}", ha="center", va="center", fontsize=11, fontweight="bold", color=INK)
+        a["label"] = ax.text(x0 + 0.5, 0.955, f"rank {i}", ha="center", va="center", fontsize=10, fontweight="bold", color=INK)
         a["theta"] = ax.text(x0 + 0.5, 0.865, "", ha="center", va="center", fontsize=9, color="white",
                              bbox=dict(boxstyle="round,pad=0.3", facecolor=REPLICA, edgecolor="none"))
         lo, hi = DATA_PANEL
@@ -95,13 +94,13 @@ class DeviceBoxes:
         a["rows"] = ax.text(x0 + 0.5, (lo + hi) / 2, "", ha="center", va="center", fontsize=9, color=INK, wrap=True)
         for artist in (a["others"], a["slice"], a["line"]):
             artist.set_clip_path(a["panel"])
-        a["caption"] = ax.text(x0 + 0.5, lo - 0.025, "", ha="center", va="top", fontsize=9, color=INK)
         c = GRAD_CENTRE
         (a["axis_w"],) = ax.plot([x0 + 0.12, x0 + 0.88], [c, c], color="#cccccc", lw=0.8)
         (a["axis_b"],) = ax.plot([x0 + 0.5, x0 + 0.5], [c - 0.15, c + 0.15], color="#cccccc", lw=0.8)
-        a["name_w"] = ax.text(x0 + 0.88, c + 0.01, "∂L/∂w", ha="right", va="bottom", fontsize=9, color=SLATE)
-        a["name_b"] = ax.text(x0 + 0.52, c + 0.15, "∂L/∂b", ha="left", va="top", fontsize=9, color=SLATE)
-        a["arrow"] = ax.quiver([x0 + 0.5], [c], [0.0], [0.0], angles="uv", scale_units="width", scale=scale,
+        if i == 0:  # the axes of every gradient panel are the same; naming them once keeps the redraw fast
+            a["name_w"] = ax.text(x0 + 0.88, c + 0.01, "∂L/∂w", ha="right", va="bottom", fontsize=9, color=SLATE)
+            a["name_b"] = ax.text(x0 + 0.52, c + 0.15, "∂L/∂b", ha="left", va="top", fontsize=9, color=SLATE)
+        a["arrow"] = ax.quiver([x0 + 0.5], [c], [0.0], [0.0], angles="uv", scale_units="width", scale=1.0,
                                color=GREY, width=0.006, zorder=4)
         a["arrow"].set_gid(f"local-{i}")
         a["grad"] = ax.text(x0 + 0.5, 0.025, "", ha="center", va="bottom", fontsize=9, color=INK)
@@ -115,14 +114,19 @@ class DeviceBoxes:
         py = lo + (hi - lo) * (np.asarray(y) - ya) / (yb - ya)
         return px, py
 
-    def show(self, run, step: int = 0) -> None:
-        """Fill the boxes from ``run`` at ``step``: set_text, set_offsets, set_data, set_UVC and set_visible only."""
+    def show(self, run, step: int = 0, *, grad_scale: float | None = None) -> None:
+        """Fill the boxes from ``run`` at ``step``: set_text, set_offsets, set_data, set_UVC and set_visible only.
+
+        ``grad_scale`` is the gradient length drawn as the longest arrow (default:
+        the longest g_i of this step); the Quivers keep the recorded gradient as U, V.
+        """
         if not 0 <= step < run.steps:
             raise ValueError(f"step must be an integer from 0 to {run.steps - 1} for this run; got {step}.")
         if run.k > len(self.slots):
             raise ValueError(f"this figure has room for {len(self.slots)} boxes, so k must be <= {len(self.slots)}; got k={run.k}.")
         line = run.meta["model"] == "line"
         rows = run.batch_index[step]
+        scale = (grad_scale or max_local_norm(run, step)) / self.longest
         for i, a in enumerate(self.slots):
             visible = i < run.k
             for artist in a.values():
@@ -131,7 +135,7 @@ class DeviceBoxes:
                 continue
             mine = rows[run.example_rank == i]
             g = run.local_grad[step, i]
-            a["caption"].set_text(f"its {len(mine)} examples")
+            a["label"].set_text(f"rank {i}: {len(mine)} examples")
             if line:
                 w, b = run.params[step, i]
                 a["theta"].set_text(f"θ = (w {w:+.3f}, b {b:+.3f})")
@@ -147,13 +151,15 @@ class DeviceBoxes:
                 a["rows"].set_text(f"rows {shown}")
                 for name in ("slice", "others", "line"):
                     a[name].set_visible(False)
-                a["name_w"].set_text("g[0]")
-                a["name_b"].set_text("g[1]")
+                if i == 0:
+                    a["name_w"].set_text("g[0]")
+                    a["name_b"].set_text("g[1]")
             a["arrow"].set_UVC(g[0], g[1])
+            a["arrow"].scale = scale
             a["grad"].set_text(f"g_{i} = ({g[0]:+.2f}, {g[1]:+.2f})" if line else f"g_{i}[:2] = ({g[0]:+.3g}, {g[1]:+.3g})")
         same = bool((run.param_digest[step] == run.param_digest[step, 0]).all())
         self.title.set_text(
-            f"Step 4 · one group per device: k={run.k}, b={run.meta['b']}, step {step}\n"
-            f"{'the same θ on every rank' if same else 'θ differs between ranks'}, a different slice each, a different g_i each"
+            f"Step 4 · k={run.k}, b={run.meta['b']}, step {step}: "
+            f"{'one θ' if same else 'θ differs'}, {run.k} slices, {run.k} different g_i"
         )
         self.source.set_text(f"run: {run.describe()}")

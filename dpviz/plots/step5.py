@@ -27,7 +27,7 @@ TOP = (0.74, 1.0)     # the row of ranks that send their g_i
 HUB = (0.37, 0.63)    # the all-reduce in the middle
 BOTTOM = (0.0, 0.26)  # the row of ranks that receive the result
 HUB_WIDTH = 1.6
-LONGEST_ARROW = 0.08   # the longest arrow, as a fraction of the Axes width
+LONGEST_ARROW = 0.07   # the longest arrow, as a fraction of the Axes width
 
 
 def plot_all_reduce(run, *, step: int = 0, ax=None, slots: int | None = None, grad_scale: float | None = None):
@@ -38,8 +38,8 @@ def plot_all_reduce(run, *, step: int = 0, ax=None, slots: int | None = None, gr
     ``slots`` and ``grad_scale`` as in :func:`dpviz.plots.step4.plot_devices`.
     """
     ax = get_ax(ax)
-    funnel = AllReduceFunnel(ax, slots=slots or run.k, grad_scale=grad_scale or max_local_norm(run))
-    funnel.show(run, step)
+    funnel = AllReduceFunnel(ax, slots=slots or run.k)
+    funnel.show(run, step, grad_scale=grad_scale)
     return ax
 
 
@@ -50,12 +50,11 @@ class AllReduceFunnel:
     hub), ``reduced`` (the red arrow in the hub) and ``copy-i`` (bottom row).
     """
 
-    def __init__(self, ax, *, slots: int, grad_scale: float):
+    def __init__(self, ax, *, slots: int):
         self.ax = ax
         self.n = slots
         width = (slots - 1) * PITCH + 1.0
-        longest = min(LONGEST_ARROW, 0.38 / (width + 0.16))
-        self.scale = grad_scale / longest
+        self.longest = min(LONGEST_ARROW, 0.38 / (width + 0.16))  # a fraction of the Axes width
         self.top = [self._rank_box(i, TOP, GREY, "local") for i in range(slots)]
         self.bottom = [self._rank_box(i, BOTTOM, RED, "copy") for i in range(slots)]
         self.pipes_in = [ax.plot([], [], color=GREY, lw=1.5, zorder=1)[0] for _ in range(slots)]
@@ -67,11 +66,11 @@ class AllReduceFunnel:
         self.hub_value = ax.text(0, lo + 0.02, "", ha="center", va="bottom", fontsize=9, color=INK, zorder=3)
         self.funnel = []
         for i in range(slots):
-            q = ax.quiver([0], [0], [0.0], [0.0], angles="uv", scale_units="width", scale=self.scale,
+            q = ax.quiver([0], [0], [0.0], [0.0], angles="uv", scale_units="width", scale=1.0,
                           color=GREY, alpha=0.45, width=0.004, zorder=4)
             q.set_gid(f"funnel-{i}")
             self.funnel.append(q)
-        self.reduced = ax.quiver([0], [0], [0.0], [0.0], angles="uv", scale_units="width", scale=self.scale,
+        self.reduced = ax.quiver([0], [0], [0.0], [0.0], angles="uv", scale_units="width", scale=1.0,
                                  color=RED, width=0.008, zorder=5)
         self.reduced.set_gid("reduced")
         ax.set_xlim(-0.08, width + 0.08)
@@ -83,6 +82,9 @@ class AllReduceFunnel:
         self.source = ax.texts[-1]
         self.source.set_position((0, -40))
 
+    def _arrows(self):
+        return [self.reduced, *self.funnel, *(box["arrow"] for box in self.top + self.bottom)]
+
     def _rank_box(self, i: int, rows: tuple, colour: str, kind: str) -> dict:
         ax, x0 = self.ax, i * PITCH
         lo, hi = rows
@@ -92,18 +94,25 @@ class AllReduceFunnel:
         a["label"] = ax.text(x0 + 0.04, hi - 0.02, "", ha="left", va="top", fontsize=10, fontweight="bold", color=INK, zorder=3)
         a["value"] = ax.text(x0 + 0.5, lo + 0.015, "", ha="center", va="bottom", fontsize=9, color=INK, zorder=3)
         a["arrow"] = ax.quiver([x0 + 0.5], [(lo + hi) / 2 + 0.01], [0.0], [0.0], angles="uv", scale_units="width",
-                               scale=self.scale, color=colour, width=0.006, zorder=4)
+                               scale=1.0, color=colour, width=0.006, zorder=4)
         a["arrow"].set_gid(f"{kind}-{i}")
         return a
 
-    def show(self, run, step: int = 0) -> None:
-        """Fill the figure from ``run`` at ``step`` with set_* calls on the existing artists only."""
+    def show(self, run, step: int = 0, *, grad_scale: float | None = None) -> None:
+        """Fill the figure from ``run`` at ``step`` with set_* calls on the existing artists only.
+
+        ``grad_scale`` is the gradient length drawn as the longest arrow (default:
+        the longest g_i of this step); every arrow shares it.
+        """
         if not 0 <= step < run.steps:
             raise ValueError(f"step must be an integer from 0 to {run.steps - 1} for this run; got {step}.")
         k = run.k
         if k > self.n:
             raise ValueError(f"this figure has room for {self.n} ranks, so k must be <= {self.n}; got k={k}.")
         local, reduced = run.local_grad[step], run.reduced_grad[step]
+        scale = (grad_scale or max_local_norm(run, step)) / self.longest
+        for q in self._arrows():
+            q.scale = scale
         on = bool(run.meta["all_reduce"])
         centre = ((k - 1) * PITCH + 1.0) / 2  # the hub sits under the ranks in use
         lo, hi = HUB
@@ -143,8 +152,7 @@ class AllReduceFunnel:
             verdict = "all-reduce off: each rank steps with its own g_i, so the copies will drift"
         self.verdict.set_text(verdict)
         self.title.set_text(
-            f"Step 5 · all-reduce: k={k}, b={run.meta['b']}, step {step}\n"
-            "grey: each rank's own g_i;  red: their average, one copy back on every rank"
+            f"Step 5 · k={k}, b={run.meta['b']}, step {step}: grey g_i in, their average (red) back to every rank"
         )
         self.source.set_text(f"run: {run.describe()}")
 
