@@ -13,7 +13,7 @@ name               shape                 meaning
                                          computed independently in one process
 ``params``         (steps + 1, k, P)     every replica's parameters before each step
                                          and after the last (only when P is small)
-``param_digest``   (steps + 1, k)        a blake2b digest of those parameters' bytes
+``param_digest``   (steps + 1, k)        a SHA-1 digest of those parameters' bytes
 ``loss``           (steps, k)            each rank's loss on its shard
 ``big_loss``       (steps,)              the loss on the whole global batch
 ``t_compute``      (steps, k)            seconds of forward + backward, per rank
