@@ -360,7 +360,9 @@ def test_batch_widget_red_tip_is_the_mean_of_the_first_b(runs, record_property):
     assert sf.png() != first_png
     sf.set(grab="biased")
     np.testing.assert_allclose(tips(mean)[0], biased.local_grad[0, 0], rtol=RTOL, atol=ATOL)
-    assert "biased" in ax.get_title() and "16 of them" in legend_labels(ax)[0]
+    assert "biased" in ax.get_title() and "b = 16" in ax.get_title()
+    assert f"{landscape.angle_deg(tips(mean)[0], landscape.full_grad(biased.x, biased.y, biased.params[0, 0])):.0f}°" \
+        in ax.get_title()
     assert artists(ax, [step2.GIDS["examples"], step2.GIDS["mean"]]) == [examples, mean]
     for b in range(1, 17, 3):
         sf.set(b=b)

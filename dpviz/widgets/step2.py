@@ -58,12 +58,13 @@ def batch_widget(run, *, biased=None, step: int = 0, rank: int = 0, b: int = 8, 
     for batch in batches.values():  # one view for every state the controls can reach
         ax.update_datalim(np.vstack([batch["grads"], batch["reference"][None]]))
     ax.autoscale_view()
-    fig.tight_layout()
-    fig.set_layout_engine(None)  # laid out once; a leftover engine would make every PNG draw the figure twice
+    fig.subplots_adjust(left=0.11, right=0.97, bottom=0.15, top=0.88)  # fixed: the title changes length
 
     examples, mean = find(ax, GIDS["examples"]), find(ax, GIDS["mean"])
     reference, note = find(ax, GIDS["reference"]), find(ax, NOTE_GID)
     legend_texts = ax.get_legend().get_texts()
+    legend_texts[0].set_text("one example's gradient $\\nabla_j$")  # counts and angles go in the title,
+    legend_texts[2].set_text("gradient of the whole data set")      # so the legend never changes
     pool = len(examples.U)
 
     controls = {"b": widgets.IntSlider(value=b, min=1, max=n, description="b", continuous_update=True)}
@@ -79,9 +80,8 @@ def batch_widget(run, *, biased=None, step: int = 0, rank: int = 0, b: int = 8, 
         g = batch["grads"][:b].mean(axis=0)
         mean.set_UVC([g[0]], [g[1]])
         reference.xy = tuple(batch["reference"])
-        legend_texts[0].set_text(f"one example's gradient $\\nabla_j$ ({b} of them)")
-        legend_texts[2].set_text(f"gradient of the whole data set ({angle_deg(g, batch['reference']):.0f}° from g)")
-        ax.title.set_text(f"Mini-batch of b = {b}, {batch['words']}")
+        ax.title.set_text(f"b = {b}, {batch['words']}\n"
+                          f"g is {angle_deg(g, batch['reference']):.0f}° from the whole data set's gradient")
         note.set_text(batch["note"])
 
     return SliderFigure(fig, controls, update, title="Step 2: the mini-batch gradient is the mean of the examples' gradients")

@@ -51,14 +51,21 @@ def average_widget(run, *, step: int = 0, k: int | None = None, b: int | None = 
     pool = np.zeros((k_max, 2))
     draw_group_averages(right, pool, mean, big, sizes=[b] * k, view=grads,
                         mean_label=r"mean of the group means $(1/k)\,\Sigma_i\, g_i$")
+    # both panels show the same view: one set of y labels is enough, and short labels draw faster
+    right.tick_params(labelleft=False)
+    right.set_ylabel("")
+    for ax in (left, right):
+        ax.set_xlabel("∂L/∂w")
+    left.set_ylabel("∂L/∂b")
     find(left, NOTE_GID).remove()  # one note for both panels, starting under the left one
     run_note(left, run, f"step {step}; the groups are formed here from its per-example gradients")
-    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.2, top=0.9, wspace=0.22)  # fixed: titles change length
+    fig.subplots_adjust(left=0.07, right=0.98, bottom=0.2, top=0.86, wspace=0.06)  # fixed: titles change length
 
     examples, big_arrow = find(left, GIDS["examples"]), find(left, GIDS["big"])
     group_arrows, mean_arrow = find(right, GIDS["groups"]), find(right, GIDS["mean"])
     big_tip, gap = find(right, GIDS["big_tip"]), find(right, GIDS["difference"])
-    left_legend, right_legend = left.get_legend().get_texts(), right.get_legend().get_texts()
+    left.get_legend().get_texts()[0].set_text("one example's gradient $\\nabla_j$")  # counts go in the titles,
+    right.get_legend().get_texts()[0].set_text("group mean $g_i$, one per group")   # so the legends never change
 
     controls = {
         "k": widgets.IntSlider(value=k, min=1, max=k_max, description="k (groups)", continuous_update=True),
@@ -82,7 +89,5 @@ def average_widget(run, *, step: int = 0, k: int | None = None, b: int | None = 
         gap.set_text(gap_words(mean, big))
         left.title.set_text(f"All k·b = {k * b} examples averaged at once")
         right.title.set_text(f"{k} group means of b = {b} each, then their mean{capped}")
-        left_legend[0].set_text(f"one example's gradient $\\nabla_j$ ({k * b} of them)")
-        right_legend[0].set_text(f"group mean $g_i$, one per group (k = {k})")
 
     return SliderFigure(fig, controls, update, title="Step 3: the mean of all examples equals the mean of the group means")
