@@ -80,9 +80,11 @@ def plot_loss_along(curve: Step1Data, *, ax=None, show_path: bool = True, fontsi
     if show_path:
         handles.append(Line2D([], [], color=RED, alpha=0.55, marker="o", markersize=5, linewidth=1.2,
                               label=f"{curve.steps} steps {knob} ← {knob} − η·∂L/∂{knob}"))
-    ax.legend(handles=handles, loc="upper right", fontsize=fontsize - 1, framealpha=0.92)
-
     top = float(np.nanmax(curve.loss))
+    # the curve is a valley: the legend goes in the empty middle, above it or (if the valley floor is high) below it
+    where = "lower center" if float(np.nanmin(curve.loss)) > 0.45 * top else "upper center"
+    ax.legend(handles=handles, loc=where, fontsize=fontsize - 1, framealpha=0.92)
+
     ax.set_xlim(float(curve.values[0]), float(curve.values[-1]))
     ax.set_ylim(0, top * 1.12)
     fit_arrow_head(ax, arrow, (x0, l0), arrow_end(curve))
