@@ -63,7 +63,9 @@ class DeviceBoxes:
         n = slots
         self.longest = min(LONGEST_ARROW, 0.36 / (n * PITCH + 0.16))  # a fraction of the Axes width
         self.slots = [self._box(i) for i in range(n)]
-        ax.set_xlim(-0.08, (n - 1) * PITCH + 1.08)
+        # At least two boxes' room, so a lone rank keeps the shape of the others.
+        centre, half = ((n - 1) * PITCH + 1) / 2, (max(n - 1, 1) * PITCH + 1) / 2 + 0.08
+        ax.set_xlim(centre - half, centre + half)
         ax.set_ylim(-0.05, 1.08)
         ax.set_axis_off()
         self.title = ax.set_title("", fontsize=11)
@@ -160,6 +162,7 @@ class DeviceBoxes:
         same = bool((run.param_digest[step] == run.param_digest[step, 0]).all())
         self.title.set_text(
             f"Step 4 · k={run.k}, b={run.meta['b']}, step {step}: "
-            f"{'one θ' if same else 'θ differs'}, {run.k} slices, {run.k} different g_i"
+            + (f"{'one θ' if same else 'θ differs'}, {run.k} slices, {run.k} different g_i" if run.k > 1
+               else "one rank: the whole batch, one g")
         )
         self.source.set_text(f"run: {run.describe()}")

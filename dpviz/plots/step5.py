@@ -121,13 +121,16 @@ class AllReduceFunnel:
         self.hub_title.set_position((centre, hi - 0.025))
         self.hub_title.set_text(f"all-reduce: g = (1/{k}) Σ g_i" if on else "no all-reduce in this run")
         self.hub_value.set_position((centre, lo + 0.02))
-        self.hub_value.set_text(f"g = ({reduced[0, 0]:+.3f}, {reduced[0, 1]:+.3f})" + (" on rank 0" if not on else ""))
+        self.hub_value.set_text(f"g = ({reduced[0, 0]:+.3f}, {reduced[0, 1]:+.3f})" if on else "nothing is averaged")
+        self.reduced.set_visible(on)
         self.reduced.set_offsets([[centre, mid]])
         self.reduced.set_UVC(reduced[0, 0], reduced[0, 1])
         for i in range(self.n):
             used = i < k
-            for artist in (*self.top[i].values(), *self.bottom[i].values(), self.pipes_in[i], self.pipes_out[i], self.funnel[i]):
+            for artist in (*self.top[i].values(), *self.bottom[i].values()):
                 artist.set_visible(used)
+            for artist in (self.pipes_in[i], self.pipes_out[i], self.funnel[i]):
+                artist.set_visible(used and on)
             if not used:
                 continue
             x = i * PITCH + 0.5
@@ -138,6 +141,7 @@ class AllReduceFunnel:
             bottom["label"].set_text(f"rank {i} receives" if on else f"rank {i} keeps g_{i}")
             bottom["value"].set_text(f"({reduced[i, 0]:+.3f}, {reduced[i, 1]:+.3f})")
             bottom["arrow"].set_UVC(reduced[i, 0], reduced[i, 1])
+            bottom["arrow"].set_color(RED if on else GREY)  # without the sync, what a rank steps with is its own g_i
             spread = 0.25 * HUB_WIDTH * (i - (k - 1) / 2) / max(k - 1, 1)
             self.pipes_in[i].set_data([x, centre + spread], [TOP[0], hi])
             self.pipes_out[i].set_data([centre + spread, x], [lo, BOTTOM[1]])
@@ -151,9 +155,8 @@ class AllReduceFunnel:
         else:
             verdict = "all-reduce off: each rank steps with its own g_i, so the copies will drift"
         self.verdict.set_text(verdict)
-        self.title.set_text(
-            f"Step 5 · k={k}, b={run.meta['b']}, step {step}: grey g_i in, their average (red) back to every rank"
-        )
+        what = "grey g_i in, their average (red) back to every rank" if on else "no all-reduce: every rank keeps its own g_i"
+        self.title.set_text(f"Step 5 · k={k}, b={run.meta['b']}, step {step}: {what}")
         self.source.set_text(f"run: {run.describe()}")
 
 
@@ -164,6 +167,8 @@ def plot_replica_params(run, *, ax=None, knob: int = 0):
     decreasing width: replicas that agree draw as one nested stripe, replicas
     that drift fan out.
     """
+    if "params" not in run.arrays:
+        raise ValueError("run must keep every replica's parameters (models up to 20,000 parameters do); this one kept only digests.")
     ax = get_ax(ax)
     params = run.params  # (steps + 1, k, P)
     if not 0 <= knob < params.shape[2]:
@@ -188,7 +193,7 @@ def plot_replica_params(run, *, ax=None, knob: int = 0):
     ax.set_title(f"{name} of every replica, {mode} ({run.meta['optimizer']})", fontsize=11)
     ax.set_xlabel("step", fontsize=10)
     ax.set_ylabel(f"{name} (knob {knob} of θ)", fontsize=10)
-    ax.legend(loc="upper left", fontsize=9, frameon=False)
+    ax.legend(loc="best", fontsize=9, frameon=True, framealpha=0.85, edgecolor="none")
     ax.xaxis.set_major_locator(mpl.ticker.MaxNLocator(integer=True))
     source_note(ax, f"run: {run.describe()}")
     return ax
