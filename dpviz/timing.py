@@ -92,6 +92,7 @@ class MeasuredSpeedup:
     speedup: np.ndarray  # (n,)
     t_step: np.ndarray  # (n,) seconds
     oversubscribed: np.ndarray  # (n,) bool: k > cores
+    superlinear: np.ndarray  # (n,) bool: S > k, which no sync cost explains (see measured_speedup)
     host: str
     cores: int
     global_batch: int  # the same in every run, so the runs do the same work per step
@@ -103,6 +104,11 @@ def measured_speedup(runs, *, warmup: int = 1) -> MeasuredSpeedup:
 
     The runs must split the same number of examples per step (``b * k`` constant), otherwise
     they do different work and their step times do not compare.
+
+    The cost model never gives S > k. A measured S above k (by more than 5 %) is flagged
+    ``superlinear``: each rank's compute got cheaper than 1/k of the baseline's, from something the
+    model leaves out (intra-op threads fighting over busy cores in the k = 1 run, smaller working
+    sets fitting in cache). A figure should show such a point and say so.
     """
     times = measured_step_times(runs, warmup=warmup)
     if 1 not in times:
@@ -119,11 +125,13 @@ def measured_speedup(runs, *, warmup: int = 1) -> MeasuredSpeedup:
     ks = sorted(times)
     t_step = np.array([times[k].t_step for k in ks])
     base = times[1]
+    speedup = base.t_step / t_step
     return MeasuredSpeedup(
         k=np.array(ks, dtype=int),
-        speedup=base.t_step / t_step,
+        speedup=speedup,
         t_step=t_step,
         oversubscribed=np.array([times[k].oversubscribed for k in ks]),
+        superlinear=speedup > 1.05 * np.array(ks),
         host=base.host,
         cores=base.cores,
         global_batch=base.global_batch,

@@ -113,6 +113,7 @@ def test_measured_speedup_divides_step_times(runs):
     np.testing.assert_allclose(measured.speedup, [times[1].t_step / times[k].t_step for k in KS])
     assert measured.speedup[0] == 1.0
     np.testing.assert_array_equal(measured.oversubscribed, [k > measured.cores for k in KS])
+    np.testing.assert_array_equal(measured.superlinear, measured.speedup > 1.05 * np.array(KS))
 
 
 def test_measured_speedup_rejects_runs_that_do_different_work(runs, line_run):
@@ -262,6 +263,7 @@ def test_plot_speedup_draws_ideal_links_and_measured_points(runs):
     if over.any():
         assert hollow[0].get_markerfacecolor() == "white"
         assert any("ranks share cores" in t.get_text() for t in ax.texts)
+    assert len(_with_gid(ax.texts, speedup_plot.GIDS["superlinear"])) == int(measured.superlinear.any())
     legend = _legend_texts(ax)
     assert sum("(modeled)" in t for t in legend) == 3
     assert any(t.startswith(f"measured on {measured.host}, {measured.cores} cores") for t in legend) or n_filled == 0

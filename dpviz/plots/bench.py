@@ -28,7 +28,7 @@ def k_colours(ks) -> dict:
     """One colour per k, dark to light as k grows."""
     ks = sorted(ks)
     cmap = colormaps["viridis"]
-    return {k: cmap(0.15 + 0.7 * i / max(len(ks) - 1, 1)) for i, k in enumerate(ks)}
+    return {k: cmap(0.05 + 0.55 * i / max(len(ks) - 1, 1)) for i, k in enumerate(ks)}  # no pale yellow: it vanishes on a projector
 
 
 def fit_words(fit) -> str:

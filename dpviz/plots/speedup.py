@@ -21,7 +21,7 @@ from dpviz.plots.style import (
 )
 
 GIDS = {"ideal": "speedup.ideal", "link": "speedup.link", "measured": "speedup.measured",
-        "oversubscribed": "speedup.oversubscribed", "note": "speedup.note"}
+        "oversubscribed": "speedup.oversubscribed", "superlinear": "speedup.superlinear", "note": "speedup.note"}
 SPEED_COLOURS = dict(zip(SPEED_ORDER, (MINT, BUTTER, CORAL)))
 OTHER_COLOURS = (REPLICA, INK, SLATE)  # links that are not presets, e.g. this machine's fit
 
@@ -69,7 +69,7 @@ def plot_speedup(curves, *, measured=None, ax=None, log: bool = True, fontsize: 
             axis.set_minor_locator(NullLocator())
             axis.set_major_formatter(lambda v, _pos: f"{v:g}")
         ax.set_xlim(1 / 1.15, float(k.max()) * 1.15)
-        ax.set_ylim(low / 1.3, top * 1.3)
+        ax.set_ylim(low / 2, top * 1.3)  # room under the lowest point for its note
     else:
         ax.set_xlim(0, float(k.max()) * 1.02)
         ax.set_ylim(0, top * 1.05)
@@ -82,7 +82,9 @@ def plot_speedup(curves, *, measured=None, ax=None, log: bool = True, fontsize: 
         ax.spines[side].set_visible(False)
     ax.set_title("Speedup against devices: a slower link peels away from S = k sooner",
                  fontsize=fontsize + 1, loc="left")
-    ax.legend(loc="lower right", fontsize=fontsize - 2, frameon=False)
+    # Modeled curves never rise above S = k, so the upper left is empty, unless a measured point is superlinear.
+    superlinear = measured is not None and bool(np.any(getattr(measured, "superlinear", False)))
+    ax.legend(loc="lower right" if superlinear else "upper left", fontsize=fontsize - 2, frameon=False)
     lines = [f"{MODELED_NOTE}: {workload_words(curves)}"]
     if measured is not None:
         lines.append(f"{MEASURED_NOTE}: {measured.describe}, global batch {measured.global_batch}")
@@ -106,6 +108,12 @@ def _draw_measured(ax, measured, fontsize):
         for ki, si in zip(k[over], s[over]):
             ax.annotate("k > cores:\nranks share cores", (ki, si), xytext=(8, -4), textcoords="offset points",
                         fontsize=fontsize - 2, color=INK, va="top")
+    above = np.asarray(getattr(measured, "superlinear", np.zeros(len(k), bool)), bool)
+    if above.any():  # one note is enough; it points at the highest such point
+        ki, si = k[above][np.argmax(s[above])], s[above].max()
+        ax.annotate("S > k: not the sync; the k = 1 baseline\nran slower per example (threads, load, cache)",
+                    (ki, si), xytext=(8, 8), textcoords="offset points", fontsize=fontsize - 2, color=INK,
+                    va="bottom", gid=GIDS["superlinear"])
 
 
 def _bytes(m: float) -> str:

@@ -139,5 +139,6 @@ def _sync_bar(ax, run, right, y, fontsize):
                            linewidth=0.6, gid=GIDS["comm"]))
     unit, scale = time_unit(total)
     ax.text(left, y + 0.45, "the price: one step, measured", ha="left", va="bottom", fontsize=fontsize - 2, color=INK)
-    ax.text(right, y - 0.08, f"compute {times.t_compute / scale:.2g} {unit}, sync {times.t_comm / scale:.2g} {unit}",
+    shared = ", ranks share cores" if times.oversubscribed else ""
+    ax.text(right, y - 0.08, f"compute {times.t_compute / scale:.2g} {unit}, sync {times.t_comm / scale:.2g} {unit}{shared}",
             ha="right", va="top", fontsize=fontsize - 2, color=SLATE)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from matplotlib.patches import Patch
 
-from dpviz.plots.style import CORAL, INK, LAVENDER, MEASURED_NOTE, MODELED_NOTE, SLATE, get_ax, source_note
+from dpviz.plots.style import CORAL, INK, LAVENDER, MEASURED_NOTE, MODELED_NOTE, get_ax, source_note
 
 GIDS = {"compute": "timeline.compute", "comm": "timeline.comm", "label": "timeline.label"}
 MODELED_HATCH = "///"
@@ -35,7 +35,7 @@ def row_label(row, unit: str, scale: float, *, tag: bool = True) -> str:
     """The text at the end of a bar: its total and (``tag``) whether it was measured or modeled."""
     words = MEASURED_NOTE if row.source == MEASURED_NOTE else MODELED_NOTE
     if row.oversubscribed:
-        words += ", k > cores: ranks share cores"
+        words += ", k > cores"
     return f"{row.t_step / scale:.3g} {unit}" + (f"  ({words})" if tag else "")
 
 
@@ -65,17 +65,13 @@ def plot_timelines(rows, *, ax=None, fontsize: float = 11, title: str | None = N
 
     ax.set_yticks(y, [f"k = {row.k}" for row in rows], fontsize=fontsize)
     ax.set_ylim(-0.6, len(rows) - 0.4)
-    ax.set_xlim(0, longest / scale * 1.45 if longest > 0 else 1.0)
+    ax.set_xlim(0, longest / scale * 1.6 if longest > 0 else 1.0)  # room for the label after the longest bar
     ax.set_xlabel(f"time for one training step ({unit})", fontsize=fontsize, loc="right")
     ax.tick_params(axis="x", labelsize=fontsize - 1)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    ax.set_title(title or "One step on k devices: compute shrinks as 1/k, the sync does not",
-                 fontsize=fontsize + 1, loc="left")
-    if title is None:
-        ax.annotate("no step is shorter than its coral bar", xy=(1, 1), xycoords="axes fraction",
-                    xytext=(0, 2), textcoords="offset points", ha="right", va="bottom",
-                    fontsize=fontsize - 2, color=SLATE, style="italic")
+    ax.set_title(title or "One step on k devices: compute shrinks as 1/k, the sync does not,\n"
+                          "so no step can get shorter than its coral bar", fontsize=fontsize + 1, loc="left")
 
     handles = [
         Patch(facecolor=LAVENDER, edgecolor=INK, label="compute, T_compute / k"),

@@ -164,12 +164,12 @@ def costs_widget(
         k_text.xy = (kk, s_now)
         right = kk > k_max ** 0.5  # past the middle of the log axis, write the label on the left
         k_text.set_horizontalalignment("right" if right else "left")
-        k_text.xyann = (-12 if right else 12, -16)
+        k_text.xyann = (-12, 12) if right else (12, -16)
         k_text.set_text(f"S = {s_now:.3g} at k = {kk}")
         low = min(floor, 1.0, *(float(c.speedup.min()) for c in curves.curves.values()))
         ticks = 2.0 ** np.arange(np.floor(np.log2(low)), np.log2(k_max) + 1)
         ax_speed.yaxis.set_major_locator(FixedLocator(ticks))
-        ax_speed.set_ylim(low / 1.3, k_max * 1.3)
+        ax_speed.set_ylim(low / 2, k_max * 1.3)
 
         t_comm_k = rows[-1].t_comm
         headline.set_text(
