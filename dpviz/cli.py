@@ -60,6 +60,7 @@ def _add_record(p) -> None:
     p.add_argument("--sampling", default=defaults["sampling"], help="random or biased (default %(default)s)")
     p.add_argument("--backend", default=defaults["backend"], help="auto, gloo or nccl (default %(default)s)")
     p.add_argument("--timeout", type=float, default=defaults["timeout"], help="seconds (default %(default)s)")
+    p.add_argument("--threads", type=int, help="intra-op threads per rank (default: the cores shared evenly)")
     p.add_argument("--out", help="save the record as OUT.npz and OUT.json")
     p.set_defaults(func=_record)
 
@@ -78,6 +79,7 @@ def _record(args) -> None:
         k=args.k, b=args.b, global_batch=args.global_batch, steps=args.steps, model=args.model, width=args.width,
         depth=args.depth, optimizer=args.optimizer, lr=args.lr, seed=args.seed, all_reduce=not args.no_all_reduce,
         shard_sizes=args.shard_sizes, mean=args.mean, sampling=args.sampling, backend=args.backend, timeout=args.timeout,
+        threads=args.threads,
     )
     start = time.perf_counter()
     run = record_run(config, progress=True)

@@ -65,6 +65,7 @@ class TrainConfig:
     backend: str = "auto"            # "auto", "gloo" or "nccl"
     timeout: float = 60.0            # seconds for the whole run, process start included
     global_batch: int | None = None  # examples per step in all; if set, b = global_batch / k (must split evenly)
+    threads: int | None = None       # intra-op threads per rank; None: the cores shared evenly (1 for timing studies)
 
     def __post_init__(self):
         check_int("k", self.k, low=1, high=1024)
@@ -81,6 +82,8 @@ class TrainConfig:
         check_real("lr", self.lr, low=0, low_open=True)
         check_real("timeout", self.timeout, low=0, low_open=True)
         check_int("dataset_size", self.dataset_size, low=1)
+        if self.threads is not None:
+            check_int("threads", self.threads, low=1, high=4096)
         if self.shard_sizes is None:
             check_int("b", self.b, low=1, high=self.dataset_size // self.k)
         else:
@@ -233,6 +236,7 @@ def train_worker(rank: int, world_size: int, config: TrainConfig) -> dict:
         "t_comm": np.array(t_comm),
         "param_digest": np.array(digests, dtype="S40"),
         "loop_seconds": loop_seconds,
+        "threads": torch.get_num_threads(),
         "device": str(device) if device.type == "cpu" else torch.cuda.get_device_name(device),
     }
     if keep_full or rank == 0:
@@ -290,7 +294,7 @@ def assemble(config: TrainConfig, results: list[dict], backend: str) -> Run:
         host=socket.gethostname(),
         platform=platform.platform(),
         cores=launcher.cpu_count(),
-        threads_per_rank=torch.get_num_threads() if backend != "gloo" else launcher.threads_per_rank(k),
+        threads_per_rank=results[0]["threads"],
         date=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         schema_version=SCHEMA_VERSION,
     )
@@ -310,6 +314,7 @@ def record_run(config: TrainConfig | None = None, *, progress: bool = False, **o
         args=(config,),
         backend=backend,
         timeout=config.timeout,
+        threads=config.threads,
         total_steps=config.steps,
         progress=progress,
     )
@@ -320,7 +325,7 @@ def main(argv=None) -> None:
     """Entry point under torchrun: every rank trains; rank 0 gathers and writes the record."""
     parser = argparse.ArgumentParser(prog="python -m dpviz.training", description="Record a data-parallel run under torchrun.")
     for name, default in asdict(TrainConfig()).items():
-        if name in ("k", "shard_sizes", "backend", "all_reduce"):
+        if name in ("k", "shard_sizes", "backend", "all_reduce", "global_batch", "threads", "timeout"):
             continue
         parser.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
     parser.add_argument("--no-all-reduce", action="store_true", help="each rank steps on its own gradient")
