@@ -21,26 +21,33 @@ PITCH = 1.15              # data units from one box's left edge to the next
 DATA_PANEL = (0.47, 0.79)  # bottom and top of the data-slice panel, in box units
 GRAD_CENTRE = 0.225        # height of the gradient arrow's tail, in box units
 X_RANGE = (-2.3, 2.3)      # the line data's x lives in [-2, 2]
-LONGEST_ARROW = 0.075      # the longest arrow, as a fraction of the Axes width
+GRAD_ROOM = (0.36, 0.14)   # half width and half height of the room an arrow may fill, in box units
 
 
-def plot_devices(run, *, step: int = 0, ax=None, slots: int | None = None, grad_scale: float | None = None):
+def plot_devices(run, *, step: int = 0, ax=None, slots: int | None = None):
     """Draw Step 4 for ``run`` at ``step``: k device boxes, one θ, k slices, k arrows g_i. Returns the Axes.
 
     ``slots`` leaves room for that many boxes (at least k; the unused ones are
-    hidden), ``grad_scale`` is the gradient length drawn as the longest arrow
-    (default: the longest g_i of this step).
+    hidden). The arrows share one scale, the largest at which all of them fit in
+    their panels; their printed components give the sizes.
     """
     ax = get_ax(ax)
     boxes = DeviceBoxes(ax, slots=slots or run.k, y_range=y_range(run))
-    boxes.show(run, step, grad_scale=grad_scale)
+    boxes.show(run, step)
     return ax
 
 
-def max_local_norm(run, step: int | None = None) -> float:
-    """The longest local gradient (its first two components) at ``step``, or over every step."""
-    g = run.local_grad[..., :2] if step is None else run.local_grad[step, :, :2]
-    return float(np.linalg.norm(g, axis=-1).max()) or 1.0
+def fit_scale(ax, vectors, half_width: float, half_height: float) -> float:
+    """The Quiver ``scale`` (``scale_units="width"``, ``angles="uv"``) at which every vector, drawn from the middle
+    of a room ``2·half_width`` by ``2·half_height`` data units, stays inside it."""
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    box = ax.get_window_extent()
+    room_x = 0.92 * half_width * box.width / abs(x1 - x0)  # pixels, with a margin for the arrow head
+    room_y = 0.92 * half_height * box.height / abs(y1 - y0)
+    g = np.abs(np.asarray(vectors, dtype=float)[:, :2])
+    # A component u is drawn u / scale · (Axes width) pixels long.
+    scale = max(g[:, 0].max() * box.width / room_x, g[:, 1].max() * box.width / room_y)
+    return scale if scale > 0 else 1.0
 
 
 def y_range(run) -> tuple[float, float]:
@@ -61,14 +68,13 @@ class DeviceBoxes:
         self.ax = ax
         self.y_range = y_range
         n = slots
-        self.longest = min(LONGEST_ARROW, 0.36 / (n * PITCH + 0.16))  # a fraction of the Axes width
         self.slots = [self._box(i) for i in range(n)]
         # At least two boxes' room, so a lone rank keeps the shape of the others.
         centre, half = ((n - 1) * PITCH + 1) / 2, (max(n - 1, 1) * PITCH + 1) / 2 + 0.08
         ax.set_xlim(centre - half, centre + half)
         ax.set_ylim(-0.05, 1.08)
         ax.set_axis_off()
-        self.title = ax.set_title("", fontsize=11)
+        self.title = ax.set_title("", fontsize=11, y=1.0, pad=8)  # a fixed y skips the costly automatic placement on every redraw
         proxies = [
             Line2D([], [], color=REPLICA, lw=2.5, label="θ, the same on every rank"),
             Line2D([], [], color=INK, marker="o", ls="", ms=5, label="this rank's slice"),
@@ -108,6 +114,11 @@ class DeviceBoxes:
         a["grad"] = ax.text(x0 + 0.5, 0.025, "", ha="center", va="bottom", fontsize=9, color=INK)
         return a
 
+    def changing_artists(self) -> list:
+        """The artists :meth:`show` may set new data or text on for a run of the same k (the rest change only with k)."""
+        names = ("label", "theta", "slice", "others", "line", "rows", "arrow", "grad")
+        return [a[name] for a in self.slots for name in names] + [self.title, self.source]
+
     def _to_panel(self, i: int, x, y):
         """Map data-set coordinates (x, y) into box i's data panel."""
         lo, hi = DATA_PANEL
@@ -116,11 +127,11 @@ class DeviceBoxes:
         py = lo + (hi - lo) * (np.asarray(y) - ya) / (yb - ya)
         return px, py
 
-    def show(self, run, step: int = 0, *, grad_scale: float | None = None) -> None:
+    def show(self, run, step: int = 0) -> None:
         """Fill the boxes from ``run`` at ``step``: set_text, set_offsets, set_data, set_UVC and set_visible only.
 
-        ``grad_scale`` is the gradient length drawn as the longest arrow (default:
-        the longest g_i of this step); the Quivers keep the recorded gradient as U, V.
+        The Quivers keep the recorded gradient as U, V; their shared scale is the
+        largest at which every g_i of this step fits its panel.
         """
         if not 0 <= step < run.steps:
             raise ValueError(f"step must be an integer from 0 to {run.steps - 1} for this run; got {step}.")
@@ -128,7 +139,7 @@ class DeviceBoxes:
             raise ValueError(f"this figure has room for {len(self.slots)} boxes, so k must be <= {len(self.slots)}; got k={run.k}.")
         line = run.meta["model"] == "line"
         rows = run.batch_index[step]
-        scale = (grad_scale or max_local_norm(run, step)) / self.longest
+        scale = fit_scale(self.ax, run.local_grad[step], *GRAD_ROOM)
         for i, a in enumerate(self.slots):
             visible = i < run.k
             for artist in a.values():

@@ -19,27 +19,29 @@ import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch, Rectangle
 
-from dpviz.plots.step4 import PITCH, max_local_norm
+from dpviz.plots.step4 import PITCH, fit_scale
 from dpviz.plots.style import CORAL, GREY, INK, RED, REPLICA, SLATE, get_ax, source_note
 from dpviz.schedule import describe as describe_schedule
 
-TOP = (0.74, 1.0)     # the row of ranks that send their g_i
-HUB = (0.37, 0.63)    # the all-reduce in the middle
-BOTTOM = (0.0, 0.26)  # the row of ranks that receive the result
+TOP = (0.72, 1.0)     # the row of ranks that send their g_i
+HUB = (0.36, 0.64)    # the all-reduce in the middle
+BOTTOM = (0.0, 0.28)  # the row of ranks that receive the result
 HUB_WIDTH = 1.6
-LONGEST_ARROW = 0.07   # the longest arrow, as a fraction of the Axes width
+ROOM = (0.4, 0.075)   # half width and half height an arrow may fill, between a box's name and its numbers
+ARROW_Y = 0.135       # height of an arrow's tail above its box's bottom edge
 
 
-def plot_all_reduce(run, *, step: int = 0, ax=None, slots: int | None = None, grad_scale: float | None = None):
+def plot_all_reduce(run, *, step: int = 0, ax=None, slots: int | None = None):
     """Draw the all-reduce of ``run`` at ``step``: k grey g_i into one red arrow, and k red copies back. Returns the Axes.
 
     Every arrow is a Quiver whose U, V hold the recorded gradient; the red one in
     the middle is ``run.reduced_grad[step, 0]``, the copies ``run.reduced_grad[step, i]``.
-    ``slots`` and ``grad_scale`` as in :func:`dpviz.plots.step4.plot_devices`.
+    ``slots`` leaves room for that many ranks. All arrows share one scale, the
+    largest at which every one of them fits its box.
     """
     ax = get_ax(ax)
     funnel = AllReduceFunnel(ax, slots=slots or run.k)
-    funnel.show(run, step, grad_scale=grad_scale)
+    funnel.show(run, step)
     return ax
 
 
@@ -54,7 +56,6 @@ class AllReduceFunnel:
         self.ax = ax
         self.n = slots
         width = (slots - 1) * PITCH + 1.0
-        self.longest = min(LONGEST_ARROW, 0.38 / (width + 0.16))  # a fraction of the Axes width
         self.top = [self._rank_box(i, TOP, GREY, "local") for i in range(slots)]
         self.bottom = [self._rank_box(i, BOTTOM, RED, "copy") for i in range(slots)]
         self.pipes_in = [ax.plot([], [], color=GREY, lw=1.5, zorder=1)[0] for _ in range(slots)]
@@ -76,11 +77,16 @@ class AllReduceFunnel:
         ax.set_xlim(-0.08, width + 0.08)
         ax.set_ylim(-0.04, 1.06)
         ax.set_axis_off()
-        self.title = ax.set_title("", fontsize=11)
+        self.title = ax.set_title("", fontsize=11, y=1.0, pad=8)  # a fixed y skips the costly automatic placement on every redraw
         self.verdict = ax.text(0.5, -0.065, "", transform=ax.transAxes, ha="center", va="top", fontsize=10, color=INK)
         source_note(ax, "")
         self.source = ax.texts[-1]
         self.source.set_position((0, -40))
+
+    def changing_artists(self) -> list:
+        """The artists :meth:`show` may set new data or text on for a run of the same k (the rest change only with k)."""
+        boxes = [box[name] for box in self.top + self.bottom for name in ("label", "value")]
+        return [*self._arrows(), *boxes, self.hub_value, self.hub_title, self.title, self.verdict, self.source]
 
     def _arrows(self):
         return [self.reduced, *self.funnel, *(box["arrow"] for box in self.top + self.bottom)]
@@ -93,30 +99,26 @@ class AllReduceFunnel:
                                                facecolor="#f6f6f6", edgecolor=INK, linewidth=1.3, zorder=2))
         a["label"] = ax.text(x0 + 0.04, hi - 0.02, "", ha="left", va="top", fontsize=10, fontweight="bold", color=INK, zorder=3)
         a["value"] = ax.text(x0 + 0.5, lo + 0.015, "", ha="center", va="bottom", fontsize=9, color=INK, zorder=3)
-        a["arrow"] = ax.quiver([x0 + 0.5], [(lo + hi) / 2 + 0.01], [0.0], [0.0], angles="uv", scale_units="width",
+        a["arrow"] = ax.quiver([x0 + 0.5], [lo + ARROW_Y], [0.0], [0.0], angles="uv", scale_units="width",
                                scale=1.0, color=colour, width=0.006, zorder=4)
         a["arrow"].set_gid(f"{kind}-{i}")
         return a
 
-    def show(self, run, step: int = 0, *, grad_scale: float | None = None) -> None:
-        """Fill the figure from ``run`` at ``step`` with set_* calls on the existing artists only.
-
-        ``grad_scale`` is the gradient length drawn as the longest arrow (default:
-        the longest g_i of this step); every arrow shares it.
-        """
+    def show(self, run, step: int = 0) -> None:
+        """Fill the figure from ``run`` at ``step`` with set_* calls on the existing artists only."""
         if not 0 <= step < run.steps:
             raise ValueError(f"step must be an integer from 0 to {run.steps - 1} for this run; got {step}.")
         k = run.k
         if k > self.n:
             raise ValueError(f"this figure has room for {self.n} ranks, so k must be <= {self.n}; got k={k}.")
         local, reduced = run.local_grad[step], run.reduced_grad[step]
-        scale = (grad_scale or max_local_norm(run, step)) / self.longest
+        scale = fit_scale(self.ax, np.concatenate([local, reduced]), *ROOM)
         for q in self._arrows():
             q.scale = scale
         on = bool(run.meta["all_reduce"])
         centre = ((k - 1) * PITCH + 1.0) / 2  # the hub sits under the ranks in use
         lo, hi = HUB
-        mid = (lo + hi) / 2
+        mid = lo + ARROW_Y
         self.hub.set_x(centre - HUB_WIDTH / 2)
         self.hub_title.set_position((centre, hi - 0.025))
         self.hub_title.set_text(f"all-reduce: g = (1/{k}) Σ g_i" if on else "no all-reduce in this run")
@@ -242,8 +244,8 @@ def plot_ring_schedule(schedule: dict, *, ax=None):
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=min(k, 4), fontsize=9, frameon=False)
     check = "equals dist.all_reduce bit for bit" if schedule["equal"] else f"differs from dist.all_reduce by {schedule['max_abs_diff']:.2g}"
     ax.set_title(
-        f"Ring all-reduce, k={k}, M={m} B: {2 * (k - 1)} steps, each rank sends one chunk to its right\n"
-        f"each rank sends 2(k−1)/k·M = {ideal:g} B; result {check}",
+        f"Ring all-reduce, k={k}, M={m} B: 2(k−1) = {2 * (k - 1)} steps, one chunk to the right each\n"
+        f"each rank sends 2(k−1)/k·M {'=' if ideal == int(ideal) else '≈'} {ideal:.3g} B\nresult {check}",
         fontsize=11,
     )
     source_note(ax, f"schedule: {describe_schedule(schedule)}")
@@ -287,9 +289,9 @@ def plot_parameter_server(schedule: dict, *, ax=None):
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=9, frameon=False)
     check = "equals dist.all_reduce bit for bit" if schedule["equal"] else f"differs from dist.all_reduce by {schedule['max_abs_diff']:.2g}"
     ax.set_title(
-        f"Parameter server, k={k}, M={m} B: everything goes through rank 0\n"
-        f"rank 0 receives and sends (k−1)·M = {(k - 1) * m} B (a ring: 2(k−1)/k·M = {2 * (k - 1) / k * m:g} B per rank)\n"
-        f"result {check}",
+        f"Parameter server, k={k}, M={m} B: all through rank 0\n"
+        f"rank 0 receives and sends (k−1)·M = {(k - 1) * m} B\n"
+        f"(a ring: {2 * (k - 1) / k * m:.3g} B per rank); result {check}",
         fontsize=11,
     )
     source_note(ax, f"schedule: {describe_schedule(schedule)}")

@@ -7,9 +7,14 @@
 
 Each widget draws a fixed pool of boxes (as many as the largest k) once; a
 slider move only hides the unused ones and sets new text, offsets and arrow
-components on the rest. Within one frame all arrows share a scale (the longest
-g_i fills its panel); gradients shrink a lot as the line fits, so each frame is
-rescaled and the printed numbers carry the sizes.
+components on the rest. Within one frame all arrows share a scale (the largest
+at which they all fit their boxes); gradients shrink a lot as the line fits, so
+each frame is rescaled and the printed numbers carry the sizes.
+
+The artists that change with b and the step are marked animated, so that a
+:class:`~dpviz.widgets.base.SliderFigure` keeps the rest (box frames, legend)
+as a background and redraws only them; a move of k shows or hides boxes and
+moves the hub, so it asks for a full redraw.
 
 No slider starts a run: every (k, b) it offers is a record in ``grid_runs``.
 """
@@ -50,6 +55,22 @@ def _controls(ks, bs, steps, k, b, step) -> dict:
     }
 
 
+def _updater(figure, grid_runs: dict):
+    """The slider callback: show the chosen run; ask for a full redraw when k (so which boxes show) changed."""
+    for artist in figure.changing_artists():
+        artist.set_animated(True)
+    shown = {"k": None}
+
+    def update(values):
+        run = grid_runs[(values["k"], values["b"])]
+        figure.show(run, values["step"])
+        k_changed = run.k != shown["k"]
+        shown["k"] = run.k
+        return "full" if k_changed else None
+
+    return update
+
+
 def devices_widget(grid_runs: dict, *, k: int = 4, b: int = 8, step: int = 0, figsize=(10, 5.2)) -> SliderFigure:
     """Step 4 with sliders for k, b and the step, over ``grid_runs`` ({(k, b): Run}, e.g. ``shipped.grid_runs()``)."""
     ks, bs, steps = _check_grid(grid_runs, k, b)
@@ -58,9 +79,7 @@ def devices_widget(grid_runs: dict, *, k: int = 4, b: int = 8, step: int = 0, fi
     fig.subplots_adjust(left=0.01, right=0.99, top=0.91, bottom=0.14)
     any_run = next(iter(grid_runs.values()))
     boxes = DeviceBoxes(ax, slots=max(ks), y_range=y_range(any_run))
-
-    def update(values):
-        boxes.show(grid_runs[(values["k"], values["b"])], values["step"])
+    update = _updater(boxes, grid_runs)
 
     return SliderFigure(fig, _controls(ks, bs, steps, k, b, step), update,
                         title="<b>Step 4</b>: every rank holds the same θ and sees its own slice; move k, b and the step.")
@@ -73,9 +92,7 @@ def all_reduce_widget(grid_runs: dict, *, k: int = 4, b: int = 8, step: int = 0,
     ax = fig.add_subplot()
     fig.subplots_adjust(left=0.01, right=0.99, top=0.93, bottom=0.13)
     funnel = AllReduceFunnel(ax, slots=max(ks))
-
-    def update(values):
-        funnel.show(grid_runs[(values["k"], values["b"])], values["step"])
+    update = _updater(funnel, grid_runs)
 
     return SliderFigure(fig, _controls(ks, bs, steps, k, b, step), update,
                         title="<b>Step 5</b>: the all-reduce averages the k arrows and hands the result to every rank.")
