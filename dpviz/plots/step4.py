@@ -114,8 +114,13 @@ class DeviceBoxes:
         a["grad"] = ax.text(x0 + 0.5, 0.025, "", ha="center", va="bottom", fontsize=9, color=INK)
         return a
 
+    @staticmethod
+    def layout_key(run) -> tuple:
+        """What decides the artists outside :meth:`changing_artists`: runs with the same key differ only inside it."""
+        return (run.k, run.meta["model"])
+
     def changing_artists(self) -> list:
-        """The artists :meth:`show` may set new data or text on for a run of the same k (the rest change only with k)."""
+        """The artists :meth:`show` may set new data or text on between runs of the same :meth:`layout_key`."""
         names = ("label", "theta", "slice", "others", "line", "rows", "arrow", "grad")
         return [a[name] for a in self.slots for name in names] + [self.title, self.source]
 

@@ -83,10 +83,15 @@ class AllReduceFunnel:
         self.source = ax.texts[-1]
         self.source.set_position((0, -40))
 
+    @staticmethod
+    def layout_key(run) -> tuple:
+        """What decides the artists outside :meth:`changing_artists`: runs with the same key differ only inside it."""
+        return (run.k, bool(run.meta["all_reduce"]))
+
     def changing_artists(self) -> list:
-        """The artists :meth:`show` may set new data or text on for a run of the same k (the rest change only with k)."""
-        boxes = [box[name] for box in self.top + self.bottom for name in ("label", "value")]
-        return [*self._arrows(), *boxes, self.hub_value, self.hub_title, self.title, self.verdict, self.source]
+        """The artists :meth:`show` may set new data or text on between runs of the same :meth:`layout_key`."""
+        values = [box["value"] for box in self.top + self.bottom]
+        return [*self._arrows(), *values, self.hub_value, self.title, self.verdict, self.source]
 
     def _arrows(self):
         return [self.reduced, *self.funnel, *(box["arrow"] for box in self.top + self.bottom)]

@@ -14,7 +14,7 @@ each frame is rescaled and the printed numbers carry the sizes.
 The artists that change with b and the step are marked animated, so that a
 :class:`~dpviz.widgets.base.SliderFigure` keeps the rest (box frames, legend)
 as a background and redraws only them; a move of k shows or hides boxes and
-moves the hub, so it asks for a full redraw.
+moves the hub, so it asks for a full redraw (``layout_key``).
 
 No slider starts a run: every (k, b) it offers is a record in ``grid_runs``.
 """
@@ -56,17 +56,17 @@ def _controls(ks, bs, steps, k, b, step) -> dict:
 
 
 def _updater(figure, grid_runs: dict):
-    """The slider callback: show the chosen run; ask for a full redraw when k (so which boxes show) changed."""
+    """The slider callback: show the chosen run; ask for a full redraw when its layout (k, mostly) changed."""
     for artist in figure.changing_artists():
         artist.set_animated(True)
-    shown = {"k": None}
+    shown = {"layout": None}
 
     def update(values):
         run = grid_runs[(values["k"], values["b"])]
         figure.show(run, values["step"])
-        k_changed = run.k != shown["k"]
-        shown["k"] = run.k
-        return "full" if k_changed else None
+        layout = figure.layout_key(run)
+        changed, shown["layout"] = layout != shown["layout"], layout
+        return "full" if changed else None
 
     return update
 
