@@ -139,15 +139,28 @@ class BenchRecord:
         """Bus bandwidth algbw · 2(k-1)/k: the rate each rank's link carried data in a ring, comparable across k."""
         return self.algbw * 2 * (self.k - 1) / self.k
 
-    def fit(self, formula: str = "ring", *, impl: str = "all_reduce", ks=None) -> costmodel.Fit:
-        """Fit alpha, beta of one cost-model formula to the median times of ``impl`` (only the k in ``ks`` if given)."""
+    def fit(self, formula: str = "ring", *, impl: str = "all_reduce", ks="own cores") -> costmodel.Fit:
+        """Fit alpha, beta of one cost-model formula to the median times of ``impl``.
+
+        ``ks`` picks the process-group sizes fitted: by default ``"own cores"``, the k that had a
+        core per rank when measured (the model assumes ranks run at once; with more ranks than
+        cores they take turns and latency grows with the scheduler, not the link); ``"all"``, or
+        a list of k.
+        """
         rows = self._rows(impl, ks)
         return costmodel.fit_alpha_beta(self.k[rows], self.m[rows], self.median[rows], formula=formula)
 
-    def fits(self, *, impl: str = "all_reduce", ks=None) -> dict:
-        """One fit per formula in ``costmodel.FORMULAS``, keyed by formula."""
+    def fits(self, *, impl: str = "all_reduce", ks="own cores") -> dict:
+        """One fit per formula in ``costmodel.FORMULAS``, keyed by formula (``ks`` as in :meth:`fit`)."""
         rows = self._rows(impl, ks)
         return costmodel.fit_all(self.k[rows], self.m[rows], self.median[rows])
+
+    def own_core_ks(self) -> list:
+        """The measured k > 1 that had a core per rank; all measured k if none did."""
+        ks = sorted(set(self.k.tolist()))
+        cores = self.meta.get("cores")
+        own = [k for k in ks if k > 1 and cores is not None and k <= cores]
+        return own or ks
 
     def ratio(self, impl: str, against: str = "all_reduce") -> tuple:
         """``(k, m, ratio)`` of the median time of ``impl`` to that of ``against`` at every (k, M) both have."""
@@ -196,6 +209,8 @@ class BenchRecord:
 
     def _rows(self, impl: str, ks) -> np.ndarray:
         rows = self.impl == check_choice("impl", impl, IMPLS)
+        if isinstance(ks, str):
+            ks = self.own_core_ks() if check_choice("ks", ks, ("own cores", "all")) == "own cores" else None
         return rows if ks is None else rows & np.isin(self.k, list(ks))
 
     def _medians(self, impl: str) -> dict:

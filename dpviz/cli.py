@@ -145,13 +145,14 @@ def _bench(args) -> None:
 def _add_figures(p) -> None:
     p.add_argument("--out", default="figures", help="folder for PNG, SVG and the manifest (default %(default)s)")
     p.add_argument("--quick", action="store_true", help="fewer bench points and repeats (for tests)")
+    p.add_argument("--from-records", metavar="FOLDER", help="draw again from records saved by an earlier run; record nothing")
     p.set_defaults(func=_figures)
 
 
 def _figures(args) -> None:
     from dpviz.figures import regenerate
 
-    regenerate(args.out, quick=args.quick)
+    regenerate(args.out, quick=args.quick, records=args.from_records)
 
 
 if __name__ == "__main__":

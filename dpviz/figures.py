@@ -41,7 +41,7 @@ from dpviz.training import record_run  # noqa: E402
 
 MLP_KS = (1, 2, 4)  # process counts whose step times feed s01 and s02
 # one thread per rank, so k=1 is a fair baseline; a batch big enough that compute is worth splitting
-MLP = dict(model="mlp", width=256, depth=2, global_batch=512, dataset_size=1024, steps=8, threads=1)
+MLP = dict(model="mlp", width=64, depth=2, global_batch=512, dataset_size=1024, steps=6, threads=1)
 SCHEDULE_ELEMENTS = 12  # a tensor of 12 float32: 4 chunks of 3 for k = 4
 
 
@@ -189,13 +189,20 @@ def provenance(source) -> dict:
     return entry
 
 
-def regenerate(out="figures", *, quick: bool = False, progress: bool = True) -> list[Path]:
-    """Record fresh runs, draw every figure to ``out`` as PNG and SVG, write the manifest; prints what it did."""
+def regenerate(out="figures", *, quick: bool = False, progress: bool = True, records=None) -> list[Path]:
+    """Record fresh runs, draw every figure to ``out`` as PNG and SVG, write the manifest; prints what it did.
+
+    With ``records`` (a folder that an earlier call saved), nothing is recorded: the figures are
+    drawn again from those records, for example after a change of style.
+    """
     start = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    inputs = record_inputs(quick=quick, progress=progress)
-    save_inputs(inputs, out / "records")
+    if records is None:
+        inputs = record_inputs(quick=quick, progress=progress)
+        save_inputs(inputs, out / "records")
+    else:
+        inputs = load_inputs(records)
     recorded = time.perf_counter() - start
     written, manifest = [], {}
     for name, (fig, sources) in draw_all(inputs).items():

@@ -287,6 +287,7 @@ class FitLines:
     fit: costmodel.Fit
     m: np.ndarray  # (points,) bytes, log-spaced over the measured sizes
     seconds: dict  # k -> (points,) modeled seconds
+    fitted_ks: tuple = ()  # the k whose times were fitted; lines for other k are extrapolated
 
 
 def fit_lines(bench, formulas=("notes", "ring"), *, impl: str = "all_reduce", points: int = 60) -> dict[str, FitLines]:
@@ -303,10 +304,11 @@ def fit_lines(bench, formulas=("notes", "ring"), *, impl: str = "all_reduce", po
     grid = np.geomspace(max(sizes.min(), 1), sizes.max(), points)
     ks = sorted(set(np.asarray(bench.k)[rows].tolist()))
     out = {}
+    fitted = tuple(k for k in bench.own_core_ks() if k in ks)
     for formula in formulas:
-        fit = bench.fit(formula, impl=impl)
+        fit = bench.fit(formula, impl=impl)  # on the k with a core per rank: see BenchRecord.fit
         seconds = {k: np.asarray(costmodel.t_comm(k, grid, fit.alpha, fit.beta, formula=formula)) for k in ks}
-        out[formula] = FitLines(formula, fit, grid, seconds)
+        out[formula] = FitLines(formula, fit, grid, seconds, fitted)
     return out
 
 

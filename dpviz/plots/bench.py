@@ -67,7 +67,8 @@ def plot_allreduce_times(bench, *, ax=None, fits=("notes", "ring"), impl: str = 
     handles, labels = ax.get_legend_handles_labels()
     for formula, fl in lines.items():
         handles.append(Line2D([], [], color=INK, linestyle=FORMULA_STYLE.get(formula, ":"), linewidth=2))
-        labels.append(f"{FORMULA_WORDS.get(formula, formula)} ({MODELED_NOTE}, fitted): {fit_words(fl.fit)}")
+        fitted = f" to k = {', '.join(map(str, fl.fitted_ks))}" if fl.fitted_ks and set(fl.fitted_ks) != set(fl.seconds) else ""
+        labels.append(f"{FORMULA_WORDS.get(formula, formula)} ({MODELED_NOTE}, fitted{fitted}): {fit_words(fl.fit)}")
     ax.legend(handles, labels, loc="upper left", fontsize=fontsize - 2, frameon=False)
 
     ax.set_xscale("log")
