@@ -41,7 +41,7 @@ from dpviz.training import record_run  # noqa: E402
 
 MLP_KS = (1, 2, 4)  # process counts whose step times feed s01 and s02
 # one thread per rank, so k=1 is a fair baseline; a batch big enough that compute is worth splitting
-MLP = dict(model="mlp", width=64, depth=2, global_batch=512, dataset_size=1024, steps=6, threads=1)
+MLP = dict(model="mlp", width=64, depth=2, global_batch=4096, dataset_size=4096, steps=6, threads=1)
 SCHEDULE_ELEMENTS = 12  # a tensor of 12 float32: 4 chunks of 3 for k = 4
 
 

@@ -32,5 +32,5 @@ def get_ax(ax=None):
 
 def source_note(ax, text: str) -> None:
     """Write which run (or which model) a figure came from, small, under the Axes."""
-    ax.annotate(text, xy=(0, 0), xycoords="axes fraction", xytext=(0, -28), textcoords="offset points",
-                fontsize=7, color=SLATE, ha="left", va="top")
+    ax.annotate(text, xy=(0, 0), xycoords="axes fraction", xytext=(0, -40), textcoords="offset points",
+                fontsize=8, color=SLATE, ha="left", va="top")
