@@ -150,6 +150,9 @@ def _add_figures(p) -> None:
 
 
 def _figures(args) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: this command never opens a window
     from dpviz.figures import regenerate
 
     regenerate(args.out, quick=args.quick, records=args.from_records)

@@ -16,28 +16,24 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+from tqdm.auto import tqdm
 
-matplotlib.use("Agg")  # files only: this command never opens a window
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from tqdm.auto import tqdm  # noqa: E402
-
-from dpviz import landscape, schedule, timing  # noqa: E402
-from dpviz.bench import BenchConfig, log_sizes, run_sweep  # noqa: E402
-from dpviz.data import line_data  # noqa: E402
-from dpviz.launch import cpu_count  # noqa: E402
-from dpviz.plots.bench import plot_allreduce_times  # noqa: E402
-from dpviz.plots.speedup import plot_speedup  # noqa: E402
-from dpviz.plots.step1 import plot_loss_along  # noqa: E402
-from dpviz.plots.step2 import plot_example_grads  # noqa: E402
-from dpviz.plots.step3 import plot_big_average, plot_group_averages  # noqa: E402
-from dpviz.plots.step4 import plot_devices  # noqa: E402
-from dpviz.plots.step5 import plot_all_reduce, plot_parameter_server, plot_replica_params, plot_ring_schedule  # noqa: E402
-from dpviz.plots.summary import plot_summary  # noqa: E402
-from dpviz.plots.timeline import plot_timelines  # noqa: E402
-from dpviz.training import record_run  # noqa: E402
+from dpviz import landscape, schedule, timing
+from dpviz.bench import BenchConfig, log_sizes, run_sweep
+from dpviz.data import line_data
+from dpviz.launch import cpu_count
+from dpviz.plots.bench import plot_allreduce_times
+from dpviz.plots.speedup import plot_speedup
+from dpviz.plots.step1 import plot_loss_along
+from dpviz.plots.step2 import plot_example_grads
+from dpviz.plots.step3 import plot_big_average, plot_group_averages
+from dpviz.plots.step4 import plot_devices
+from dpviz.plots.step5 import plot_all_reduce, plot_parameter_server, plot_replica_params, plot_ring_schedule
+from dpviz.plots.summary import plot_summary
+from dpviz.plots.timeline import plot_timelines
+from dpviz.training import record_run
 
 MLP_KS = (1, 2, 4)  # process counts whose step times feed s01 and s02
 # one thread per rank, so k=1 is a fair baseline; a batch big enough that compute is worth splitting

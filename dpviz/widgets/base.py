@@ -117,6 +117,8 @@ class SliderFigure:
 
     def _repr_mimebundle_(self, **kwargs):
         bundle = self.widget._repr_mimebundle_(**kwargs)
+        # the widget's own text form spells out every child, PNG bytes included; say what it is instead
+        bundle["text/plain"] = f"SliderFigure({', '.join(self.controls)}): {self.status.value or 'interactive figure'}"
         bundle["image/png"] = base64.b64encode(self.image.value).decode()  # the static view for pages that cannot run widgets
         return bundle
 
