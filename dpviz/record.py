@@ -67,8 +67,10 @@ class Run:
     def describe(self) -> str:
         """One line naming the run: what a figure made from it should say."""
         m = self.meta
+        sizes = m.get("shard_sizes") or [m["b"]]
+        b = sizes[0] if len(set(sizes)) == 1 else "+".join(map(str, sizes))
         return (
-            f"k={m['k']}, b={m['b']}, {m['model']}, {m['optimizer']}, lr={m['lr']:g}, {m['backend']} on {m['device']}, "
+            f"k={m['k']}, b={b}, {m['model']}, {m['optimizer']}, lr={m['lr']:g}, {m['backend']} on {m['device']}, "
             f"{m['host']}, {m['cores']} cores, {m['date'][:10]}"
         )
 
