@@ -25,7 +25,7 @@ def save_record(path, kind: str, schema_version: int, meta: dict, arrays: dict[s
     base = stem(path)
     base.parent.mkdir(parents=True, exist_ok=True)
     header = {"kind": kind, "schema_version": schema_version, "arrays": sorted(arrays), "meta": meta}
-    np.savez(base.with_suffix(".npz"), **arrays)
+    np.savez_compressed(base.with_suffix(".npz"), **arrays)
     base.with_suffix(".json").write_text(json.dumps(header, indent=1, sort_keys=True) + "\n")
     return base
 
