@@ -2,6 +2,7 @@
 chapter-06 widget, on small real records made once for this module."""
 
 import copy
+import io
 
 import matplotlib
 
@@ -10,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from PIL import Image  # noqa: E402
 
 from dpviz import costmodel, timing  # noqa: E402
 from dpviz.bench import BenchConfig, run_sweep  # noqa: E402
@@ -390,6 +392,67 @@ def test_widget_presets_set_alpha_and_beta(widget, bench):
     np.testing.assert_allclose(
         s_your, costmodel.speedup(sf.values["t_compute"], np.arange(1, 65),
                                   costmodel.t_comm_ring(np.arange(1, 65), sf.values["m"], 5e-3, sf.values["beta"])))
+
+
+def _decode(png: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"), dtype=np.int16)
+
+
+def _assert_blit_is_right(sf, what: str) -> None:
+    """The frame just sent (animated artists over the cached background) against two full draws of that state.
+
+    Against ``sf.png(full=True)``: nothing update() changed was left in the background. Against a plain draw
+    with nothing animated: the redrawn artists cover nothing that was drawn over them, except inside the
+    legends' boxes (the legends have no frame and stay in the background, so a curve or bar label that runs
+    into one is drawn over its words). A pixel differs if a channel is off by more than 16 of 255; up to
+    0.05 % and 0.02 % of them may.
+    """
+    blitted = _decode(sf.image.value)
+    animated = [a for a in sf.fig.findobj() if a.get_animated() and a is not sf.fig]
+    assert animated, "the widget marks the artists its update changes"
+    for artist in animated:
+        artist.set_animated(False)
+    try:
+        sf.fig.canvas.draw()
+        plain = np.asarray(sf.fig.canvas.buffer_rgba(), dtype=np.int16).copy()
+    finally:
+        for artist in animated:
+            artist.set_animated(True)
+    legends = np.zeros(plain.shape[:2], bool)
+    renderer, height = sf.fig.canvas.get_renderer(), plain.shape[0]
+    for ax in sf.fig.axes:
+        x0, y0, x1, y1 = ax.get_legend().get_window_extent(renderer).extents
+        legends[int(height - y1):int(np.ceil(height - y0)) + 1, int(x0):int(np.ceil(x1)) + 1] = True
+    full = _decode(sf.png(full=True))
+    for name, other, share, skip in (("a full redraw", full, 5e-4, False), ("a plain draw", plain, 2e-4, legends)):
+        assert other.shape == blitted.shape
+        differ = (np.abs(other - blitted).max(axis=2) > 16) & ~skip
+        assert differ.mean() <= share, f"{what}: {differ.sum()} pixels of the blitted frame differ from {name}"
+
+
+def test_widget_blitted_frames_match_full_redraws(bench, runs):
+    sf = costs_widget(measured_bench=bench, measured_runs=runs)
+    moves = [{"k": 3}, {"k": 50}, {"alpha": 2e-6}, {"beta": 3e10}, {"m": 2e8}, {"t_compute": 0.3}, {"alpha": 1e-7},
+             {"t_compute": 1e-3}, {"beta": 1e7}, {"formula": "notes"}, {"preset": "NVLink"}, {"preset": MACHINE},
+             {"formula": "ring"}, {"k": 2}]
+    for move in moves:
+        sf.set(**move)
+        _assert_blit_is_right(sf, str(move))
+
+
+def test_widget_menu_clicks_redraw_once(bench, runs):
+    sf = costs_widget(measured_bench=bench, measured_runs=runs)
+    for name, value in (("preset", "10 Gb Ethernet"), ("preset", MACHINE), ("formula", "notes"),
+                        ("formula", "ring"), ("preset", "NVLink"), ("formula", "halving_doubling")):
+        before = len(sf.timings)
+        sf.controls[name].value = value  # as a click in the browser does: no sf.set around it
+        assert len(sf.timings) == before + 1, f"{name} = {value!r} redrew {len(sf.timings) - before} times"
+        if name == "preset" or sf.values["preset"] == MACHINE:
+            link = PRESETS.get(value) or bench.fit(sf.values["formula"])
+            assert sf.values["alpha"] == pytest.approx(np.clip(link.alpha, 1e-7, 1e-2))
+            assert sf.values["beta"] == pytest.approx(np.clip(link.beta, 1e6, 1e12))
+        assert sf.image.value == sf.png(full=True)
+    assert sf.errors.outputs == ()
 
 
 def test_widget_redraws_fast_enough(widget):

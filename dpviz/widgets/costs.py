@@ -10,8 +10,12 @@ and the fitted α, β, and the figure says so::
     costs_widget(measured_bench=BenchRecord.load("runs/bench"), measured_runs=runs)
 
 The preset menu sets α and β to a link's nominal numbers (the status line names their source);
-moving α or β afterwards turns the settings into your own. The figure is built once; each move
-only sets new widths, y-data and text on the artists already there.
+moving α or β afterwards turns the settings into your own; a preset move redraws the figure once.
+The figure is built once; each move only sets new widths, y-data and text on the artists already
+there, and only those are drawn again over a cached background. The axis limits stay put while
+the numbers fit them (the longest bar between about a fifth and two thirds of the time axis, the lowest S
+within four octaves of the speedup axis's floor); a move that leaves that range moves the limits
+and redraws the whole figure.
 """
 
 from __future__ import annotations
@@ -41,6 +45,11 @@ ALPHA_RANGE = (-7, -2)  # seconds
 BETA_RANGE = (6, 12)  # bytes per second
 M_RANGE = (3, 10)  # bytes
 T_COMPUTE_RANGE = (-4, 1)  # seconds
+# The time axis ends at one of these (times a power of ten), at least ROOM times the longest bar.
+ROUND_ENDS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
+ROOM = 1.5  # the axis is this much longer than the longest bar when it is set: room for the bar labels
+SHRINK = 3.0  # ... and is set again when the longest bar is shorter than the axis / (ROOM * SHRINK)
+OCTAVES = 4  # the speedup axis's floor is set again when the lowest S is this many octaves above it
 
 
 def costs_widget(
@@ -88,14 +97,17 @@ def costs_widget(
         "preset": widgets.Dropdown(options=presets, value=preset, description="link"),
     }
 
-    def use_preset(_change=None):
+    def use_preset():
         """The preset menu (or the formula, for the fitted preset) moves α and β to that link's numbers."""
         link = link_for(controls["preset"].value, controls["formula"].value)
         controls["alpha"].value = _clip(link.alpha, ALPHA_RANGE)
         controls["beta"].value = _clip(link.beta, BETA_RANGE)
 
-    controls["preset"].observe(use_preset, names="value")
-    controls["formula"].observe(lambda change: controls["preset"].value == MACHINE and use_preset(), names="value")
+    sf_box = []  # the SliderFigure, once built
+    menus = {"preset": _OneRedraw(sf_box, use_preset),
+             "formula": _OneRedraw(sf_box, lambda: controls["preset"].value == MACHINE and use_preset())}
+    for name, menu in menus.items():
+        controls[name].observe(menu.first, names="value")  # before the SliderFigure's own observer
 
     ks = np.arange(1, k_max + 1)
 
@@ -129,6 +141,7 @@ def costs_widget(
     k_text = ax_speed.annotate("", (k, 1.0), xytext=(10, -14), textcoords="offset points", fontsize=10,
                                color=INK, weight="bold", zorder=7)
     headline = fig.text(0.01, 0.975, "", ha="left", va="top", fontsize=11, color=INK)
+    above_curves = [line for line in ax_speed.lines if line.get_zorder() > 2 and line is not marker]  # measured
 
     compute_bars = [p for p in ax_time.patches if p.get_gid() == timeline_plot.GIDS["compute"]]
     comm_bars = [p for p in ax_time.patches if p.get_gid() == timeline_plot.GIDS["comm"]]
@@ -140,11 +153,20 @@ def costs_widget(
     note.set_text(f"measured points: real runs on {measured.host}, {measured.cores} cores, "
                   f"global batch {measured.global_batch}" if measured is not None else "")
     floor = float(np.min(measured.speedup)) if measured is not None else 1.0
+    notes_at_points = [t for t in ax_speed.texts if t is not note and t is not k_text]  # "k > cores" and the like
+    # What update() changes is drawn on each move over a cached background, and so is what is drawn above
+    # it (the left spine over the bars; the measured points and their notes over the curves); the rest is
+    # drawn once.
+    for artist in (*compute_bars, *comm_bars, *bar_labels, ax_time.spines["left"], *link_lines.values(),
+                   *above_curves, *notes_at_points, marker, k_line, k_text, headline):
+        artist.set_animated(True)
+    view = {}  # the axis limits in the background: time axis end (s), its unit and scale, the lowest S tick
 
     def update(values):
         rows, curves = numbers(values)
         longest = max(row.t_step for row in rows)
-        unit, scale = time_unit(longest)
+        moved = _time_view(view, longest)
+        unit, scale = view["unit"], view["scale"]
         for bar_c, bar_s, text, row in zip(compute_bars, comm_bars, bar_labels, rows):
             bar_c.set_width(row.t_compute / scale)
             bar_s.set_x(row.t_compute / scale)
@@ -152,8 +174,6 @@ def costs_widget(
             text.set_x(row.t_step / scale)
             text.set_text("  " + row_label(row, unit, scale, tag=False))
         bar_labels[-1].set_text(f"  {row_label(rows[-1], unit, scale, tag=False)} at k = {values['k']}")
-        ax_time.set_xlim(0, longest / scale * 1.5)
-        ax_time.xaxis.label.set_text(f"time for one training step ({unit})")
 
         for name, curve in curves.curves.items():
             link_lines[name].set_ydata(curve.speedup)
@@ -167,9 +187,7 @@ def costs_widget(
         k_text.xyann = (-12, 12) if right else (12, -16)
         k_text.set_text(f"S = {s_now:.3g} at k = {kk}")
         low = min(floor, 1.0, *(float(c.speedup.min()) for c in curves.curves.values()))
-        ticks = 2.0 ** np.arange(np.floor(np.log2(low)), np.log2(k_max) + 1)
-        ax_speed.yaxis.set_major_locator(FixedLocator(ticks))
-        ax_speed.set_ylim(low / 2, k_max * 1.3)
+        moved |= _speed_view(view, low)
 
         t_comm_k = rows[-1].t_comm
         headline.set_text(
@@ -181,12 +199,72 @@ def costs_widget(
         if sf_box:
             sf_box[0].status.value = (f"<b>{html.escape(headline.get_text())}</b><br>{html.escape(link_words)}<br>"
                                       f"modeled: {html.escape(speedup_plot.workload_words(curves))}")
+        if not moved:
+            return None
+        ax_time.set_xlim(0, view["end"] / scale)
+        ax_time.xaxis.label.set_text(f"time for one training step ({unit})")
+        ax_speed.yaxis.set_major_locator(FixedLocator(2.0 ** np.arange(np.log2(view["floor"]), np.log2(k_max) + 1)))
+        ax_speed.set_ylim(view["floor"] / 2, k_max * 1.3)
+        return "full"  # the limits moved: the background is drawn again
 
-    sf_box = []
     sf = SliderFigure(fig, controls, update, title="")
     sf_box.append(sf)
+    for name, menu in menus.items():
+        controls[name].observe(menu.last, names="value")  # after it
     update(sf.values)  # once more, now that the status line exists
     return sf
+
+
+class _OneRedraw:
+    """One redraw for a menu whose change runs ``action``, which moves other controls (α and β).
+
+    Observe the menu with ``first`` before the SliderFigure observes it and with ``last`` after:
+    ``first`` opens :meth:`SliderFigure.hold` and runs the action, the SliderFigure's observer then
+    only collects the change, and ``last`` closes the hold, which updates and redraws once.
+    """
+
+    def __init__(self, sf_box: list, action):
+        self.sf_box, self.action, self.held = sf_box, action, []
+
+    def first(self, _change=None) -> None:
+        if self.sf_box:
+            hold = self.sf_box[0].hold()
+            hold.__enter__()
+            self.held.append(hold)
+        try:
+            self.action()
+        except BaseException:
+            self.last()
+            raise
+
+    def last(self, _change=None) -> None:
+        while self.held:
+            self.held.pop().__exit__(None, None, None)
+
+
+def _time_view(view: dict, longest: float) -> bool:
+    """Keep the time axis while the longest bar (s) fits it well; else choose a new end. True if it moved."""
+    if "end" in view and view["end"] / (ROOM * SHRINK) <= longest <= view["end"] / ROOM:
+        return False
+    unit, scale = time_unit(longest)
+    view.update(end=_round_end(ROOM * longest / scale) * scale, unit=unit, scale=scale)
+    return True
+
+
+def _speed_view(view: dict, low: float) -> bool:
+    """Keep the speedup axis's lowest tick while the lowest S sits just above it; else move it. True if it moved."""
+    if "floor" in view and view["floor"] <= low < view["floor"] * 2.0 ** OCTAVES:
+        return False
+    view["floor"] = float(2.0 ** np.floor(np.log2(low)))  # a power of two at or below every S
+    return True
+
+
+def _round_end(x: float) -> float:
+    """The smallest of ROUND_ENDS times a power of ten that is at least ``x``."""
+    if not x > 0:
+        return 1.0
+    decade = 10.0 ** np.floor(np.log10(x))
+    return float(next(end * decade for end in ROUND_ENDS if end * decade >= x * (1 - 1e-12)))
 
 
 def _on_preset(values, link_for) -> bool:

@@ -14,8 +14,9 @@ import dataclasses
 
 import ipywidgets as widgets
 import numpy as np
-from matplotlib.figure import Figure
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.path import Path
 
 from dpviz.checks import check_int, check_real
 from dpviz.landscape import LINE_START, descent_path, knob_range, step1_data
@@ -29,6 +30,24 @@ def find(ax, gid: str):
     if len(found) != 1:
         raise LookupError(f"expected one artist with gid {gid!r} on the Axes, found {len(found)}")
     return found[0]
+
+
+def keep_off_legend(ax, *artists) -> None:
+    """Clip ``artists`` to ``ax`` less its legend's box, as if the legend were drawn over them.
+
+    For artists redrawn on a cached background (which holds the legend): they are drawn
+    last, so without this a path that runs into the legend would cover its words. The
+    hole is in figure fractions, which do not change when the figure's dpi does.
+    """
+    renderer = ax.figure.canvas.get_renderer()
+    to_fraction = ax.figure.transFigure.inverted()
+    (x0, y0), (x1, y1) = to_fraction.transform(ax.bbox.get_points())
+    (a0, b0), (a1, b1) = to_fraction.transform(ax.get_legend().get_window_extent(renderer).get_points())
+    # the outer box counter-clockwise, the legend's box clockwise: a hole under either fill rule
+    verts = [(x0, y0), (x1, y0), (x1, y1), (x0, y1), (x0, y0), (a0, b0), (a0, b1), (a1, b1), (a1, b0), (a0, b0)]
+    codes = [Path.MOVETO, Path.LINETO, Path.LINETO, Path.LINETO, Path.CLOSEPOLY] * 2
+    for artist in artists:
+        artist.set_clip_path(Path(verts, codes), ax.figure.transFigure)
 
 
 def eta_grid(eta_min: float, eta_max: float, n: int) -> np.ndarray:
@@ -68,6 +87,11 @@ def eta_widget(x, y, *, knob: int = 0, steps: int = 8, start=LINE_START, eta: fl
     fig.tight_layout()
     fig.set_layout_engine(None)  # laid out once; a leftover engine would make every PNG draw the figure twice
     path_line, arrow = find(ax, GIDS["path"]), find(ax, GIDS["arrow"])
+    # What update() changes, and the dot drawn above it, is drawn on each move over a cached background
+    # that holds the rest; the path and the arrow stay out of the legend's box, as under a drawn legend.
+    for artist in (path_line, arrow, find(ax, GIDS["dot"]), ax.title):
+        artist.set_animated(True)
+    keep_off_legend(ax, path_line, arrow)
     start_point = (float(base.theta[base.knob]), float(base.path_loss[0]))
 
     slider = widgets.FloatLogSlider(value=float(etas[first]), base=10, min=float(np.log10(etas[0])),

@@ -66,6 +66,9 @@ def average_widget(run, *, step: int = 0, k: int | None = None, b: int | None = 
     big_tip, gap = find(right, GIDS["big_tip"]), find(right, GIDS["difference"])
     left.get_legend().get_texts()[0].set_text("one example's gradient $\\nabla_j$")  # counts go in the titles,
     right.get_legend().get_texts()[0].set_text("group mean $g_i$, one per group")   # so the legends never change
+    # everything update() changes; the rest is drawn once and kept as the background
+    for artist in (examples, big_arrow, group_arrows, mean_arrow, big_tip, gap, left.title, right.title):
+        artist.set_animated(True)
 
     controls = {
         "k": widgets.IntSlider(value=k, min=1, max=k_max, description="k (groups)", continuous_update=True),
