@@ -66,19 +66,16 @@ def batch_widget(run, *, biased=None, step: int = 0, rank: int = 0, b: int = 8, 
     legend_texts[0].set_text("one example's gradient $\\nabla_j$")  # counts and angles go in the title,
     legend_texts[2].set_text("gradient of the whole data set")      # so the legend never changes
     pool = len(examples.U)
-    # What a move of b changes (and the dashed arrow drawn above the grey ones) is redrawn on a cached
-    # background; a switch of grab (a new note under the plot) redraws the whole figure.
-    for artist in (examples, reference, mean, ax.title):
+    # what update() changes is redrawn on each move over a cached background that holds the rest
+    for artist in (examples, reference, mean, ax.title, note):
         artist.set_animated(True)
-    drawn = {"grab": None}  # the grab whose note and reference arrow are in the background
 
     controls = {"b": widgets.IntSlider(value=b, min=1, max=n, description="b", continuous_update=True)}
     if biased is not None:
         controls["grab"] = widgets.ToggleButtons(options=["random", "biased"], value="random", description="grab")
 
-    def update(values: dict) -> str | None:
-        grab = values.get("grab", "random")
-        batch = batches[grab]
+    def update(values: dict) -> None:
+        batch = batches[values.get("grab", "random")]
         b = values["b"]
         shown = np.zeros((pool, 2))
         shown[:b] = batch["grads"][:b]  # the rest of the pool stays as zero-length arrows
@@ -89,7 +86,5 @@ def batch_widget(run, *, biased=None, step: int = 0, rank: int = 0, b: int = 8, 
         ax.title.set_text(f"b = {b}, {batch['words']}\n"
                           f"g is {angle_deg(g, batch['reference']):.0f}° from the whole data set's gradient")
         note.set_text(batch["note"])
-        new_grab, drawn["grab"] = grab != drawn["grab"], grab
-        return "full" if new_grab else None
 
     return SliderFigure(fig, controls, update, title="Step 2: the mini-batch gradient is the mean of the examples' gradients")

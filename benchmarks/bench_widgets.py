@@ -1,0 +1,250 @@
+"""How long every slider takes to answer, measured inside a real Jupyter kernel.
+
+    .venv/bin/python benchmarks/bench_widgets.py            # about a minute and a half on 2 cores
+    .venv/bin/python benchmarks/bench_widgets.py --moves 10 --only eta_widget costs_widget
+
+What it does:
+
+1. records the one run no shipped record covers (k = 1, b = 16, one step, biased
+   sampling) and a small all-reduce sweep (k = 2, three sizes), into a temporary folder;
+2. starts a python3 kernel from this environment (jupyter_client), and in it builds
+   each widget from real records: ``eta_widget`` on the line data, ``batch_widget``
+   and ``average_widget`` on shipped grid runs (plus the biased run), ``costs_widget``
+   with the sweep and the shipped k = 1, 2, 4 runs as measured speedups, and
+   ``devices_widget`` / ``all_reduce_widget`` on the shipped grid;
+3. moves every control of every widget about ``--moves`` times with ``sf.set(...)``
+   and reads ``sf.timings`` (the callback plus the redraw and the PNG handed to the
+   Image widget, whose comm message the kernel sends out as it would to a browser).
+
+A move that triggers more than one redraw counts the sum of them; the "full" column
+is the share of moves that drew the whole figure rather than only the artists that
+change over the cached background, and "best" the fastest move (the least disturbed
+by other work on the machine). The costs
+widget's preset and formula menus move α and β through observers of their own,
+so for those two a browser click (``control.value = ...``, no ``sf.set``) is
+measured as well.
+
+Prints the machine (cores, load average) first, then one line per widget (all its
+controls' moves together) and, for the costs widget, one per control: median and
+90th percentile in ms, redraws per move, and whether the median meets the 50 ms
+target (issue 4); ``--per-control`` gives every widget's controls a line. The target is for a machine that is not
+busy with other work; the load average says how busy this one was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+TARGET_MS = 50.0
+WIDGETS = ("eta_widget", "batch_widget", "average_widget", "costs_widget", "devices_widget", "all_reduce_widget")
+
+# Runs in the kernel once: the helpers that move controls and summarise sf.timings.
+KERNEL_SETUP = r'''
+import json, warnings
+import numpy as np
+warnings.simplefilter("ignore")
+
+def _values(control, n, rng):
+    """n values for a control, each different from the one before (an unchanged value fires no callback)."""
+    if hasattr(control, "options"):
+        pool = [o[1] if isinstance(o, tuple) else o for o in control.options]
+    elif type(control).__name__ == "FloatLogSlider":
+        pool = list(control.base ** np.linspace(control.min, control.max, 25))
+    elif type(control).__name__ == "IntSlider":
+        pool = sorted(set(np.linspace(control.min, control.max, 25).round().astype(int).tolist()))
+    else:
+        pool = list(np.linspace(control.min, control.max, 25))
+    out, last = [], control.value
+    while len(out) < n:
+        choice = pool[int(rng.integers(len(pool)))]
+        if choice != last:
+            out.append(choice)
+            last = choice
+    return out
+
+def _count_full_redraws(sf):
+    """Wrap the widget's update to count the redraws that drew the whole figure (a private hook, for this report)."""
+    counter = {"full": 0}
+    update = sf._update
+    def counted(values):
+        answer = update(values)
+        counter["full"] += answer == "full" or not sf._animated
+        return answer
+    sf._update = counted
+    return counter
+
+def _measure(widget, sf, moves, *, click=()):
+    rng = np.random.default_rng(0)
+    start_values = dict(sf.values)
+    counter = _count_full_redraws(sf)
+    rows = []
+    for name, control in sf.controls.items():
+        for how in ("set",) + (("click",) if name in click else ()):
+            times, redraws, full = [], [], 0
+            for value in _values(control, moves, rng):
+                n, f = len(sf.timings), counter["full"]
+                if how == "set":
+                    sf.set(**{name: value})
+                else:
+                    control.value = value  # what a browser's comm message does
+                times.append(sum(sf.timings[n:]))
+                redraws.append(len(sf.timings) - n)
+                full += counter["full"] > f
+            sf.set(**start_values)
+            rows.append(dict(widget=widget, control=name, how=how, ms=[1e3 * t for t in times],
+                             redraws=redraws, full=full))
+    print("RESULT " + json.dumps(rows))
+'''
+
+# One cell per widget: build it from real records, then move its controls.
+KERNEL_CELLS = {
+    "eta_widget": """
+        from dpviz.data import line_data
+        from dpviz.widgets.step1 import eta_widget
+        _measure("eta_widget", eta_widget(*line_data()), MOVES)
+    """,
+    "batch_widget": """
+        from dpviz import shipped
+        from dpviz.record import Run
+        from dpviz.widgets.step2 import batch_widget
+        _grid = shipped.grid_runs()
+        _measure("batch_widget", batch_widget(_grid[(1, 16)], biased=Run.load(RECORDS + "/biased")), MOVES)
+    """,
+    "average_widget": """
+        from dpviz import shipped
+        from dpviz.widgets.step3 import average_widget
+        _measure("average_widget", average_widget(shipped.grid_runs()[(4, 16)]), MOVES)
+    """,
+    "costs_widget": """
+        from dpviz import shipped
+        from dpviz.bench import BenchRecord
+        from dpviz.widgets.costs import costs_widget
+        _grid = shipped.grid_runs()
+        _sf = costs_widget(measured_bench=BenchRecord.load(RECORDS + "/bench"),
+                           measured_runs={1: _grid[(1, 16)], 2: _grid[(2, 8)], 4: _grid[(4, 4)]})
+        _measure("costs_widget", _sf, MOVES, click=("preset", "formula"))
+    """,
+    "devices_widget": """
+        from dpviz import shipped
+        from dpviz.widgets.step45 import devices_widget
+        _measure("devices_widget", devices_widget(shipped.grid_runs()), MOVES)
+    """,
+    "all_reduce_widget": """
+        from dpviz import shipped
+        from dpviz.widgets.step45 import all_reduce_widget
+        _measure("all_reduce_widget", all_reduce_widget(shipped.grid_runs()), MOVES)
+    """,
+}
+
+
+def machine_line() -> str:
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count() or 1
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return f"machine: {os.cpu_count()} cores ({usable} usable), load average (1, 5, 15 min) {load}"
+
+
+def record_inputs(folder: Path) -> None:
+    """The records no shipped file covers: a biased single-rank grab and a small all-reduce sweep."""
+    from dpviz.bench import BenchConfig, run_sweep
+    from dpviz.training import record_run
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # timings of these records are not what is measured here
+        record_run(k=1, b=16, steps=1, sampling="biased", timeout=180).save(folder / "biased")
+        config = BenchConfig(ks=(2,), sizes=(1024, 16384, 262144), impls=("all_reduce",), repeats=3, timeout=180)
+        run_sweep(config, progress=False).save(folder / "bench")
+
+
+def run_in_kernel(cells: list[str], records: Path, moves: int, timeout: float) -> list[dict]:
+    from jupyter_client.manager import KernelManager
+
+    # local sockets in the temporary folder: nothing listens on TCP, nothing is left in the checkout
+    km = KernelManager(kernel_name="python3", transport="ipc", ip=str(records / "kernel-ipc"))
+    km.start_kernel(cwd=str(Path(__file__).resolve().parents[1]))
+    kc = km.client()
+    kc.start_channels()
+    kc.wait_for_ready(timeout=120)
+    rows: list[dict] = []
+
+    def hook(msg):
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "stream":
+            for line in content["text"].splitlines():
+                if line.startswith("RESULT "):
+                    rows.extend(json.loads(line[len("RESULT "):]))
+                elif line.strip():
+                    print(f"  [kernel] {line}")
+        elif kind == "error":
+            print("\n".join(content["traceback"]), file=sys.stderr)
+
+    try:
+        setup = KERNEL_SETUP + f"\nRECORDS = {str(records)!r}\nMOVES = {moves}\n"
+        for name, code in [("setup", setup)] + [(c, textwrap.dedent(KERNEL_CELLS[c])) for c in cells]:
+            begin = time.perf_counter()
+            reply = kc.execute_interactive(code, timeout=timeout, output_hook=hook, allow_stdin=False)
+            if reply["content"]["status"] != "ok":
+                raise RuntimeError(f"the kernel failed in the {name} cell: {reply['content'].get('ename')}: "
+                                   f"{reply['content'].get('evalue')}")
+            if name != "setup":
+                print(f"  {name}: built and moved in {time.perf_counter() - begin:.1f} s", flush=True)
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    return rows
+
+
+def summary(widget: str, control: str, rows: list[dict]) -> str:
+    ms = [t for row in rows for t in row["ms"]]
+    redraws = [n for row in rows for n in row["redraws"]]
+    full = sum(row["full"] for row in rows) / len(ms)
+    median, p90 = statistics.median(ms), statistics.quantiles(ms, n=10)[-1] if len(ms) > 1 else ms[0]
+    verdict = "met" if median <= TARGET_MS else "MISSED"
+    return (f"  {widget:<18} {control:<16} {len(ms):5d} {median:6.1f}ms {p90:6.1f}ms {min(ms):6.1f}ms "
+            f"{statistics.mean(redraws):7.2g} {full:5.0%}  {verdict}")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--moves", type=int, default=20, help="moves per control (default 20)")
+    parser.add_argument("--only", nargs="+", choices=WIDGETS, default=list(WIDGETS), help="widgets to measure")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds allowed per kernel cell")
+    parser.add_argument("--per-control", action="store_true", help="a line per control for every widget, not only costs")
+    args = parser.parse_args(argv)
+
+    print(machine_line(), flush=True)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="dpviz-bench-widgets-") as tmp:
+        records = Path(tmp)
+        if {"batch_widget", "costs_widget"} & set(args.only):
+            record_inputs(records)
+            print(f"recorded the biased grab and the all-reduce sweep in {time.perf_counter() - start:.1f} s", flush=True)
+        rows = run_in_kernel(args.only, records, args.moves, args.timeout)
+
+    print(f"\ncallback + redraw per move, inside a python3 kernel (target: median <= {TARGET_MS:.0f} ms per widget)")
+    print(f"  {'widget':<18} {'control':<16} {'moves':>5} {'median':>8} {'p90':>8} {'best':>8} {'redraws':>7} {'full':>5}  target")
+    for widget in args.only:
+        mine = [row for row in rows if row["widget"] == widget]
+        pooled = [row for row in mine if row["how"] == "set"]  # every control moved with sf.set, pooled
+        print(summary(widget, "all controls", pooled))
+        if widget == "costs_widget" or args.per_control:
+            for row in mine:
+                print(summary("", row["control"] + (" (click)" if row["how"] == "click" else ""), [row]))
+    print(f"\n{machine_line()}")
+    print(f"total {time.perf_counter() - start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
