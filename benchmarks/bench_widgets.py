@@ -1,6 +1,6 @@
 """How long every slider takes to answer, measured inside a real Jupyter kernel.
 
-    .venv/bin/python benchmarks/bench_widgets.py            # about a minute and a half on 2 cores
+    .venv/bin/python benchmarks/bench_widgets.py            # 30 s to 2 min on 2 cores, by load
     .venv/bin/python benchmarks/bench_widgets.py --moves 10 --only eta_widget costs_widget
 
 What it does:
@@ -19,16 +19,16 @@ What it does:
 A move that triggers more than one redraw counts the sum of them; the "full" column
 is the share of moves that drew the whole figure rather than only the artists that
 change over the cached background, and "best" the fastest move (the least disturbed
-by other work on the machine). The costs
-widget's preset and formula menus move α and β through observers of their own,
-so for those two a browser click (``control.value = ...``, no ``sf.set``) is
-measured as well.
+by other work on the machine). The costs widget's preset and formula menus move α
+and β through observers of their own, so for those two a browser click
+(``control.value = ...``, no ``sf.set``) is measured as well.
 
 Prints the machine (cores, load average) first, then one line per widget (all its
 controls' moves together) and, for the costs widget, one per control: median and
 90th percentile in ms, redraws per move, and whether the median meets the 50 ms
-target (issue 4); ``--per-control`` gives every widget's controls a line. The target is for a machine that is not
-busy with other work; the load average says how busy this one was.
+target (issue 4); ``--per-control`` gives every widget's controls a line. The
+target is for a machine that is not busy with other work; the load average, printed
+at the start and the end, says how busy this one was.
 """
 
 from __future__ import annotations
