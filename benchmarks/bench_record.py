@@ -8,7 +8,8 @@ Prints:
   included, over a few repeats (target: <= 10 s on 2 cores);
 * the in-rank loop time of a recorded run against a plain data-parallel loop with the
   same model, k, batches and steps, which only computes, all-reduces and steps
-  (target: recorded / plain <= 1.15).
+  (target: recorded / plain <= 1.15). The two alternate; the ratio compares the
+  fastest of each, since on a shared machine other work only ever adds time.
 """
 
 from __future__ import annotations
@@ -50,13 +51,13 @@ def plain_worker(rank: int, world_size: int, config: TrainConfig) -> float:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=4)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")  # k > cores: ranks share cores; said once below instead
     print(f"machine: {cpu_count()} cores, torch {torch.__version__}")
 
     walls = []
-    for _ in range(args.repeats):
+    for _ in range(3):
         begin = time.perf_counter()
         run = record_run(k=4, b=8, steps=5)
         walls.append(time.perf_counter() - begin)
@@ -65,18 +66,21 @@ def main(argv=None) -> None:
     print(f"record_run k=4, line model, 5 steps: median {statistics.median(walls):.2f} s "
           f"(runs: {', '.join(f'{w:.2f}' for w in walls)}), target <= {RECORD_TARGET:g} s: {verdict}")
 
-    for k in (2, 4):
-        config = TrainConfig(k=k, b=64, steps=40, model="mlp", width=256, depth=2)
-        ratios = []
+    # The cost of recording is fixed per step (a hash of the parameters and a copy of each gradient),
+    # so its share depends on how long a step computes: b=256 per rank is the target workload, and
+    # b=32 shows the share when a step is tiny.
+    for k, b in ((2, 256), (4, 256), (2, 32)):
+        config = TrainConfig(k=k, b=b, steps=40, model="mlp", width=256, depth=2, dataset_size=2048)
+        plain, recorded = [], []
         for _ in range(args.repeats):
-            plain = max(launch(plain_worker, k, args=(config,)))
-            recorded = max(record_run(config).loop_seconds)
-            ratios.append(recorded / plain)
+            plain.append(max(launch(plain_worker, k, args=(config,))))  # the slowest rank ends the loop
+            recorded.append(max(record_run(config).loop_seconds))
+        ratio = min(recorded) / min(plain)
         note = " (k > cores: ranks share cores)" if k > cpu_count() else ""
-        verdict = "met" if statistics.median(ratios) <= OVERHEAD_TARGET else "NOT met"
-        print(f"recording overhead, k={k}, mlp {config.width}x{config.depth}, {config.steps} steps{note}: "
-              f"median {statistics.median(ratios):.3f}x (runs: {', '.join(f'{r:.3f}' for r in ratios)}), "
-              f"target <= {OVERHEAD_TARGET}: {verdict}")
+        verdict = "met" if ratio <= OVERHEAD_TARGET else "NOT met"
+        print(f"recording overhead, k={k}, b={b}, mlp {config.width}x{config.depth}, {config.steps} steps{note}: "
+              f"{ratio:.3f}x fastest to fastest (plain {min(plain) * 1e3:.0f} ms, recorded {min(recorded) * 1e3:.0f} ms; "
+              f"medians {statistics.median(recorded) / statistics.median(plain):.3f}x), target <= {OVERHEAD_TARGET}: {verdict}")
 
 
 if __name__ == "__main__":
