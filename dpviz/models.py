@@ -55,11 +55,6 @@ def build_model(name: str, *, d_in: int = 16, width: int = 64, depth: int = 2, s
     return MLP(d_in, width, depth)
 
 
-def flat_params(model: nn.Module) -> torch.Tensor:
-    """Every parameter in one detached 1-D float32 vector, in ``model.parameters()`` order."""
-    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-
-
 def flat_grad(model: nn.Module) -> torch.Tensor:
     """Every parameter's ``.grad`` in one 1-D vector (a copy), in ``model.parameters()`` order."""
     return torch.cat([p.grad.reshape(-1) for p in model.parameters()])

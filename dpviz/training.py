@@ -36,7 +36,7 @@ from dpviz import launch as launcher
 from dpviz import optim
 from dpviz.checks import check_choice, check_int, check_real
 from dpviz.data import line_data, line_kind, teacher_data
-from dpviz.models import MODELS, build_model, flat_grad, flat_params, set_flat_grad
+from dpviz.models import MODELS, build_model, flat_grad, set_flat_grad
 from dpviz.record import SCHEMA_VERSION, Run
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
