@@ -1,0 +1,372 @@
+"""Helpers for tests/test_browser.py: find Chromium, run a server we own, and read a page.
+
+Everything here serves one test module. A :class:`Server` is a process this test started (JupyterLab
+or Voilà) in its own process group, with its output in a log file; it remembers every descendant
+it has been seen with (kernels, the ranks a kernel launched) so that :meth:`Server.stop` can tell
+whether any of them outlived it. Kernels are started by jupyter_client in sessions of their own,
+so stopping the server's process group alone would not reach them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+OUTPUT = ROOT / "test-output" / "browser"  # git-ignored: screenshots, server logs, timing.txt
+
+CHROMIUM_PATHS = ("/usr/bin/chromium", "chromium", "chromium-browser")
+CHROMIUM_ARGS = [
+    "--no-sandbox",  # CI runs as root, where Chromium's sandbox refuses to start
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+STDERR_MIME = "application/vnd.jupyter.stderr"
+
+# What an output looks like when the widgets front end is missing: the widget's Python repr ...
+WIDGET_REPR = re.compile(
+    r"\b(VBox|HBox|Box|GridBox|Tab|Accordion|\w*Slider|Button|ToggleButtons?|Dropdown|Checkbox|Image|Output|"
+    r"HTML|Label|Play|RadioButtons|SelectionSlider|Text|FloatText|IntText)\("
+    r"(children|value|description|layout|options|outputs|index|min|max|format)="
+)
+# ... or a message from the widget manager, or the static fallback dpviz's decks carry for GitHub.
+WIDGET_FAILURE_TEXT = ("Error displaying widget", "Loading widget...", "Answers: run this notebook in JupyterLab or Voil")
+
+TRACEBACK = "Traceback (most recent call last)"
+# A line that names an exception, as IPython's short tracebacks and ``logging.exception`` print it.
+ERROR_LINE = re.compile(r"^\s*(\w+\.)*\w*(Error|Exception|Interrupt)\b(:|\s*$)", re.MULTILINE)
+
+
+def find_chromium() -> str | None:
+    """The Chromium executable: Debian's /usr/bin/chromium, or one on PATH; None where there is none."""
+    for name in CHROMIUM_PATHS:
+        path = name if os.path.isabs(name) else shutil.which(name)
+        if path and os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_json(url: str, *, method: str = "GET", token: str = "", timeout: float = 10):
+    """GET (or DELETE ...) a Jupyter REST endpoint; the decoded JSON, or None for an empty reply."""
+    request = urllib.request.Request(url, method=method)
+    if token:
+        request.add_header("Authorization", f"token {token}")
+    with urllib.request.urlopen(request, timeout=timeout) as reply:
+        body = reply.read()
+    return json.loads(body) if body.strip() else None
+
+
+def jupyter_env(base: Path) -> dict:
+    """The environment for a server of ours: config, data, runtime, settings and IPython folders under ``base``.
+
+    The widgets front end is still found: JupyterLab and Voilà look for extensions in
+    ``sys.prefix/share/jupyter`` (the virtual environment), not only in JUPYTER_DATA_DIR.
+    """
+    dirs = {
+        "JUPYTER_CONFIG_DIR": base / "config",
+        "JUPYTER_DATA_DIR": base / "data",
+        "JUPYTER_RUNTIME_DIR": base / "runtime",
+        "JUPYTERLAB_SETTINGS_DIR": base / "config" / "lab" / "user-settings",
+        "JUPYTERLAB_WORKSPACES_DIR": base / "workspaces",
+        "IPYTHONDIR": base / "ipython",
+    }
+    for d in dirs.values():
+        d.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.update({k: str(v) for k, v in dirs.items()})
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop("JUPYTER_PATH", None)
+    env.pop("JUPYTER_CONFIG_PATH", None)
+    return env
+
+
+class Server:
+    """A server process this test started, in a new session, with stdout and stderr in ``log``."""
+
+    def __init__(self, name: str, cmd: list[str], *, cwd: Path, env: dict, log: Path):
+        self.name = name
+        self.log = log
+        self.cmd = cmd
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "wb") as out:
+            self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=subprocess.STDOUT, start_new_session=True)
+        self.pid = self.proc.pid
+        self.seen: dict[int, psutil.Process] = {}  # every process ever seen in this server's tree
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def log_tail(self, n: int = 40) -> str:
+        return "\n".join(self.log_text().splitlines()[-n:])
+
+    def wait_for_log(self, pattern: str, timeout: float) -> re.Match:
+        """Waits until the log shows ``pattern`` (a regex); fails at once if the server exits first."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        while True:
+            found = regex.search(self.log_text())
+            if found:
+                return found
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with code {self.proc.returncode} before logging "
+                                   f"{pattern!r}; its log ends:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.name} did not log {pattern!r} within {timeout:.0f} s; its log ends:\n"
+                                   f"{self.log_tail()}")
+            time.sleep(0.25)
+
+    def remember_children(self) -> None:
+        """Notes every live descendant now, so a kernel or rank that outlives the server can be found."""
+        try:
+            children = psutil.Process(self.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return
+        for child in children:
+            self.seen.setdefault(child.pid, child)
+
+    def wait_children_gone(self, timeout: float = 30) -> list[str]:
+        """Waits for every descendant seen so far to exit (after its kernels were shut down, a server keeps
+        none); kills, by PID, those still running at the deadline and returns them, described, for the test
+        to report."""
+        self.remember_children()
+        deadline = time.monotonic() + timeout
+        while self.survivors() and time.monotonic() < deadline:
+            time.sleep(0.25)
+            self.remember_children()
+        return _kill_all(self.survivors())
+
+    def survivors(self) -> list[psutil.Process]:
+        """Descendants ever seen that still run (``is_running`` compares start times, so a reused PID is not one)."""
+        alive = []
+        for p in self.seen.values():
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(p)
+            except psutil.NoSuchProcess:
+                pass
+        return alive
+
+    def stop(self, *, grace: float = 20) -> list[str]:
+        """Stops the server and everything it started; returns a description of each process that had to be killed
+        after the server itself was gone (an empty list is a clean stop).
+
+        SIGTERM to the process group (a Jupyter server then shuts its kernels down), wait, SIGKILL to the group;
+        then descendants seen earlier that run in other sessions (kernels, their ranks) get ``grace`` seconds to
+        exit on their own before each is killed by PID.
+        """
+        self.remember_children()
+        if self.proc.poll() is None:
+            _signal_group(self.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                _signal_group(self.pid, signal.SIGKILL)
+                self.proc.wait(timeout=30)
+        else:
+            _signal_group(self.pid, signal.SIGKILL)  # helpers of a server that died on its own
+        deadline = time.monotonic() + grace
+        while self.survivors() and time.monotonic() < deadline:
+            time.sleep(0.25)
+        return _kill_all(self.survivors())
+
+
+def _kill_all(processes: list[psutil.Process]) -> list[str]:
+    """Kills each process (one we started, found by PID); returns their descriptions."""
+    left = []
+    for p in processes:
+        left.append(_describe(p))
+        try:
+            p.kill()
+            p.wait(timeout=10)
+        except (psutil.NoSuchProcess, psutil.TimeoutExpired):
+            pass
+    return left
+
+
+def _describe(p: psutil.Process) -> str:
+    try:
+        return f"{p.pid} {' '.join(p.cmdline())[:160]}"
+    except psutil.Error:
+        return str(p.pid)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def saved_expectations(path: Path) -> dict:
+    """What the committed notebook says the page must show once it has run.
+
+    ``widget_outputs``: outputs carrying a widget view; ``slider`` / ``cards``: whether the notebook
+    displays a slider / a deck of self-check cards (from its saved widget state or its source);
+    ``cards_chapter``: the chapter named in ``show_cards("NN")``, if any; ``code_cells``: non-empty code cells.
+    """
+    nb = json.loads(path.read_text())
+    cells = nb.get("cells", [])
+    code = [c for c in cells if c.get("cell_type") == "code"]
+    source = "\n".join("".join(c.get("source", "")) for c in code)
+    widget_outputs = sum(1 for c in code for o in c.get("outputs", []) if WIDGET_MIME in o.get("data", {}))
+    state = nb.get("metadata", {}).get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {})
+    models = {m.get("model_name", "") for m in state.get("state", {}).values()} if isinstance(state, dict) else set()
+    slider = any(m.endswith("SliderModel") for m in models) or bool(
+        re.search(r"Slider\(|SliderFigure\(|\b(?!card_)\w+_widget\(", source))
+    chapter = re.search(r"show_cards\(\s*[\"'](\d\d)[\"']", source)
+    cards = bool(chapter) or "deck(" in source or "card_widget(" in source
+    if not widget_outputs and (slider or cards):
+        widget_outputs = 1  # outputs not saved: at least one widget must show
+    return {
+        "widget_outputs": widget_outputs,
+        "slider": slider,
+        "cards": cards,
+        "cards_chapter": chapter.group(1) if chapter else None,
+        "code_cells": sum(1 for c in code if "".join(c.get("source", "")).strip()),
+    }
+
+
+# JavaScript run in the page. ``root`` is a CSS selector for the part of the page that holds the chapter.
+OUTPUTS_JS = """
+(root) => [...document.querySelectorAll(root + ' .jp-OutputArea-output')].map(o => {
+  const widget = !!o.querySelector('.jupyter-widgets');
+  // Voilà leaves the mime type off a widget's output: a rendered widget there counts as a widget output
+  const mime = o.getAttribute('data-mime-type') || (widget ? 'application/vnd.jupyter.widget-view+json' : '');
+  // an Output widget nests output areas: the innermost one holds the text, once
+  const leaf = !o.querySelector('.jp-OutputArea-output');
+  return {mime, widget, leaf, text: (o.innerText || '').slice(0, 4000)};
+})
+"""
+
+
+def problems_in_outputs(outputs: list[dict]) -> dict[str, list[str]]:
+    """Sorts the page's outputs into errors and widgets that did not render. Warnings on stderr are not errors."""
+    errors, unrendered = [], []
+    for o in outputs:
+        text = o["text"]
+        if o["leaf"] and (TRACEBACK in text or (o["mime"] == STDERR_MIME and ERROR_LINE.search(text))):
+            errors.append(text[:1500])
+        if o["mime"] == WIDGET_MIME and not o["widget"]:
+            unrendered.append(f"a widget output with no widget in it: {text[:200]!r}")
+        if o["mime"] != WIDGET_MIME or not o["widget"]:
+            if WIDGET_REPR.search(text) or any(t in text for t in WIDGET_FAILURE_TEXT):
+                unrendered.append(f"{o['mime'] or 'output'}: {text[:300]!r}")
+        elif any(t in text for t in WIDGET_FAILURE_TEXT[:2]):
+            unrendered.append(f"{o['mime']}: {text[:300]!r}")
+    return {"errors": errors, "unrendered": unrendered}
+
+
+def slider_figures(page, root: str) -> int:
+    """How many outputs under ``root`` hold both a slider and an image (a SliderFigure)."""
+    return page.evaluate(
+        """(root) => [...document.querySelectorAll(root + ' .jp-OutputArea-output')]
+             .filter(o => o.querySelector('.widget-slider .noUi-handle') && o.querySelector('img')).length""",
+        root,
+    )
+
+
+def move_slider(page, root: str, index: int, *, presses: int = 3, timeout: float = 30, snapshot: Path | None = None) -> dict:
+    """Focuses the first slider handle of the ``index``-th SliderFigure under ``root`` and presses ArrowRight
+    ``presses`` times (ArrowLeft if the slider is already at its right end); waits until the figure's <img>
+    changes. Returns the readout and image source before and after, and whether the image changed; if it did
+    not, a screenshot of the figure goes to ``snapshot``."""
+    figure = page.locator(f"{root} .jp-OutputArea-output").filter(
+        has=page.locator(".widget-slider .noUi-handle")).filter(has=page.locator("img")).nth(index)
+    handle = figure.locator(".widget-slider .noUi-handle").first
+    image = figure.locator("img").first
+    readout = figure.locator(".widget-slider .widget-readout").first
+    handle.scroll_into_view_if_needed()
+    before = {"src": image.get_attribute("src"), "readout": readout.inner_text() if readout.count() else ""}
+    at_max = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
+    key = "ArrowLeft" if at_max else "ArrowRight"
+    handle.focus()
+    for _ in range(presses):
+        page.keyboard.press(key)
+        page.wait_for_timeout(150)
+    deadline = time.monotonic() + timeout
+    after = dict(before)
+    while time.monotonic() < deadline:
+        after = {"src": image.get_attribute("src"), "readout": readout.inner_text() if readout.count() else ""}
+        if after["src"] != before["src"]:
+            break
+        page.wait_for_timeout(200)
+    changed = after["src"] != before["src"]
+    if not changed and snapshot is not None:  # keep what the figure looked like, for the report
+        snapshot.parent.mkdir(parents=True, exist_ok=True)
+        figure.screenshot(path=str(snapshot))
+    return {"key": key, "before": before, "after": after, "changed": changed}
+
+
+def reveal_first_answer(page, root: str, *, timeout: float = 30) -> dict:
+    """Clicks the first "Show answer" button under ``root``; returns the button's new label and the answer shown."""
+    # A handle, not a locator: once clicked, the button no longer says "Show answer" and a locator would move on.
+    button = page.locator(f"{root} button", has_text="Show answer").first.element_handle()
+    button.scroll_into_view_if_needed()
+    card = button.evaluate_handle("b => b.parentElement")  # the card: question, button, answer
+    button.click()
+    deadline = time.monotonic() + timeout
+    label, answer = "", ""
+    while time.monotonic() < deadline:
+        label = button.inner_text().strip()
+        answer = card.evaluate(
+            """(card) => { const kids = [...card.children]; const a = kids[kids.length - 1];
+                           return a && a.offsetParent !== null ? a.innerText : ''; }""")
+        if label == "Hide answer" and answer.strip():
+            break
+        page.wait_for_timeout(200)
+    return {"label": label, "answer": answer.strip()}
+
+
+def expected_answer(chapter: str | None) -> str | None:
+    """The first card's answer for ``chapter`` as dpviz writes it, whitespace folded; None without a chapter."""
+    if chapter is None:
+        return None
+    from dpviz.questionbank import cards_for
+
+    cards = cards_for(chapter)
+    return " ".join(cards[0].answer_text().split()) if cards else None
+
+
+def full_screenshot(page, path: Path, *, scroller: str, width: int, max_height: int = 16000) -> None:
+    """A screenshot of the whole chapter: the viewport grows to the height of ``scroller``'s content first
+    (JupyterLab scrolls inside the page, so Playwright's full_page alone would show one screen)."""
+    height = page.evaluate(
+        """(sel) => { const s = document.querySelector(sel);
+                      if (!s) return document.documentElement.scrollHeight;
+                      s.scrollTop = 0;
+                      const cells = s.querySelectorAll('.jp-Cell');  // stop at the last cell, not the blank after it
+                      const last = cells[cells.length - 1];
+                      const bottom = last ? last.getBoundingClientRect().bottom
+                                          : s.getBoundingClientRect().top + s.scrollHeight;
+                      return Math.ceil(bottom + 40); }""",
+        scroller,
+    )
+    page.set_viewport_size({"width": width, "height": int(min(max(height, 600), max_height))})
+    page.wait_for_timeout(300)
+    page.evaluate("(sel) => { const s = document.querySelector(sel); if (s) s.scrollTop = 0; }", scroller)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(path), full_page=True)

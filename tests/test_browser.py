@@ -1,0 +1,480 @@
+"""Every chapter in a real browser: JupyterLab runs it, Voilà serves chapter 06, headless Chromium looks.
+
+nbval checks what the kernel sends; this checks what a reader sees. For each notebook in notebooks/
+(a temporary copy, so running cells never touches the committed files), JupyterLab opens it and runs
+all cells from the Run menu; the page must then show no traceback or error, every widget output must
+be a rendered widget (not its text repr, which is what a missing widgets front end looks like), a
+slider moved with the keyboard must change its figure, and the first self-check card must reveal its
+answer on a click. Chapter 06 gets the same checks served as an app by Voilà. A full-page screenshot
+of each chapter, the servers' logs and the run time go to test-output/browser/.
+
+Chromium is Debian's (``apt-get install -y chromium``; .ci/run installs it), driven by Playwright's
+Python package. The module skips, saying so in the summary, only when no Chromium can be found.
+Every server is stopped by PID on every exit path, and the test fails if any process it started
+(a server, a kernel, a rank a kernel launched) is still running afterwards.
+
+Set DPVIZ_BROWSER_NOTEBOOKS to a folder to run the same checks on other notebooks (development).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import secrets
+import shutil
+import sys
+import time
+import urllib.error
+from pathlib import Path
+
+import psutil
+import pytest
+
+from browser_support import (
+    CHROMIUM_ARGS,
+    OUTPUT,
+    ROOT,
+    WIDGET_MIME,
+    OUTPUTS_JS,
+    Server,
+    expected_answer,
+    find_chromium,
+    free_port,
+    full_screenshot,
+    http_json,
+    jupyter_env,
+    move_slider,
+    problems_in_outputs,
+    reveal_first_answer,
+    saved_expectations,
+    slider_figures,
+)
+
+NOTEBOOKS = Path(os.environ.get("DPVIZ_BROWSER_NOTEBOOKS") or ROOT / "notebooks").resolve()
+CHAPTERS = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))  # whatever exists when the tests are collected
+VOILA_CHAPTER = "06_sync_costs_time.ipynb"
+
+WIDTH = 1280
+START_TIMEOUT = 120  # s for a server to come up on a busy 2-core machine
+RUN_TIMEOUT = 420  # s for one chapter's Run All (chapters launch real multi-process runs)
+LAB_ROOT = ".jp-NotebookPanel:not(.lm-mod-hidden)"  # the open notebook
+LAB_SCROLLER = LAB_ROOT + " .jp-WindowedPanel-outer"
+VOILA_ROOT = "body"
+VOILA_SCROLLER = "#rendered_cells"  # Voilà's page scrolls inside this panel
+
+# Settings for our JupyterLab only: no news or update toasts over the page, and every cell kept in the DOM
+# (the default windowing skips off-screen cells, which a full screenshot and the checks need).
+LAB_SETTINGS = {
+    "@jupyterlab/apputils-extension:notification": {
+        "fetchNews": "false", "checkForUpdates": False, "doNotDisturbMode": True},
+    "@jupyterlab/notebook-extension:tracker": {"windowingMode": "none"},
+}
+
+
+class _Timing:
+    """Collects per-chapter times and prints them, with the total, in pytest's terminal summary."""
+
+    def __init__(self):
+        self.start = time.monotonic()
+        self.rows: list[tuple[str, float, str]] = []
+        self.skipped: str | None = None
+        self.processes: dict[str, tuple] = {}  # server -> (processes seen in its tree, those left running)
+
+    def add(self, name: str, seconds: float, outcome: str, phases: dict | None = None) -> None:
+        if phases:
+            outcome += "  (" + ", ".join(f"{k} {v:.0f} s" for k, v in phases.items()) + ")"
+        self.rows.append((name, seconds, outcome))
+        self.write()
+
+    def lines(self) -> list[str]:
+        if self.skipped:
+            return [f"browser test SKIPPED: {self.skipped}"]
+        total = time.monotonic() - self.start
+        out = [f"{name:<52} {seconds:7.1f} s  {outcome}" for name, seconds, outcome in self.rows]
+        out.append(f"{'total (browser, servers, all chapters)':<52} {total:7.1f} s  (target <= 180 s on 2 cores)")
+        for server, (seen, left) in self.processes.items():
+            state = f"{len(left)} STILL RUNNING after it stopped (killed)" if left else "none left running"
+            out.append(f"{server}: {seen} processes seen under it (kernels, ranks, helpers), {state}")
+        return out
+
+    def write(self) -> None:
+        OUTPUT.mkdir(parents=True, exist_ok=True)
+        (OUTPUT / "timing.txt").write_text("\n".join(self.lines()) + "\n")
+
+    def pytest_terminal_summary(self, terminalreporter):
+        terminalreporter.section("browser test (test-output/browser/)")
+        for line in self.lines():
+            terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="module")
+def timing(request):
+    report = _Timing()
+    request.config.pluginmanager.register(report, "dpviz-browser-timing")
+    yield report
+    report.write()
+
+
+@pytest.fixture(scope="module")
+def chromium(timing):
+    path = find_chromium()
+    if path is None:
+        timing.skipped = ("no Chromium found (looked for /usr/bin/chromium, then chromium and chromium-browser on "
+                          "PATH). Install it with `apt-get install -y chromium` (.ci/run does); nothing was checked "
+                          "in a browser.")
+        timing.write()
+        pytest.skip(timing.skipped)
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser(chromium):
+    """Headless Chromium driven by Playwright; afterwards no Chromium or Playwright driver process may be left."""
+    from playwright.sync_api import sync_playwright
+
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+    started = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    psutil.wait_procs(started, timeout=15)
+    left = [f"{p.pid} {p.name()}" for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    for p in started:
+        if p.is_running():
+            p.kill()
+    assert not left, f"browser processes still running after Chromium was closed (killed now): {left}"
+
+
+@pytest.fixture(scope="module")
+def served_copy(tmp_path_factory):
+    """A temporary copy of the notebooks folder: the servers' root, so no run writes into the repository.
+
+    What the chapters read from beside notebooks/ (a quoted "../figures/records" in a code cell) is copied to
+    the same place beside the copy, so relative paths still resolve.
+    """
+    base = tmp_path_factory.mktemp("browser")
+    copy = base / "notebooks"
+    shutil.copytree(NOTEBOOKS, copy, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    for relative in sorted(sibling_paths(copy)):
+        source, target = NOTEBOOKS.parent / relative, base / relative
+        if source.is_dir():
+            shutil.copytree(source, target, dirs_exist_ok=True)
+        elif source.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return copy
+
+
+def sibling_paths(folder: Path) -> set[str]:
+    """Paths the notebooks in ``folder`` name as quoted "../<path>" strings in their code cells."""
+    found = set()
+    for path in folder.glob("*.ipynb"):
+        for cell in json.loads(path.read_text()).get("cells", []):
+            if cell.get("cell_type") == "code":
+                source = "".join(cell.get("source", ""))
+                found.update(m.rstrip("/") for m in re.findall(r"[\"']\.\./([\w./-]+)[\"']", source)
+                             if ".." not in m)
+    return found
+
+
+@pytest.fixture(scope="module")
+def lab(served_copy, tmp_path_factory, browser, timing):
+    """JupyterLab on 127.0.0.1 with a token and folders of its own; stopped (and checked) on every exit path."""
+    base = tmp_path_factory.mktemp("lab")
+    env = jupyter_env(base)
+    labconfig = Path(env["JUPYTER_CONFIG_DIR"]) / "labconfig"
+    labconfig.mkdir(parents=True, exist_ok=True)
+    (labconfig / "default_setting_overrides.json").write_text(json.dumps(LAB_SETTINGS, indent=1))
+    (Path(env["JUPYTER_CONFIG_DIR"]) / "jupyter_lab_config.json").write_text(
+        json.dumps({"LabApp": {"news_url": None}}))
+    port, token = free_port(), secrets.token_hex(16)
+    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+           f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+           f"--ServerApp.root_dir={served_copy}", "--ServerApp.terminals_enabled=False",
+           "--ServerApp.allow_root=True"]  # CI runs as root
+    server = Server("JupyterLab", cmd, cwd=served_copy, env=env, log=OUTPUT / "jupyterlab.log")
+    server.url, server.token = f"http://127.0.0.1:{port}", token
+    try:
+        server.wait_for_log(rf"http://127\.0\.0\.1:{port}/lab", START_TIMEOUT)
+        http_json(f"{server.url}/api/status", token=token)
+        yield server
+    finally:
+        try:
+            shutdown_kernels(server)
+        finally:
+            left = server.stop()
+        timing.processes["JupyterLab"] = (len(server.seen), left)
+        assert server.proc.returncode is not None
+        assert not left, f"processes JupyterLab started were still running after it stopped (killed now): {left}"
+
+
+@pytest.fixture(scope="module")
+def lab_context(browser, lab):
+    """One browser context for every JupyterLab chapter: its HTTP cache keeps JupyterLab's scripts between pages."""
+    context = browser.new_context(viewport={"width": WIDTH, "height": 900})
+    try:
+        yield context
+    finally:
+        context.close()
+
+
+def shutdown_kernels(server) -> None:
+    """Asks JupyterLab to shut down every session and kernel (REST API), after noting their processes."""
+    server.remember_children()
+    if server.proc.poll() is not None:
+        return
+    try:
+        for session in http_json(f"{server.url}/api/sessions", token=server.token) or []:
+            http_json(f"{server.url}/api/sessions/{session['id']}", method="DELETE", token=server.token, timeout=30)
+        for kernel in http_json(f"{server.url}/api/kernels", token=server.token) or []:
+            http_json(f"{server.url}/api/kernels/{kernel['id']}", method="DELETE", token=server.token, timeout=30)
+    except OSError as err:  # the server's stop, next, still shuts down what is left
+        print(f"could not shut kernels down through the REST API: {err}")
+
+
+def _screenshot_name(name: str, app: str) -> Path:
+    return OUTPUT / f"{Path(name).stem}.{app}.png"
+
+
+def _check_page(page, root: str, expect: dict, name: str, app: str) -> list[str]:
+    """The checks both apps share; returns what went wrong, in words."""
+    tag = "voila" if app.startswith("Voil") else "jupyterlab"
+    failures = []
+    page.wait_for_timeout(1000)  # widget views render just after their output arrives
+    deadline = time.monotonic() + 60
+    while True:  # widget views render asynchronously: give them time before judging
+        outputs = page.evaluate(OUTPUTS_JS, root)
+        rendered = sum(1 for o in outputs if o["mime"] == WIDGET_MIME and o["widget"])
+        found = problems_in_outputs(outputs)
+        if (rendered >= expect["widget_outputs"] and not found["unrendered"]) or time.monotonic() > deadline:
+            break
+        page.wait_for_timeout(500)
+    failures += [f"error output:\n{e}" for e in found["errors"]]
+    failures += [f"widget not rendered: {u}" for u in found["unrendered"]]
+    if rendered < expect["widget_outputs"]:
+        failures.append(f"{rendered} rendered widget outputs; the saved notebook has {expect['widget_outputs']} "
+                        "(without the widgets front end, jupyterlab_widgets, in the server's environment, widgets "
+                        "show as text or a static image)")
+    n_sliders = page.locator(f"{root} .widget-slider").count()
+    n_buttons = page.locator(f"{root} button.jupyter-button, {root} .widget-toggle-button").count()
+    if expect["slider"] and not n_sliders:
+        failures.append("the notebook displays a slider but the page has none")
+    has_cards = page.locator(f"{root} button", has_text="Show answer").count() > 0
+    if expect["cards"] and not has_cards:
+        failures.append("the notebook displays self-check cards but the page has no 'Show answer' button")
+
+    for i in range(slider_figures(page, root)):
+        moved = move_slider(page, root, i, snapshot=OUTPUT / f"{Path(name).stem}.{tag}.slider{i + 1}-unchanged.png")
+        if not moved["changed"]:
+            failures.append(f"slider figure {i + 1}: {moved['key']} x3 left the figure unchanged "
+                            f"(readout {moved['before']['readout']!r} -> {moved['after']['readout']!r})")
+    if expect["slider"] and not slider_figures(page, root):
+        failures.append("no output holds both a slider and a figure")
+
+    if expect["cards"] and has_cards:
+        shown = reveal_first_answer(page, root)
+        want = expected_answer(expect["cards_chapter"])
+        if shown["label"] != "Hide answer" or not shown["answer"]:
+            failures.append(f"clicking 'Show answer' showed no answer (button now {shown['label']!r})")
+        elif want and " ".join(html.unescape(shown["answer"]).split()) != want:
+            failures.append(f"the first card's answer reads {shown['answer'][:200]!r}, dpviz computes {want[:200]!r}")
+    # A callback that failed while the slider moved writes its traceback under the figure: look again.
+    after = problems_in_outputs(page.evaluate(OUTPUTS_JS, root))
+    failures += [f"error output after moving sliders and clicking:\n{e}" for e in after["errors"]
+                 if e not in found["errors"]]
+    print(f"{name} in {app}: {rendered} widget outputs rendered, {n_sliders} sliders, {n_buttons} buttons")
+    return failures
+
+
+def one_kernel(server, name: str, *, settle: float = 0.5, timeout: float = 60) -> str:
+    """The id of the one kernel JupyterLab runs, for notebook ``name``, once that has held for ``settle`` s;
+    fails if there is another kernel or none within ``timeout`` s."""
+    deadline, last, since = time.monotonic() + timeout, None, time.monotonic()
+    while True:
+        try:
+            sessions = http_json(f"{server.url}/api/sessions", token=server.token) or []
+            kernels = http_json(f"{server.url}/api/kernels", token=server.token) or []
+        except urllib.error.HTTPError as err:  # jupyter_server answers 500 while a kernel is half started
+            if err.code < 500 or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+            continue
+        now = [(s["path"], s["kernel"]["id"]) for s in sessions], sorted(k["id"] for k in kernels)
+        if now != last:
+            last, since = now, time.monotonic()
+        ok = len(now[0]) == 1 and now[0][0][0] == name and now[1] == [now[0][0][1]]
+        if ok and time.monotonic() - since >= settle:
+            return now[0][0][1]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"expected one session (for {name}) with one kernel; JupyterLab has sessions "
+                                 f"{now[0]} and kernels {now[1]}")
+        time.sleep(0.25)
+
+
+def lab_menu(page, menu: str, item: str) -> None:
+    """Clicks ``menu`` in JupyterLab's menu bar, then its entry ``item``, as a reader would."""
+    page.locator("#jp-MainMenu .lm-MenuBar-itemLabel", has_text=re.compile(rf"^{re.escape(menu)}$")).click()
+    page.locator(".lm-Menu:visible .lm-Menu-itemLabel", has_text=re.compile(rf"^{re.escape(item)}$")).click()
+
+
+def _wait_for_run_all(page, timeout: float) -> dict:
+    """Waits until Run All has ended: the kernel idle and no cell queued or running, or a dialog (a dead
+    kernel) shown; returns the last state seen (how many non-empty code cells show an execution count)."""
+    state_js = """(root) => {
+      const panel = document.querySelector(root);
+      if (!panel) return null;
+      const cells = [...panel.querySelectorAll('.jp-CodeCell')].filter(
+        c => (c.querySelector('.cm-content')?.innerText || '').trim() !== '');
+      const prompts = cells.map(c => (c.querySelector('.jp-InputPrompt')?.innerText || '').trim());
+      const ind = panel.querySelector('.jp-Notebook-ExecutionIndicator');
+      return {cells: cells.length, done: prompts.filter(p => /^\\[\\d+\\]:?$/.test(p)).length,
+              busy: prompts.filter(p => p.startsWith('[*')).length,
+              status: ind ? ind.getAttribute('data-status') : '',
+              dialog: document.querySelector('.jp-Dialog')?.innerText || ''};
+    }"""
+    deadline = time.monotonic() + timeout
+    state = None
+    while time.monotonic() < deadline:
+        state = page.evaluate(state_js, LAB_ROOT)
+        if state:
+            if state["dialog"]:
+                return state
+            # Run All marks every queued cell [*] at once, so nothing busy after a cell ran means it has ended
+            # (all ran, or an error stopped it).
+            if state["done"] > 0 and not state["busy"] and state["status"] == "idle":
+                page.wait_for_timeout(500)
+                again = page.evaluate(state_js, LAB_ROOT)
+                if again == state:
+                    return state
+        page.wait_for_timeout(500)
+    raise TimeoutError(f"Run All did not finish within {timeout:.0f} s; last state {state}")
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("name", CHAPTERS or [pytest.param(None, marks=pytest.mark.skip(
+    reason=f"no notebooks in {NOTEBOOKS} yet"))])
+def test_chapter_in_jupyterlab(name, lab, lab_context, timing, served_copy):
+    start = time.monotonic()
+    expect = saved_expectations(served_copy / name)
+    page = lab_context.new_page()
+    page.set_viewport_size({"width": WIDTH, "height": 900})
+    page_errors = []
+    page.on("pageerror", lambda err: page_errors.append(str(err)))
+    outcome = "failed"
+    phases = {}
+    clock = [time.monotonic()]
+
+    def lap(phase):
+        now = time.monotonic()
+        phases[phase] = now - clock[0]
+        clock[0] = now
+
+    try:
+        # A workspace of its own per chapter: nothing restored from an earlier page, and no '?reset' (whose
+        # reload can open the notebook twice and start, then replace, a second kernel mid-run).
+        workspace = re.sub(r"\W", "-", Path(name).stem)
+        page.goto(f"{lab.url}/lab/workspaces/{workspace}/tree/{name}?token={lab.token}", timeout=START_TIMEOUT * 1000)
+        page.wait_for_selector(f"{LAB_ROOT} .jp-Notebook-ExecutionIndicator[data-status='idle']",
+                               timeout=START_TIMEOUT * 1000)
+        kernel = one_kernel(lab, name)
+        lap("open")
+        # The committed outputs and execution counts are on the page until cleared: clear them so that
+        # everything judged below comes from this run.
+        lab_menu(page, "Edit", "Clear Outputs of All Cells")
+        page.wait_for_function(
+            """(root) => !document.querySelector(root + ' .jp-OutputArea-output') &&
+                 [...document.querySelectorAll(root + ' .jp-CodeCell .jp-InputPrompt')]
+                   .every(p => !/\\d/.test(p.innerText))""", arg=LAB_ROOT, timeout=30_000)
+        lab_menu(page, "Run", "Run All Cells")
+        state = _wait_for_run_all(page, RUN_TIMEOUT)
+        lap("run all")
+        lab.remember_children()  # the kernel and anything it launched
+        failures = []
+        if one_kernel(lab, name, settle=0) != kernel:
+            failures.append(f"the notebook's kernel changed during Run All (was {kernel}): JupyterLab started another")
+        if state["dialog"]:
+            failures.append(f"JupyterLab showed a dialog: {state['dialog'][:500]!r}")
+        if state["done"] < state["cells"]:
+            failures.append(f"only {state['done']} of {state['cells']} code cells ran")
+        failures += _check_page(page, LAB_ROOT, expect, name, "JupyterLab")
+        lap("checks")
+        sidebar = page.locator(".jp-SideBar.jp-mod-left .lm-TabBar-tab.lm-mod-current")
+        if sidebar.count():
+            sidebar.first.click()  # fold the file browser away: the chapter gets the page's width
+        full_screenshot(page, _screenshot_name(name, "jupyterlab"), scroller=LAB_SCROLLER, width=WIDTH)
+        lap("screenshot")
+        lab.remember_children()
+        if failures and page_errors:
+            failures.append("JavaScript errors on the page: " + "; ".join(e[:300] for e in page_errors[:5]))
+        assert not failures, f"{name} in JupyterLab:\n" + "\n".join(failures)
+        outcome = "passed"
+    finally:
+        if outcome == "failed":
+            try:
+                page.screenshot(path=str(_screenshot_name(name, "jupyterlab-failed")), full_page=True)
+            except Exception:
+                pass
+        page.close()
+        shutdown_kernels(lab)
+        left = lab.wait_children_gone()
+        lap("kernel shutdown" if outcome == "passed" else "to failure, kernel shutdown")
+        timing.add(f"{name} (JupyterLab)", time.monotonic() - start, outcome, phases)
+    assert not left, f"after {name}'s kernel was shut down, these processes were still running: {left}"
+
+
+@pytest.fixture
+def voila(chromium, served_copy, tmp_path_factory, timing):
+    """Voilà serving chapter 06 from the temporary copy; stopped (and checked) on every exit path."""
+    notebook = served_copy / VOILA_CHAPTER
+    if not notebook.exists():
+        pytest.skip(f"{VOILA_CHAPTER} is not in {NOTEBOOKS} yet, so there is nothing for Voilà to serve")
+    env = jupyter_env(tmp_path_factory.mktemp("voila"))
+    token = secrets.token_hex(16)
+    cmd = [sys.executable, "-m", "voila", str(notebook), "--no-browser", f"--port={free_port()}",
+           "--Voila.ip=127.0.0.1", f"--token={token}", "--show_tracebacks=True"]
+    server = Server("Voilà", cmd, cwd=served_copy, env=env, log=OUTPUT / "voila.log")
+    try:
+        # Voilà runs the notebook in a new kernel for every request: wait for its log line, never poll the page.
+        found = server.wait_for_log(r"Voilà is running at:\s*\n\s*(http://\S+)", START_TIMEOUT)
+        server.url = found.group(1).split("?")[0].rstrip("/")
+        server.token = token
+        yield server
+    finally:
+        left = server.stop()
+        timing.processes["Voilà"] = (len(server.seen), left)
+        assert not left, f"processes Voilà started were still running after it stopped (killed now): {left}"
+
+
+@pytest.mark.timeout(900)
+def test_chapter_06_in_voila(voila, browser, timing, served_copy):
+    start = time.monotonic()
+    expect = saved_expectations(served_copy / VOILA_CHAPTER)
+    context = browser.new_context(viewport={"width": WIDTH, "height": 900})
+    page = context.new_page()
+    outcome = "failed"
+    try:
+        # One request: Voilà executes every cell, then the page's widget manager draws the widgets.
+        page.goto(f"{voila.url}/?token={voila.token}", wait_until="load", timeout=RUN_TIMEOUT * 1000)
+        page.wait_for_selector(".jp-OutputArea-output", timeout=RUN_TIMEOUT * 1000)
+        voila.remember_children()
+        failures = _check_page(page, VOILA_ROOT, expect, VOILA_CHAPTER, "Voilà")
+        kernels = voila.log_text().count("Kernel started")
+        if kernels != 1:
+            failures.append(f"Voilà started {kernels} kernels for one page load (one per request: was it polled?)")
+        full_screenshot(page, _screenshot_name(VOILA_CHAPTER, "voila"), scroller=VOILA_SCROLLER, width=WIDTH)
+        voila.remember_children()
+        assert not failures, f"{VOILA_CHAPTER} in Voilà:\n" + "\n".join(failures)
+        outcome = "passed"
+    finally:
+        if outcome == "failed":
+            try:
+                page.screenshot(path=str(_screenshot_name(VOILA_CHAPTER, "voila-failed")), full_page=True)
+            except Exception:
+                pass
+        context.close()  # closing the page ends its kernel's websocket; the server's stop shuts the kernel down
+        timing.add(f"{VOILA_CHAPTER} (Voilà)", time.monotonic() - start, outcome)
