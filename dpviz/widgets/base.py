@@ -55,6 +55,8 @@ class SliderFigure:
         self.status = widgets.HTML(title)
         for control in controls.values():
             control.observe(self._on_change, names="value")
+            if hasattr(control, "style") and hasattr(control.style, "description_width"):
+                control.style.description_width = "initial"  # long labels such as "b (per group)" stay whole
         box = widgets.HBox(list(controls.values()), layout=widgets.Layout(flex_flow="row wrap"))
         self.widget = widgets.VBox([self.status, box, self.image, self.errors])
         self._apply()
