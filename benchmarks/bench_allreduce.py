@@ -23,7 +23,6 @@ import time
 import warnings
 
 from dpviz.bench import BenchConfig, log_sizes, run_sweep
-from dpviz.launch import cpu_count
 
 RING_FIT_TARGET = 0.20  # median relative error of the ring formula
 RING_RATIO_TARGET = 1.5  # hand-written ring time / dist.all_reduce time

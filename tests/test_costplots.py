@@ -2,7 +2,6 @@
 chapter-06 widget, on small real records made once for this module."""
 
 import copy
-import io
 
 import matplotlib
 
@@ -11,7 +10,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
-from PIL import Image  # noqa: E402
 
 from dpviz import costmodel, timing  # noqa: E402
 from dpviz.bench import BenchConfig, run_sweep  # noqa: E402
@@ -26,6 +24,7 @@ from dpviz.plots.summary import plot_summary  # noqa: E402
 from dpviz.plots.timeline import plot_timelines  # noqa: E402
 from dpviz.training import record_run  # noqa: E402
 from dpviz.widgets.costs import MACHINE, YOURS, costs_widget  # noqa: E402
+from widget_checks import assert_blit_is_right  # noqa: E402
 
 GLOBAL_BATCH = 32
 KS = (1, 2, 4)
@@ -394,42 +393,6 @@ def test_widget_presets_set_alpha_and_beta(widget, bench):
                                   costmodel.t_comm_ring(np.arange(1, 65), sf.values["m"], 5e-3, sf.values["beta"])))
 
 
-def _decode(png: bytes) -> np.ndarray:
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"), dtype=np.int16)
-
-
-def _assert_blit_is_right(sf, what: str) -> None:
-    """The frame just sent (animated artists over the cached background) against two full draws of that state.
-
-    Against ``sf.png(full=True)``: nothing update() changed was left in the background. Against a plain draw
-    with nothing animated: the redrawn artists cover nothing that was drawn over them, except inside the
-    legends' boxes (the legends have no frame and stay in the background, so a curve or bar label that runs
-    into one is drawn over its words). A pixel differs if a channel is off by more than 16 of 255; up to
-    0.05 % and 0.02 % of them may.
-    """
-    blitted = _decode(sf.image.value)
-    animated = [a for a in sf.fig.findobj() if a.get_animated() and a is not sf.fig]
-    assert animated, "the widget marks the artists its update changes"
-    for artist in animated:
-        artist.set_animated(False)
-    try:
-        sf.fig.canvas.draw()
-        plain = np.asarray(sf.fig.canvas.buffer_rgba(), dtype=np.int16).copy()
-    finally:
-        for artist in animated:
-            artist.set_animated(True)
-    legends = np.zeros(plain.shape[:2], bool)
-    renderer, height = sf.fig.canvas.get_renderer(), plain.shape[0]
-    for ax in sf.fig.axes:
-        x0, y0, x1, y1 = ax.get_legend().get_window_extent(renderer).extents
-        legends[int(height - y1):int(np.ceil(height - y0)) + 1, int(x0):int(np.ceil(x1)) + 1] = True
-    full = _decode(sf.png(full=True))
-    for name, other, share, skip in (("a full redraw", full, 5e-4, False), ("a plain draw", plain, 2e-4, legends)):
-        assert other.shape == blitted.shape
-        differ = (np.abs(other - blitted).max(axis=2) > 16) & ~skip
-        assert differ.mean() <= share, f"{what}: {differ.sum()} pixels of the blitted frame differ from {name}"
-
-
 def test_widget_blitted_frames_match_full_redraws(bench, runs):
     sf = costs_widget(measured_bench=bench, measured_runs=runs)
     moves = [{"k": 3}, {"k": 50}, {"alpha": 2e-6}, {"beta": 3e10}, {"m": 2e8}, {"t_compute": 0.3}, {"alpha": 1e-7},
@@ -437,7 +400,7 @@ def test_widget_blitted_frames_match_full_redraws(bench, runs):
              {"formula": "ring"}, {"k": 2}]
     for move in moves:
         sf.set(**move)
-        _assert_blit_is_right(sf, str(move))
+        assert_blit_is_right(sf, str(move), skip_legends=True)
 
 
 def test_widget_menu_clicks_redraw_once(bench, runs):

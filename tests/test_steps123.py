@@ -4,7 +4,6 @@ The runs are recorded once for the module by real ranks (gloo on CPU); every
 arrow a test checks is one those ranks (or one process's autograd) computed.
 """
 
-import io
 import warnings
 
 import matplotlib
@@ -15,7 +14,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from PIL import Image  # noqa: E402
 
 from dpviz import landscape  # noqa: E402
 from dpviz.data import line_data  # noqa: E402
@@ -26,6 +24,7 @@ from dpviz.training import record_run  # noqa: E402
 from dpviz.widgets.step1 import eta_widget, find  # noqa: E402
 from dpviz.widgets.step2 import batch_widget  # noqa: E402
 from dpviz.widgets.step3 import average_widget, regroup  # noqa: E402
+from widget_checks import assert_blit_is_right  # noqa: E402
 
 RTOL, ATOL = 1e-5, 1e-6  # float32 means taken in a different order agree to rounding
 
@@ -407,36 +406,6 @@ def test_average_widget_regroups_the_recorded_batch(runs, record_property):
         average_widget(run, k=0)
     with pytest.raises(ValueError, match="k_max"):
         average_widget(run, k_max=25)
-
-
-def decode(png: bytes) -> np.ndarray:
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"), dtype=np.int16)
-
-
-def assert_blit_is_right(sf, what: str) -> None:
-    """The frame the widget just sent, drawn over its cached background, against two full draws of the same state.
-
-    Against ``sf.png(full=True)`` (a fresh background): no artist that update() changed was left out of the
-    animated set. Against a plain draw with nothing animated: the animated artists, drawn last, cover nothing
-    they were below in the figure as built. A pixel differs if a channel is off by more than 16 of 255; up to
-    0.05 % and 0.02 % of them may (a path drawn over the Step 1 legend alone makes 0.09 %).
-    """
-    blitted = decode(sf.image.value)
-    animated = [a for a in sf.fig.findobj() if a.get_animated() and a is not sf.fig]
-    assert animated, "the widget marks the artists its update changes"
-    for artist in animated:
-        artist.set_animated(False)
-    try:
-        sf.fig.canvas.draw()
-        plain = np.asarray(sf.fig.canvas.buffer_rgba(), dtype=np.int16).copy()
-    finally:
-        for artist in animated:
-            artist.set_animated(True)
-    full = decode(sf.png(full=True))
-    for name, other, share in (("a full redraw", full, 5e-4), ("a plain draw", plain, 2e-4)):
-        assert other.shape == blitted.shape
-        differ = np.abs(other - blitted).max(axis=2) > 16
-        assert differ.mean() <= share, f"{what}: {differ.sum()} pixels of the blitted frame differ from {name}"
 
 
 def test_eta_widget_blitted_frames_match_full_redraws(data):

@@ -2,7 +2,6 @@
 their sliders, and the shipped records, all on real runs."""
 
 import copy
-import io
 
 import matplotlib
 
@@ -13,7 +12,6 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
 from matplotlib.quiver import Quiver  # noqa: E402
-from PIL import Image  # noqa: E402
 
 from dpviz import shipped  # noqa: E402
 from dpviz.plots.step4 import plot_devices  # noqa: E402
@@ -26,6 +24,7 @@ from dpviz.plots.step5 import (  # noqa: E402
 from dpviz.schedule import record_schedule  # noqa: E402
 from dpviz.training import record_run  # noqa: E402
 from dpviz.widgets.step45 import all_reduce_widget, devices_widget  # noqa: E402
+from widget_checks import assert_blit_is_right  # noqa: E402
 
 K = 3
 B = 4
@@ -352,35 +351,6 @@ def test_all_reduce_widget_moves_the_red_arrow_in_place(grid):
         assert new_png != png
         png = new_png
         assert children(sf) == ids
-
-
-def decode(png: bytes) -> np.ndarray:
-    return np.asarray(Image.open(io.BytesIO(png)).convert("RGBA"), dtype=np.int16)
-
-
-def assert_blit_is_right(sf, what: str) -> None:
-    """The frame just sent (animated artists over the cached background) against two full draws of that state.
-
-    Against ``sf.png(full=True)``: nothing the move changed was left in the background. Against a plain draw
-    with nothing animated: the redrawn artists cover nothing that was drawn over them. A pixel differs if a
-    channel is off by more than 16 of 255; up to 0.05 % and 0.02 % of them may.
-    """
-    blitted = decode(sf.image.value)
-    animated = [a for a in sf.fig.findobj() if a.get_animated() and a is not sf.fig]
-    assert animated, "the widget marks the artists its update changes"
-    for artist in animated:
-        artist.set_animated(False)
-    try:
-        sf.fig.canvas.draw()
-        plain = np.asarray(sf.fig.canvas.buffer_rgba(), dtype=np.int16).copy()
-    finally:
-        for artist in animated:
-            artist.set_animated(True)
-    full = decode(sf.png(full=True))
-    for name, other, share in (("a full redraw", full, 5e-4), ("a plain draw", plain, 2e-4)):
-        assert other.shape == blitted.shape
-        differ = np.abs(other - blitted).max(axis=2) > 16
-        assert differ.mean() <= share, f"{what}: {differ.sum()} pixels of the blitted frame differ from {name}"
 
 
 @pytest.mark.parametrize("make", [devices_widget, all_reduce_widget])

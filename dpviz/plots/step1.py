@@ -12,6 +12,7 @@ next few steps. The numbers come from :func:`dpviz.landscape.step1_data`::
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch
 

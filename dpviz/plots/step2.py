@@ -13,6 +13,7 @@ computed for the whole mini-batch (``run.local_grad``), which is their mean::
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from dpviz.checks import check_int

@@ -17,6 +17,7 @@ hits it.
 from __future__ import annotations
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from dpviz.plots.step2 import (EXAMPLE_STYLE, MEAN_STYLE, arrows, check_record, gradient_plane,

@@ -20,7 +20,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch, Rectangle
 
 from dpviz.plots.step4 import PITCH, fit_scale
-from dpviz.plots.style import CORAL, GREY, INK, RED, REPLICA, SLATE, get_ax, source_note
+from dpviz.plots.style import CORAL, GREY, INK, RED, REPLICA, get_ax, source_note
 from dpviz.schedule import describe as describe_schedule
 
 TOP = (0.72, 1.0)     # the row of ranks that send their g_i
