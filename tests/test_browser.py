@@ -198,7 +198,8 @@ def lab(served_copy, tmp_path_factory, browser, timing):
     cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
            f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
            f"--ServerApp.root_dir={served_copy}", "--ServerApp.terminals_enabled=False",
-           "--ServerApp.allow_root=True"]  # CI runs as root
+           "--ServerApp.allow_root=True",  # CI runs as root
+           "--KernelManager.shutdown_wait_time=1.0"]  # a kernel that has not exited 1 s after being asked is killed
     server = Server("JupyterLab", cmd, cwd=served_copy, env=env, log=OUTPUT / "jupyterlab.log")
     server.url, server.token = f"http://127.0.0.1:{port}", token
     try:
