@@ -204,7 +204,8 @@ def regenerate(out="figures", *, quick: bool = False, progress: bool = True, rec
     for name, (fig, sources) in draw_all(inputs).items():
         for suffix in ("png", "svg"):
             path = out / f"{name}.{suffix}"
-            fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Date": None} if suffix == "svg" else None)
+            with plt.rc_context({"svg.hashsalt": name}):  # stable element ids: an unchanged figure, an unchanged file
+                fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Date": None} if suffix == "svg" else None)
             written.append(path)
         plt.close(fig)
         manifest[name] = {"files": [f"{name}.png", f"{name}.svg"], "made_from": [provenance(s) for s in sources]}

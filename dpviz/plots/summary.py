@@ -114,11 +114,11 @@ def _slices(ax, run, step, centres, fontsize):
 
 
 def _copy_box(ax, cx, cy, title, theta, fontsize, gid):
-    ax.add_patch(FancyBboxPatch((cx - 1.35, cy - 0.55), 2.7, 1.1, boxstyle="round,pad=0.05,rounding_size=0.25",
+    ax.add_patch(FancyBboxPatch((cx - 1.45, cy - 0.55), 2.9, 1.1, boxstyle="round,pad=0.05,rounding_size=0.25",
                                 facecolor="#dfe9f9", edgecolor=REPLICA, linewidth=2, gid=gid))
     ax.text(cx, cy + 0.2, title, ha="center", va="center", fontsize=fontsize - 1, color=REPLICA, weight="bold")
     ax.text(cx, cy - 0.22, f"θ = ({theta[0]:.3f}, {theta[1]:.3f})", ha="center", va="center",
-            fontsize=fontsize - 1, color=INK)
+            fontsize=fontsize - 2, color=INK)
 
 
 def _arrow(ax, start, end, colour, linewidth=1.2):
