@@ -267,12 +267,10 @@ def model_at(flat: np.ndarray, config: TrainConfig) -> torch.nn.Module:
     return model
 
 
-def big_batch(config: TrainConfig, flat: np.ndarray, step: int) -> tuple[np.ndarray, float]:
-    """Gradient and loss of the whole global batch of ``step`` at parameters ``flat``, in this process."""
-    x_all, y_all = load_data(config)
-    rows = batch_indices(config, step)
+def big_batch(config: TrainConfig, flat: np.ndarray, x: torch.Tensor, y: torch.Tensor) -> tuple[np.ndarray, float]:
+    """Gradient and loss of a whole global batch (x, y) at parameters ``flat``, in this process."""
     model = model_at(flat, config)
-    loss = mse(model(x_all[rows]), y_all[rows])
+    loss = mse(model(x), y)
     loss.backward()
     return flat_grad(model).numpy().copy(), loss.item()
 
@@ -286,17 +284,18 @@ def assemble(config: TrainConfig, results: list[dict], backend: str) -> Run:
     }
     if all("params" in r for r in results):
         arrays["params"] = np.stack([r["params"] for r in results], axis=1)
-    big = [big_batch(config, results[0]["params"][step], step) for step in range(config.steps)]
+    x_all, y_all = load_data(config)
+    batches = [batch_indices(config, step) for step in range(config.steps)]
+    big = [big_batch(config, results[0]["params"][step], x_all[rows], y_all[rows]) for step, rows in enumerate(batches)]
     arrays["big_grad"] = np.stack([g for g, _ in big])
     arrays["big_loss"] = np.array([loss for _, loss in big], dtype=np.float32)
     arrays["loop_seconds"] = np.array([r["loop_seconds"] for r in results])
     arrays["shard_sizes"] = np.array(config.sizes)
-    arrays["batch_index"] = np.stack([batch_indices(config, s).numpy() for s in range(config.steps)])
+    arrays["batch_index"] = np.stack([rows.numpy() for rows in batches])
     arrays["example_rank"] = np.repeat(np.arange(k), config.sizes)
     if "example_grad" in results[0]:
         arrays["example_grad"] = np.concatenate([r["example_grad"] for r in results], axis=1)
-    x, y = load_data(config)
-    arrays["x"], arrays["y"] = x.numpy(), y.numpy()
+    arrays["x"], arrays["y"] = x_all.numpy(), y_all.numpy()
 
     meta = asdict(config)
     meta.update(
