@@ -244,6 +244,14 @@ def _screenshot_name(name: str, app: str) -> Path:
     return OUTPUT / f"{Path(name).stem}.{app}.png"
 
 
+def _failure_screenshot(page, name: str, app: str) -> None:
+    """Best effort: the page as it was when a check failed (the failure itself is what gets reported)."""
+    try:
+        page.screenshot(path=str(_screenshot_name(name, f"{app}-failed")), full_page=True)
+    except Exception:
+        pass
+
+
 def _check_page(page, root: str, expect: dict, name: str, app: str) -> list[str]:
     """The checks both apps share; returns what went wrong, in words."""
     tag = "voila" if app.startswith("Voil") else "jupyterlab"
@@ -418,10 +426,7 @@ def test_chapter_in_jupyterlab(name, lab, lab_context, timing, served_copy):
         outcome = "passed"
     finally:
         if outcome == "failed":
-            try:
-                page.screenshot(path=str(_screenshot_name(name, "jupyterlab-failed")), full_page=True)
-            except Exception:
-                pass
+            _failure_screenshot(page, name, "jupyterlab")
         page.close()
         shutdown_kernels(lab)
         left = lab.wait_children_gone()
@@ -475,9 +480,6 @@ def test_chapter_06_in_voila(voila, browser, timing, served_copy):
         outcome = "passed"
     finally:
         if outcome == "failed":
-            try:
-                page.screenshot(path=str(_screenshot_name(VOILA_CHAPTER, "voila-failed")), full_page=True)
-            except Exception:
-                pass
+            _failure_screenshot(page, VOILA_CHAPTER, "voila")
         context.close()  # closing the page ends its kernel's websocket; the server's stop shuts the kernel down
         timing.add(f"{VOILA_CHAPTER} (Voilà)", time.monotonic() - start, outcome)
