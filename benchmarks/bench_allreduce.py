@@ -22,7 +22,7 @@ import argparse
 import time
 import warnings
 
-from dpviz.bench import BenchConfig, log_sizes, run_sweep
+from dpviz.runs.bench import BenchConfig, log_sizes, run_sweep
 
 RING_FIT_TARGET = 0.20  # median relative error of the ring formula
 RING_RATIO_TARGET = 1.5  # hand-written ring time / dist.all_reduce time

@@ -22,9 +22,9 @@ import warnings
 import torch
 import torch.distributed as dist
 
-from dpviz.launch import cpu_count, launch
-from dpviz.models import flat_grad, set_flat_grad
-from dpviz.training import TrainConfig, batch_indices, load_data, make_model, make_optimizer, mse, record_run
+from dpviz.runs.launch import cpu_count, launch
+from dpviz.runs.models import flat_grad, set_flat_grad
+from dpviz.runs.training import TrainConfig, batch_indices, load_data, make_model, make_optimizer, mse, record_run
 
 RECORD_TARGET = 10.0  # seconds, k = 4, process start included
 OVERHEAD_TARGET = 1.15  # recorded loop time / plain loop time

@@ -113,20 +113,20 @@ KERNEL_CELLS = {
         _measure("eta_widget", eta_widget(*line_data()), MOVES)
     """,
     "batch_widget": """
-        from dpviz import shipped
-        from dpviz.record import Run
+        from dpviz.records import shipped
+        from dpviz.records.run import Run
         from dpviz.widgets.step2 import batch_widget
         _grid = shipped.grid_runs()
         _measure("batch_widget", batch_widget(_grid[(1, 16)], biased=Run.load(RECORDS + "/biased")), MOVES)
     """,
     "average_widget": """
-        from dpviz import shipped
+        from dpviz.records import shipped
         from dpviz.widgets.step3 import average_widget
         _measure("average_widget", average_widget(shipped.grid_runs()[(4, 16)]), MOVES)
     """,
     "costs_widget": """
-        from dpviz import shipped
-        from dpviz.bench import BenchRecord
+        from dpviz.records import shipped
+        from dpviz.records import BenchRecord
         from dpviz.widgets.costs import costs_widget
         _grid = shipped.grid_runs()
         _sf = costs_widget(measured_bench=BenchRecord.load(RECORDS + "/bench"),
@@ -134,12 +134,12 @@ KERNEL_CELLS = {
         _measure("costs_widget", _sf, MOVES, click=("preset", "formula"))
     """,
     "devices_widget": """
-        from dpviz import shipped
+        from dpviz.records import shipped
         from dpviz.widgets.step45 import devices_widget
         _measure("devices_widget", devices_widget(shipped.grid_runs()), MOVES)
     """,
     "all_reduce_widget": """
-        from dpviz import shipped
+        from dpviz.records import shipped
         from dpviz.widgets.step45 import all_reduce_widget
         _measure("all_reduce_widget", all_reduce_widget(shipped.grid_runs()), MOVES)
     """,
@@ -157,8 +157,8 @@ def machine_line() -> str:
 
 def record_inputs(folder: Path) -> None:
     """The records no shipped file covers: a biased single-rank grab and a small all-reduce sweep."""
-    from dpviz.bench import BenchConfig, run_sweep
-    from dpviz.training import record_run
+    from dpviz.runs.bench import BenchConfig, run_sweep
+    from dpviz.runs.training import record_run
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # timings of these records are not what is measured here

@@ -2,14 +2,14 @@
 
 The pieces, one module per concept:
 
-* :mod:`dpviz.launch`      start k ranks of a process group (spawn, free port, timeout, teardown)
-* :mod:`dpviz.training`    what one rank does in a step, and :func:`record_run` to record a run
-* :mod:`dpviz.record`      :class:`Run`, the record of a run, and the claims checked on it
-* :mod:`dpviz.collectives` the ring all-reduce and the parameter server, written by hand
-* :mod:`dpviz.bench`       measured all-reduce time over k and message size
-* :mod:`dpviz.costmodel`   T_comm, speedup, efficiency, learning-rate rules, fits (numpy only)
+* :mod:`dpviz.runs.launch`      start k ranks of a process group (spawn, free port, timeout, teardown)
+* :mod:`dpviz.runs.training`    what one rank does in a step, and :func:`record_run` to record a run
+* :mod:`dpviz.records.run`      :class:`Run`, the record of a run, and the claims checked on it
+* :mod:`dpviz.runs.collectives` the ring all-reduce and the parameter server, written by hand
+* :mod:`dpviz.runs.bench`       measured all-reduce time over k and message size
+* :mod:`dpviz.theory.costmodel`   T_comm, speedup, efficiency, learning-rate rules, fits (numpy only)
 * :mod:`dpviz.plots`       one module per figure family; :mod:`dpviz.widgets` the sliders
-* :mod:`dpviz.quiz`        self-check cards
+* :mod:`dpviz.teaching.quiz`        self-check cards
 """
 
 __version__ = "0.1.0"

@@ -17,7 +17,7 @@ from dataclasses import fields
 
 import numpy as np
 
-from dpviz.launch import RankError, RankTimeout
+from dpviz.runs.launch import RankError, RankTimeout
 
 
 def main(argv=None) -> int:
@@ -41,7 +41,7 @@ def main(argv=None) -> int:
 # --- record ---
 
 def _add_record(p) -> None:
-    from dpviz.training import TrainConfig
+    from dpviz.runs.training import TrainConfig
 
     defaults = {f.name: f.default for f in fields(TrainConfig)}
     p.add_argument("--k", type=int, default=defaults["k"], help="ranks (default %(default)s)")
@@ -73,7 +73,7 @@ def _int_list(text: str) -> tuple:
 
 
 def _record(args) -> None:
-    from dpviz.training import TrainConfig, record_run
+    from dpviz.runs.training import TrainConfig, record_run
 
     config = TrainConfig(
         k=args.k, b=args.b, global_batch=args.global_batch, steps=args.steps, model=args.model, width=args.width,
@@ -124,7 +124,7 @@ def _add_bench(p) -> None:
 
 
 def _bench(args) -> None:
-    from dpviz.bench import BenchConfig, log_sizes, run_sweep
+    from dpviz.runs.bench import BenchConfig, log_sizes, run_sweep
 
     config = BenchConfig(
         ks=tuple(args.ks), sizes=log_sizes(args.min_bytes, args.max_bytes, args.points),

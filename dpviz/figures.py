@@ -1,29 +1,30 @@
-"""Regenerate every figure of the notes from fresh runs on this machine.
+"""Every published figure, one ``figure_<name>`` function each, drawn from records and theory.
 
-    python -m dpviz figures            # or ./run: figures/*.png, figures/*.svg, figures/manifest.json
+The chapters and ``python -m dpviz figures`` call the same functions, so no layout is
+written twice::
 
-Each figure is drawn by one dpviz plot function from data recorded here and now:
-real runs of k processes, the all-reduce benchmark, the hand-written ring's
-schedule. ``manifest.json`` (and ``MANIFEST.md``, for people) says which run
-made each figure: k, b, backend, host, cores and date.
+    from dpviz.figures import load_inputs, figure_step5_replicas
+    inputs = load_inputs()                                   # the records behind figures/
+    fig = figure_step5_replicas(inputs.main, inputs.alone)
+
+:func:`regenerate` (what ``./run`` does) records fresh runs on this machine through
+:mod:`dpviz.runs.figure_inputs`, draws every figure into ``figures/`` as PNG and SVG, and
+writes ``manifest.json`` and ``MANIFEST.md`` saying which run made each one. This module
+imports no torch: only :func:`regenerate` reaches the runs, and only when it records.
 """
 
 from __future__ import annotations
 
 import json
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib.pyplot as plt
+import matplotlib as mpl
 import numpy as np
-from tqdm.auto import tqdm
+from matplotlib.figure import Figure
 
-from dpviz import landscape, schedule, timing
-from dpviz.bench import BenchConfig, log_sizes, run_sweep
 from dpviz.data import line_data
-from dpviz.launch import cpu_count
 from dpviz.plots.bench import plot_allreduce_times
 from dpviz.plots.speedup import plot_speedup
 from dpviz.plots.step1 import plot_loss_along
@@ -33,106 +34,133 @@ from dpviz.plots.step4 import plot_devices
 from dpviz.plots.step5 import plot_all_reduce, plot_parameter_server, plot_replica_params, plot_ring_schedule
 from dpviz.plots.summary import plot_summary
 from dpviz.plots.timeline import plot_timelines
-from dpviz.training import record_run
+from dpviz.records import BenchRecord, Run, Schedule, provenance
+from dpviz.theory import landscape, timing
 
 MLP_KS = (1, 2, 4)  # process counts whose step times feed s01 and s02
-# one thread per rank, so k=1 is a fair baseline; a batch big enough that compute is worth splitting
-MLP = dict(model="mlp", width=64, depth=2, global_batch=4096, dataset_size=4096, steps=6, threads=1)
-SCHEDULE_ELEMENTS = 12  # a tensor of 12 float32: 4 chunks of 3 for k = 4
 
 
 @dataclass
 class Inputs:
-    """Everything the figures are drawn from, recorded fresh."""
+    """Every record the figures are drawn from."""
 
-    main: object      # Run: line model, k=4, all-reduce on
-    alone: object     # Run: the same, all-reduce off
-    biased: object    # Run: k=1, a biased grab
-    mlp: dict         # {k: Run} for step times
-    bench: object     # BenchRecord
-    ring: dict        # schedule.record_schedule(..., impl="ring")
-    server: dict      # schedule.record_schedule(..., impl="parameter_server")
+    main: Run             # line model, k=4, all-reduce on
+    alone: Run            # the same, all-reduce off
+    biased: Run           # k=1, a biased grab
+    mlp: dict             # {k: Run} for step times, one thread per rank
+    bench: BenchRecord    # the all-reduce sweep
+    ring: Schedule        # the hand-written ring's transfers
+    server: Schedule      # the parameter server's transfers
 
 
-def record_inputs(*, quick: bool = False, progress: bool = True) -> Inputs:
-    """Record every run the figures need; a progress bar follows the stages."""
-    sizes = log_sizes(1 << 12, 4 << 20, 4) if quick else log_sizes(1 << 10, 16 << 20, 7)
-    stages = [
-        ("line model, k=4", lambda: record_run(k=4, b=8, steps=5)),
-        ("line model, k=4, all-reduce off", lambda: record_run(k=4, b=8, steps=5, all_reduce=False)),
-        ("line model, k=1, biased grab", lambda: record_run(k=1, b=16, steps=1, sampling="biased")),
-        *[(f"MLP, k={k}", lambda k=k: record_run(k=k, **MLP)) for k in MLP_KS],
-        ("all-reduce sweep", lambda: run_sweep(
-            BenchConfig(ks=(2, 4), sizes=sizes, impls=("all_reduce",), repeats=3 if quick else 5), progress=False)),
-        ("ring schedule, k=4", lambda: schedule.record_schedule(4, SCHEDULE_ELEMENTS, impl="ring")),
-        ("parameter-server schedule, k=4", lambda: schedule.record_schedule(4, SCHEDULE_ELEMENTS, impl="parameter_server")),
-    ]
-    done = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # k > cores: every figure that shows such a time says so itself
-        for name, make in tqdm(stages, desc="recording", unit="run", disable=not progress):
-            done.append(make())
-    main, alone, biased, *rest = done
-    mlp = dict(zip(MLP_KS, rest[: len(MLP_KS)]))
-    bench, ring, server = rest[len(MLP_KS):]
-    return Inputs(main, alone, biased, mlp, bench, ring, server)
+def _figure(figsize, ncols=1, **kwargs):
+    fig = Figure(figsize=figsize)
+    axes = fig.subplots(1, ncols, **kwargs)
+    return fig, axes
+
+
+def figure_step1_loss(eta: float = 0.1) -> Figure:
+    """Step 1: the loss along one knob of the line model on all 512 points, the red dot, the arrow and a few steps."""
+    x, y = line_data()
+    fig, ax = _figure((7.5, 4.8))
+    plot_loss_along(landscape.step1_data(x, y, eta=eta), ax=ax)
+    return fig
+
+
+def figure_step2_gradients(run: Run, biased: Run) -> Figure:
+    """Step 2: per-example gradients and their mean, a random grab beside a biased one."""
+    x, y = line_data()
+    fig, (a, b) = _figure((12, 5.2), 2)
+    plot_example_grads(run, ax=a)
+    plot_example_grads(biased, ax=b, reference=landscape.full_grad(x, y, biased.params[0, 0]))
+    return fig
+
+
+def figure_step3_average_of_averages(run: Run) -> Figure:
+    """Step 3: all b·k arrows averaged at once beside the mean of the k group means."""
+    fig, (a, b) = _figure((12, 5.2), 2)
+    plot_big_average(run, ax=a)
+    plot_group_averages(run, ax=b)
+    return fig
+
+
+def figure_step4_devices(run: Run) -> Figure:
+    """Step 4: k device boxes, one θ, different slices, different arrows."""
+    fig, ax = _figure((11, 5))
+    plot_devices(run, ax=ax)
+    return fig
+
+
+def figure_step5_all_reduce(run: Run) -> Figure:
+    """Step 5: the k arrows funnelling into the all-reduce and the one mean coming back."""
+    fig, ax = _figure((11, 6))
+    plot_all_reduce(run, ax=ax)
+    return fig
+
+
+def figure_step5_replicas(run: Run, alone: Run) -> Figure:
+    """Step 5: every replica's parameters with the all-reduce, beside the same run without it."""
+    fig, (a, b) = _figure((12, 4.8), 2)
+    plot_replica_params(run, ax=a)
+    plot_replica_params(alone, ax=b)
+    return fig
+
+
+def figure_step5_ring_vs_parameter_server(ring: Schedule, server: Schedule) -> Figure:
+    """Step 5: the ring's transfers chunk by chunk, beside the parameter server's star."""
+    fig, (a, b) = _figure((16, 6), 2, width_ratios=(1.5, 1))
+    plot_ring_schedule(ring, ax=a)
+    plot_parameter_server(server, ax=b)
+    return fig
+
+
+def figure_s01_sync_timelines(mlp: dict, bench: BenchRecord) -> Figure:
+    """s01: compute and sync per step for each k, measured, beside the model fitted to this machine."""
+    fig, ax = _figure((9, 4.6))
+    plot_timelines(timing.machine_timelines(mlp, bench), ax=ax)
+    return fig
+
+
+def figure_s02_speedup(mlp: dict) -> Figure:
+    """s02: speedup against k, modeled for three links, with this machine's measured points."""
+    fig, ax = _figure((8, 5.5))
+    t_compute = timing.measured_step_times(mlp)[1].t_compute
+    curves = timing.speedup_curves(np.arange(1, 65), t_compute=t_compute, m=timing.grad_bytes(mlp[1]))
+    plot_speedup(curves, measured=timing.measured_speedup(mlp), ax=ax)
+    return fig
+
+
+def figure_allreduce_time_vs_size(bench: BenchRecord) -> Figure:
+    """Measured all-reduce time against M, with the notes' formula and the ring fitted."""
+    fig, ax = _figure((8.5, 5.5))
+    plot_allreduce_times(bench, ax=ax)
+    return fig
+
+
+def figure_summary(run: Run) -> Figure:
+    """The whole story in one picture."""
+    fig, ax = _figure((10, 10))
+    plot_summary(run, ax=ax)
+    return fig
 
 
 def draw_all(inputs: Inputs) -> dict:
-    """Each figure as (Figure, the records it came from); one plot call per panel."""
-    run, figs = inputs.main, {}
-    x, y = line_data()
-
-    fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    plot_loss_along(landscape.step1_data(x, y, eta=0.1), ax=ax)
-    figs["step1_loss"] = (fig, ["line model in one process, all 512 points"])
-
-    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 5.2))
-    plot_example_grads(run, ax=a)
-    plot_example_grads(inputs.biased, ax=b, reference=landscape.full_grad(x, y, inputs.biased.params[0, 0]))
-    figs["step2_gradients"] = (fig, [run, inputs.biased])
-
-    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 5.2))
-    plot_big_average(run, ax=a)
-    plot_group_averages(run, ax=b)
-    figs["step3_average_of_averages"] = (fig, [run])
-
-    fig, ax = plt.subplots(figsize=(11, 5))
-    plot_devices(run, ax=ax)
-    figs["step4_devices"] = (fig, [run])
-
-    fig, ax = plt.subplots(figsize=(11, 6))
-    plot_all_reduce(run, ax=ax)
-    figs["step5_all_reduce"] = (fig, [run])
-
-    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.8))
-    plot_replica_params(run, ax=a)
-    plot_replica_params(inputs.alone, ax=b)
-    figs["step5_replicas"] = (fig, [run, inputs.alone])
-
-    fig, (a, b) = plt.subplots(1, 2, figsize=(16, 6), width_ratios=(1.5, 1))
-    plot_ring_schedule(inputs.ring, ax=a)
-    plot_parameter_server(inputs.server, ax=b)
-    figs["step5_ring_vs_parameter_server"] = (fig, [inputs.ring, inputs.server])
-
-    fig, ax = plt.subplots(figsize=(9, 4.6))
-    plot_timelines(timing.machine_timelines(inputs.mlp, inputs.bench), ax=ax)
-    figs["s01_sync_timelines"] = (fig, [*inputs.mlp.values(), inputs.bench])
-
-    fig, ax = plt.subplots(figsize=(8, 5.5))
-    t_compute = timing.measured_step_times(inputs.mlp)[1].t_compute
-    curves = timing.speedup_curves(np.arange(1, 65), t_compute=t_compute, m=timing.grad_bytes(inputs.mlp[1]))
-    plot_speedup(curves, measured=timing.measured_speedup(inputs.mlp), ax=ax)
-    figs["s02_speedup"] = (fig, [*inputs.mlp.values()])
-
-    fig, ax = plt.subplots(figsize=(8.5, 5.5))
-    plot_allreduce_times(inputs.bench, ax=ax)
-    figs["allreduce_time_vs_size"] = (fig, [inputs.bench])
-
-    fig, ax = plt.subplots(figsize=(10, 10))
-    plot_summary(run, ax=ax)
-    figs["summary"] = (fig, [run])
-    return figs
+    """Each published figure as (Figure, the records it came from)."""
+    mlp = [*inputs.mlp.values()]
+    return {
+        "step1_loss": (figure_step1_loss(), ["line model in one process, all 512 points (numpy)"]),
+        "step2_gradients": (figure_step2_gradients(inputs.main, inputs.biased), [inputs.main, inputs.biased]),
+        "step3_average_of_averages": (figure_step3_average_of_averages(inputs.main), [inputs.main]),
+        "step4_devices": (figure_step4_devices(inputs.main), [inputs.main]),
+        "step5_all_reduce": (figure_step5_all_reduce(inputs.main), [inputs.main]),
+        "step5_replicas": (figure_step5_replicas(inputs.main, inputs.alone), [inputs.main, inputs.alone]),
+        "step5_ring_vs_parameter_server": (figure_step5_ring_vs_parameter_server(inputs.ring, inputs.server),
+                                           [inputs.ring, inputs.server]),
+        "s01_sync_timelines": (figure_s01_sync_timelines(inputs.mlp, inputs.bench), [*mlp, inputs.bench]),
+        "s02_speedup": (figure_s02_speedup(inputs.mlp), mlp),
+        "allreduce_time_vs_size": (figure_allreduce_time_vs_size(inputs.bench), [inputs.bench]),
+        "summary": (figure_summary(inputs.main), [inputs.main]),
+    }
 
 
 RUN_FILES = {"main": "line_k4", "alone": "line_k4_no_all_reduce", "biased": "line_k1_biased"}
@@ -147,42 +175,20 @@ def save_inputs(inputs: Inputs, folder) -> None:
         run.save(folder / f"mlp_k{k}")
     inputs.bench.save(folder / "bench")
     for sched in (inputs.ring, inputs.server):
-        (folder / f"schedule_{sched['impl']}.json").write_text(json.dumps(sched, default=_plain, indent=1) + "\n")
+        sched.save(folder / f"schedule_{sched.impl}")
 
 
 def load_inputs(folder="figures/records") -> Inputs:
     """The records :func:`regenerate` saved: ``load_inputs().mlp[2]`` is the k=2 MLP run behind figure s01."""
-    from dpviz.bench import BenchRecord
-    from dpviz.record import Run
-
     folder = Path(folder)
     runs = {attr: Run.load(folder / name) for attr, name in RUN_FILES.items()}
-    mlp = {k: Run.load(folder / f"mlp_k{k}") for k in MLP_KS}
-    schedules = []
-    for impl in ("ring", "parameter_server"):
-        path = folder / f"schedule_{impl}.json"
-        if not path.is_file():
-            raise FileNotFoundError(f"path {str(path)!r} does not exist; run `python -m dpviz figures` to record it.")
-        sched = json.loads(path.read_text())
-        for key in ("bytes_sent", "bytes_received", "inputs", "results", "all_reduce"):
-            sched[key] = np.asarray(sched[key])
-        schedules.append(sched)
-    return Inputs(mlp=mlp, bench=BenchRecord.load(folder / "bench"), ring=schedules[0], server=schedules[1], **runs)
-
-
-def provenance(source) -> dict:
-    """What made a figure: a run, a benchmark, a schedule, or a plain description."""
-    if isinstance(source, str):
-        return {"source": source}
-    meta = source["meta"] if isinstance(source, dict) else source.meta
-    keys = ("k", "b", "model", "optimizer", "all_reduce", "sampling", "threads_per_rank", "ks", "backend", "device",
-            "host", "cores", "torch_version", "date")
-    entry = {key: meta[key] for key in keys if key in meta}
-    if isinstance(source, dict):
-        entry.update(kind=f"{source['impl']} schedule", k=source["k"], message_bytes=source["message_bytes"])
-    elif hasattr(source, "describe"):
-        entry["describe"] = source.describe()
-    return entry
+    return Inputs(
+        mlp={k: Run.load(folder / f"mlp_k{k}") for k in MLP_KS},
+        bench=BenchRecord.load(folder / "bench"),
+        ring=Schedule.load(folder / "schedule_ring"),
+        server=Schedule.load(folder / "schedule_parameter_server"),
+        **runs,
+    )
 
 
 def regenerate(out="figures", *, quick: bool = False, progress: bool = True, records=None) -> list[Path]:
@@ -195,6 +201,8 @@ def regenerate(out="figures", *, quick: bool = False, progress: bool = True, rec
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if records is None:
+        from dpviz.runs.figure_inputs import record_inputs  # the torch side, only when recording
+
         inputs = record_inputs(quick=quick, progress=progress)
         save_inputs(inputs, out / "records")
     else:
@@ -204,17 +212,16 @@ def regenerate(out="figures", *, quick: bool = False, progress: bool = True, rec
     for name, (fig, sources) in draw_all(inputs).items():
         for suffix in ("png", "svg"):
             path = out / f"{name}.{suffix}"
-            with plt.rc_context({"svg.hashsalt": name}):  # stable element ids: an unchanged figure, an unchanged file
+            with mpl.rc_context({"svg.hashsalt": name}):  # stable element ids: an unchanged figure, an unchanged file
                 fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Date": None} if suffix == "svg" else None)
             written.append(path)
-        plt.close(fig)
         manifest[name] = {"files": [f"{name}.png", f"{name}.svg"], "made_from": [provenance(s) for s in sources]}
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True, default=_plain) + "\n")
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     (out / "MANIFEST.md").write_text(manifest_markdown(manifest))
     total = time.perf_counter() - start
     print(verified(inputs))
     print(f"wrote {len(written)} files for {len(manifest)} figures to {out}/ in {total:.1f} s "
-          f"(recording {recorded:.1f} s, drawing {total - recorded:.1f} s) on {cpu_count()} cores")
+          f"(recording {recorded:.1f} s, drawing {total - recorded:.1f} s) on {inputs.main.meta['cores']} cores")
     return written
 
 
@@ -226,8 +233,8 @@ def verified(inputs: Inputs) -> str:
     for k, run in inputs.mlp.items():
         lines.append(f"MLP, k={k}: {run.check()}")
     for sched in (inputs.ring, inputs.server):
-        assert sched["equal"], f"the hand-written {sched['impl']} differs from dist.all_reduce"
-        lines.append(f"{sched['impl']} by hand, k={sched['k']}: bit-identical to dist.all_reduce")
+        assert sched.equal, f"the hand-written {sched.impl} differs from dist.all_reduce"
+        lines.append(f"{sched.impl} by hand, k={sched.k}: bit-identical to dist.all_reduce")
     fits = inputs.bench.fits()
     lines.append("all-reduce fits (median relative error): " + ", ".join(f"{f}: {fit.median_rel_err:.0%}" for f, fit in fits.items()))
     return "\n".join(lines)
@@ -239,20 +246,6 @@ def manifest_markdown(manifest: dict) -> str:
              "machine named below, at the date given; the records themselves are in `records/`",
              "(`dpviz.figures.load_inputs()` loads them).", "", "| figure | made from |", "| --- | --- |"]
     for name, entry in manifest.items():
-        made = "<br>".join(s.get("describe") or s.get("source") or _short(s) for s in entry["made_from"])
+        made = "<br>".join(s.get("describe") or s.get("source") for s in entry["made_from"])
         lines.append(f"| [{name}]({name}.png) | {made} |")
     return "\n".join(lines) + "\n"
-
-
-def _short(entry: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in entry.items() if k in ("kind", "k", "ks", "backend", "host", "cores", "date"))
-
-
-def _plain(value):
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, (tuple, set)):
-        return list(value)
-    raise TypeError(f"cannot write {type(value).__name__} to the manifest")

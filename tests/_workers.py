@@ -5,7 +5,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from dpviz.launch import report_progress
+from dpviz.runs.launch import report_progress
 
 
 def sum_ranks(rank, world_size):

@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from dpviz import costmodel
-from dpviz.bench import IMPLS, BenchConfig, BenchRecord, log_sizes, run_sweep
+from dpviz.theory import costmodel
+from dpviz.runs.bench import IMPLS, BenchConfig, BenchRecord, log_sizes, run_sweep
 
 SIZES = (64, 4096)  # bytes
 

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from dpviz.record import Run
+from dpviz.records.run import Run
 
 
 def dpviz(*args, timeout=180):

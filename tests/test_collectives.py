@@ -5,8 +5,8 @@ import warnings
 import numpy as np
 import pytest
 
-from dpviz.collectives import compare_with_all_reduce, owned_chunk
-from dpviz.launch import launch
+from dpviz.runs.collectives import compare_with_all_reduce, owned_chunk
+from dpviz.runs.launch import launch
 
 # 1 and 3 are smaller than some k (empty chunks); 12 splits evenly for every k; 1001 for none but k = 1.
 SIZES = (1, 3, 12, 1001)

@@ -6,8 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-from dpviz import costmodel as cm
-from dpviz.links import PRESETS, SPEED_ORDER
+from dpviz.theory import costmodel as cm
+from dpviz.theory.links import PRESETS, SPEED_ORDER
 
 ALPHA, BETA = 20e-6, 1.25e9  # seconds, bytes/second: roughly 10 Gb Ethernet
 K = np.array([2, 3, 4, 8, 16])
@@ -200,7 +200,7 @@ def test_link_presets():
 
 def test_costmodel_needs_neither_torch_nor_matplotlib():
     code = (
-        "import dpviz.costmodel, dpviz.links, sys; "
+        "import dpviz.theory.costmodel, dpviz.theory.links, sys; "
         "assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

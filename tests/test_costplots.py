@@ -11,9 +11,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from dpviz import costmodel, timing  # noqa: E402
-from dpviz.bench import BenchConfig, run_sweep  # noqa: E402
-from dpviz.links import PRESETS, SPEED_ORDER  # noqa: E402
+from dpviz.theory import costmodel, timing  # noqa: E402
+from dpviz.runs.bench import BenchConfig, run_sweep  # noqa: E402
+from dpviz.theory.links import PRESETS, SPEED_ORDER  # noqa: E402
 from dpviz.plots import bench as bench_plot  # noqa: E402
 from dpviz.plots import speedup as speedup_plot  # noqa: E402
 from dpviz.plots import summary as summary_plot  # noqa: E402
@@ -22,7 +22,7 @@ from dpviz.plots.bench import plot_allreduce_times  # noqa: E402
 from dpviz.plots.speedup import plot_speedup  # noqa: E402
 from dpviz.plots.summary import plot_summary  # noqa: E402
 from dpviz.plots.timeline import plot_timelines  # noqa: E402
-from dpviz.training import record_run  # noqa: E402
+from dpviz.runs.training import record_run  # noqa: E402
 from dpviz.widgets.costs import MACHINE, YOURS, costs_widget  # noqa: E402
 from widget_checks import assert_blit_is_right  # noqa: E402
 
@@ -55,7 +55,7 @@ def widget(bench, runs):
 
 
 def _cores():
-    from dpviz.launch import cpu_count
+    from dpviz.runs.launch import cpu_count
 
     return cpu_count()
 

@@ -9,8 +9,8 @@ import pytest
 import torch.multiprocessing as mp
 
 import _workers
-from dpviz import launch as launcher
-from dpviz.launch import RankError, RankTimeout, launch
+from dpviz.runs import launch as launcher
+from dpviz.runs.launch import RankError, RankTimeout, launch
 
 
 @pytest.mark.parametrize("k", [1, 2, 4])

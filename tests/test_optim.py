@@ -1,10 +1,10 @@
-"""dpviz.optim follows torch.optim's arithmetic: the same parameters after every step."""
+"""dpviz.runs.optim follows torch.optim's arithmetic: the same parameters after every step."""
 
 import pytest
 import torch
 
-from dpviz import optim
-from dpviz.models import MLP
+from dpviz.runs import optim
+from dpviz.runs.models import MLP
 
 
 def trajectory(make, steps=6):

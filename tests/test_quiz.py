@@ -15,10 +15,10 @@ import ipywidgets as widgets
 import numpy as np
 import pytest
 
-from dpviz import costmodel
-from dpviz.links import PRESETS
-from dpviz.questionbank import ALL_CARDS, cards_for
-from dpviz.quiz import CHAPTERS, KINDS, Card, CardWidget, Deck, card_widget, deck, show_cards
+from dpviz.theory import costmodel
+from dpviz.theory.links import PRESETS
+from dpviz.teaching.questionbank import ALL_CARDS, cards_for
+from dpviz.teaching.quiz import CHAPTERS, KINDS, Card, CardWidget, Deck, card_widget, deck, show_cards
 
 SEEDS = Path("/work/shared/seeds")
 ALL_TEXT = {card.key: card.question_text() + "\n" + card.answer_text() for card in ALL_CARDS}

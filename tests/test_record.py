@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from dpviz.record import Run
-from dpviz.recordio import load_record, save_record
+from dpviz.records.run import Run
+from dpviz.records.schema import load_record, save_record
 
 
 def small_run() -> Run:

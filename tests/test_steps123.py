@@ -15,12 +15,12 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from dpviz import landscape  # noqa: E402
+from dpviz.theory import landscape  # noqa: E402
 from dpviz.data import line_data  # noqa: E402
-from dpviz.models import LINE_START  # noqa: E402
+from dpviz.data import LINE_START  # noqa: E402
 from dpviz.plots import step1, step2, step3  # noqa: E402
-from dpviz.record import Run  # noqa: E402
-from dpviz.training import record_run  # noqa: E402
+from dpviz.records.run import Run  # noqa: E402
+from dpviz.runs.training import record_run  # noqa: E402
 from dpviz.widgets.step1 import eta_widget, find  # noqa: E402
 from dpviz.widgets.step2 import batch_widget  # noqa: E402
 from dpviz.widgets.step3 import average_widget, regroup  # noqa: E402

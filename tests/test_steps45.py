@@ -13,7 +13,7 @@ import pytest  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
 from matplotlib.quiver import Quiver  # noqa: E402
 
-from dpviz import shipped  # noqa: E402
+from dpviz.records import shipped  # noqa: E402
 from dpviz.plots.step4 import plot_devices  # noqa: E402
 from dpviz.plots.step5 import (  # noqa: E402
     plot_all_reduce,
@@ -21,8 +21,8 @@ from dpviz.plots.step5 import (  # noqa: E402
     plot_replica_params,
     plot_ring_schedule,
 )
-from dpviz.schedule import record_schedule  # noqa: E402
-from dpviz.training import record_run  # noqa: E402
+from dpviz.runs.schedule import record_schedule  # noqa: E402
+from dpviz.runs.training import record_run  # noqa: E402
 from dpviz.widgets.step45 import all_reduce_widget, devices_widget  # noqa: E402
 from widget_checks import assert_blit_is_right  # noqa: E402
 
@@ -411,5 +411,5 @@ def test_regenerate_records_real_runs_that_load_back(tmp_path, monkeypatch):
     assert [p.name for p in written] == ["grid_k2_b4"]
     run = shipped.Run.load(written[0])
     run.check()
-    with pytest.raises(FileNotFoundError, match="python -m dpviz.shipped"):
+    with pytest.raises(FileNotFoundError, match="python -m dpviz.runs.shipped"):
         shipped.grid_runs(tmp_path)  # the rest of the grid is not there

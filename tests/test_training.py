@@ -8,8 +8,8 @@ import warnings
 import numpy as np
 import pytest
 
-from dpviz.record import Run
-from dpviz.training import TrainConfig, record_run, split_batch
+from dpviz.records.run import Run
+from dpviz.runs.training import TrainConfig, record_run, split_batch
 
 TOL = 1e-5  # max relative error in float32 (DESIGN.md)
 
@@ -86,7 +86,7 @@ def test_torchrun_records_the_same_claims(tmp_path, no_leftover_processes):
     out = tmp_path / "cluster"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           "-m", "dpviz.training", "--b", "4", "--steps", "2", "--out", str(out)]
+           "-m", "dpviz.runs.training", "--b", "4", "--steps", "2", "--out", str(out)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     run = Run.load(out)

@@ -4,7 +4,7 @@ Points are the median time of ``dist.all_reduce`` over the repeats of a benchmar
 the 25th to the 75th percentile. Lines are the cost model with alpha and beta fitted to those
 points: solid for the ring all-reduce, dashed for the notes' formula (which prices only a
 reduce-scatter, so its fitted beta comes out half the ring's). The fits come from
-:func:`dpviz.timing.fit_lines`::
+:func:`dpviz.theory.timing.fit_lines`::
 
     plot_allreduce_times(bench)                                      # fits the notes' formula and the ring
     plot_allreduce_times(bench, fits=timing.fit_lines(bench, ("ring", "halving_doubling")))
@@ -16,7 +16,7 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.lines import Line2D
 
-from dpviz import timing
+from dpviz.theory import timing
 from dpviz.plots.style import INK, MEASURED_NOTE, MODELED_NOTE, get_ax, source_note
 
 GIDS = {"points": "bench.points", "fit": "bench.fit"}
@@ -39,9 +39,9 @@ def fit_words(fit) -> str:
 
 def plot_allreduce_times(bench, *, ax=None, fits=("notes", "ring"), impl: str = "all_reduce",
                          fontsize: float = 11, note: str | None = None):
-    """Draw a :class:`dpviz.bench.BenchRecord`'s median all-reduce times on log-log axes, with fitted lines.
+    """Draw a :class:`dpviz.records.BenchRecord`'s median all-reduce times on log-log axes, with fitted lines.
 
-    ``fits`` is a tuple of formula names (fitted here through :func:`dpviz.timing.fit_lines`) or the
+    ``fits`` is a tuple of formula names (fitted here through :func:`dpviz.theory.timing.fit_lines`) or the
     dict that function returns.
     """
     ax = get_ax(ax)

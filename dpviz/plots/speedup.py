@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.ticker import FixedLocator, NullLocator
 
-from dpviz.links import SPEED_ORDER
+from dpviz.theory.links import SPEED_ORDER
 from dpviz.plots.style import (
     BUTTER, CORAL, IDEAL_STYLE, INK, MEASURED_NOTE, MINT, MODELED_NOTE, REPLICA, SLATE, get_ax, source_note,
 )
@@ -38,7 +38,7 @@ def workload_words(curves) -> str:
 
 def plot_speedup(curves, *, measured=None, ax=None, log: bool = True, fontsize: float = 11, note: str | None = None,
                  colours: dict | None = None):
-    """Draw :class:`dpviz.timing.SpeedupCurves` and, optionally, a :class:`dpviz.timing.MeasuredSpeedup`.
+    """Draw :class:`dpviz.theory.timing.SpeedupCurves` and, optionally, a :class:`dpviz.theory.timing.MeasuredSpeedup`.
 
     ``log=True`` puts both axes on a log scale, so small k and large k read equally well and
     the ideal line is a diagonal. ``colours`` maps a link name to a colour, for links that are

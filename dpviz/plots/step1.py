@@ -3,7 +3,7 @@
 The black curve is the real loss of the line model as one knob moves and the
 other stays frozen; the red dot is θ now; the red arrow is the step
 −η ∂L/∂knob that gradient descent takes from there; the joined dots are the
-next few steps. The numbers come from :func:`dpviz.landscape.step1_data`::
+next few steps. The numbers come from :func:`dpviz.theory.landscape.step1_data`::
 
     curve = landscape.step1_data(x, y, knob=0, eta=0.1, steps=5)
     plot_loss_along(curve)
@@ -16,7 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch
 
-from dpviz.landscape import Step1Data
+from dpviz.theory.landscape import Step1Data
 from dpviz.plots.style import INK, RED, get_ax, source_note
 
 NOTE_OFFSET = (0, -40)  # points below the Axes for the source note
@@ -50,7 +50,7 @@ def fit_arrow_head(ax, arrow, start, end, *, head: float = 20.0) -> None:
 def plot_loss_along(curve: Step1Data, *, ax=None, show_path: bool = True, fontsize: float = 10) -> "Axes":
     """Draw the loss along one knob, θ as a red dot, the downhill step as a red arrow and (optionally) the path.
 
-    ``curve`` comes from :func:`dpviz.landscape.step1_data`. The view holds the
+    ``curve`` comes from :func:`dpviz.theory.landscape.step1_data`. The view holds the
     curve; steps that leave it (a too-large η) are clipped and the title says the
     loss diverges.
     """

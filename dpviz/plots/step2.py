@@ -17,7 +17,7 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
 from dpviz.checks import check_int
-from dpviz.landscape import angle_deg
+from dpviz.theory.landscape import angle_deg
 from dpviz.plots.style import GREY, INK, RED, SLATE, get_ax, source_note
 
 LEGEND_ROOM = 0.4      # fraction of the arrows' height kept free above them for the legend
@@ -96,7 +96,7 @@ def plot_example_grads(run, *, step: int = 0, rank: int = 0, ax=None, reference=
     The red arrow is ``run.local_grad[step, rank]``, the gradient the rank computed
     for its whole mini-batch; it is the mean of the grey arrows (``run.example_grad``
     at the positions ``run.example_rank == rank``). ``reference`` (a (2,) gradient,
-    e.g. :func:`dpviz.landscape.full_grad` at the same θ) is drawn dashed, so a
+    e.g. :func:`dpviz.theory.landscape.full_grad` at the same θ) is drawn dashed, so a
     biased grab can be seen pointing away from it.
     """
     step, rank = check_record(run, step, rank)

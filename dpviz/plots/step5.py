@@ -9,7 +9,7 @@
   neighbour at each of the ring's 2(k−1) steps (reduce-scatter, then all-gather).
 * :func:`plot_parameter_server`: the star through rank 0, with the bytes on each link.
 
-The schedules come from :func:`dpviz.schedule.record_schedule`.
+The schedules come from :func:`dpviz.runs.schedule.record_schedule`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch, Rectangle
 
 from dpviz.plots.step4 import PITCH, fit_scale
 from dpviz.plots.style import CORAL, GREY, INK, RED, REPLICA, get_ax, source_note
-from dpviz.schedule import describe as describe_schedule
 
 TOP = (0.72, 1.0)     # the row of ranks that send their g_i
 HUB = (0.36, 0.64)    # the all-reduce in the middle
@@ -218,14 +217,14 @@ def plot_ring_schedule(schedule: dict, *, ax=None):
     neighbour. The last row gives the bytes each rank sent, against 2(k−1)/k·M.
     """
     ax = get_ax(ax)
-    if schedule["impl"] != "ring":
-        raise ValueError(f"schedule must come from record_schedule(..., impl='ring'); got impl={schedule['impl']!r}.")
-    k, m = schedule["k"], schedule["message_bytes"]
+    if schedule.impl != "ring":
+        raise ValueError(f"schedule must come from record_schedule(..., impl='ring'); got impl={schedule.impl!r}.")
+    k, m = schedule.k, schedule.message_bytes
     colours = _chunk_colours(k)
-    phases = schedule["phases"]
+    phases = schedule.phases
     rows = [(phase, s) for phase in phases for s in range(k - 1)]
     row_of = {key: r for r, key in enumerate(rows)}
-    for e in schedule["entries"]:
+    for e in schedule.entries:
         r = row_of[(e["phase"], e["step"])]
         ax.add_patch(Rectangle((e["src"] - 0.46, r - 0.42), 0.92, 0.84, facecolor=colours[e["chunk"]], edgecolor="white"))
         ax.text(e["src"], r, f"chunk {e['chunk']} → rank {e['dst']}", ha="center", va="center", fontsize=9, color=INK)
@@ -233,7 +232,7 @@ def plot_ring_schedule(schedule: dict, *, ax=None):
     if k > 1:
         ax.axhline(k - 1.5, color=INK, lw=1.2)
     ideal = 2 * (k - 1) / k * m
-    for rank, sent in enumerate(schedule["bytes_sent"]):
+    for rank, sent in enumerate(schedule.bytes_sent):
         ax.text(rank, n_rows + 0.1, f"sent {int(sent)} B", ha="center", va="center", fontsize=10, fontweight="bold", color=INK)
     ax.set_xlim(-0.55, k - 0.45)
     ax.set_ylim(n_rows + 0.6, -0.6)
@@ -245,31 +244,31 @@ def plot_ring_schedule(schedule: dict, *, ax=None):
     ax.tick_params(length=0)
     for side in ax.spines.values():
         side.set_visible(False)
-    handles = [Patch(facecolor=colours[c], label=f"chunk {c} ({n} elements)") for c, n in enumerate(schedule["chunk_sizes"])]
+    handles = [Patch(facecolor=colours[c], label=f"chunk {c} ({n} elements)") for c, n in enumerate(schedule.chunk_sizes)]
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=min(k, 4), fontsize=9, frameon=False)
-    check = "equals dist.all_reduce bit for bit" if schedule["equal"] else f"differs from dist.all_reduce by {schedule['max_abs_diff']:.2g}"
+    check = "equals dist.all_reduce bit for bit" if schedule.equal else f"differs from dist.all_reduce by {schedule.max_abs_diff:.2g}"
     ax.set_title(
         f"Ring all-reduce, k={k}, M={m} B: 2(k−1) = {2 * (k - 1)} steps, one chunk to the right each\n"
         f"each rank sends 2(k−1)/k·M {'=' if ideal == int(ideal) else '≈'} {ideal:.3g} B\nresult {check}",
         fontsize=11,
     )
-    source_note(ax, f"schedule: {describe_schedule(schedule)}")
+    source_note(ax, f"schedule: {schedule.describe()}")
     return ax
 
 
 def plot_parameter_server(schedule: dict, *, ax=None):
     """Draw a recorded parameter-server schedule as a star through rank 0, bytes on every link. Returns the Axes."""
     ax = get_ax(ax)
-    if schedule["impl"] != "parameter_server":
+    if schedule.impl != "parameter_server":
         raise ValueError(
-            f"schedule must come from record_schedule(..., impl='parameter_server'); got impl={schedule['impl']!r}."
+            f"schedule must come from record_schedule(..., impl='parameter_server'); got impl={schedule.impl!r}."
         )
-    k, m = schedule["k"], schedule["message_bytes"]
+    k, m = schedule.k, schedule.message_bytes
     angles = np.pi / 2 - 2 * np.pi * np.arange(1, k) / max(k - 1, 1)
     where = {0: np.zeros(2)}
     for rank, angle in zip(range(1, k), angles):
         where[rank] = np.array([1.3 * np.cos(angle), np.sin(angle)])
-    for e in schedule["entries"]:
+    for e in schedule.entries:
         src, dst = where[e["src"]], where[e["dst"]]
         along = dst - src
         normal = np.array([-along[1], along[0]]) / np.linalg.norm(along)
@@ -279,7 +278,7 @@ def plot_parameter_server(schedule: dict, *, ax=None):
                                      color=CORAL if push else RED, lw=1.8, linestyle="-" if push else "--"))
         spot = src + 0.5 * along + 3.2 * shift
         ax.text(*spot, f"{e['bytes']} B", ha="center", va="center", fontsize=9, color=CORAL if push else RED)
-    sent, received = schedule["bytes_sent"], schedule["bytes_received"]
+    sent, received = schedule.bytes_sent, schedule.bytes_received
     for rank, xy in where.items():
         text = f"rank {rank}\nsends {int(sent[rank])} B"
         if rank == 0:
@@ -292,12 +291,12 @@ def plot_parameter_server(schedule: dict, *, ax=None):
     handles = [Line2D([], [], color=CORAL, lw=1.8, label="push: g_i to rank 0"),
                Line2D([], [], color=RED, lw=1.8, ls="--", label="pull: the sum back out")]
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=9, frameon=False)
-    check = "equals dist.all_reduce bit for bit" if schedule["equal"] else f"differs from dist.all_reduce by {schedule['max_abs_diff']:.2g}"
+    check = "equals dist.all_reduce bit for bit" if schedule.equal else f"differs from dist.all_reduce by {schedule.max_abs_diff:.2g}"
     ax.set_title(
         f"Parameter server, k={k}, M={m} B: all through rank 0\n"
         f"rank 0 receives and sends (k−1)·M = {(k - 1) * m} B\n"
         f"(a ring: {2 * (k - 1) / k * m:.3g} B per rank); result {check}",
         fontsize=11,
     )
-    source_note(ax, f"schedule: {describe_schedule(schedule)}")
+    source_note(ax, f"schedule: {schedule.describe()}")
     return ax

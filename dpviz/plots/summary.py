@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangle
 
-from dpviz import timing
+from dpviz.theory import timing
 from dpviz.plots.style import CORAL, GREY, INK, LAVENDER, RED, REPLICA, SLATE, get_ax, source_note
 from dpviz.plots.timeline import time_unit
 

@@ -3,7 +3,7 @@
 Each row is one k. The lavender segment is T_compute / k, the share of the work one rank does; the
 coral segment glued after it is T_comm, the all-reduce every rank must wait through before it can
 step. Doubling k halves the lavender bar but not the coral one, so no row can get shorter than its
-coral bar. The rows come from :mod:`dpviz.timing`::
+coral bar. The rows come from :mod:`dpviz.theory.timing`::
 
     plot_timelines(timing.machine_timelines(runs, bench))                      # this machine
     plot_timelines(timing.timeline_rows(t_compute=1.0, t_comm=0.2))           # the notes' toy numbers
@@ -41,7 +41,7 @@ def row_label(row, unit: str, scale: float, *, tag: bool = True) -> str:
 
 def plot_timelines(rows, *, ax=None, fontsize: float = 11, title: str | None = None, note: str | None = None,
                    mark_source: bool = True):
-    """Draw one horizontal time bar per row of :func:`dpviz.timing.timeline_rows` (first row on top).
+    """Draw one horizontal time bar per row of :func:`dpviz.theory.timing.timeline_rows` (first row on top).
 
     ``note`` is written under the Axes (which run or which model the rows came from). With
     ``mark_source`` each bar says whether it was measured or modeled (modeled bars are hatched);

@@ -27,9 +27,9 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator
 
-from dpviz import costmodel, timing
+from dpviz.theory import costmodel, timing
 from dpviz.checks import check_choice, check_int, check_real
-from dpviz.links import PRESETS, SPEED_ORDER, Link
+from dpviz.theory.links import PRESETS, SPEED_ORDER, Link
 from dpviz.plots import speedup as speedup_plot
 from dpviz.plots import timeline as timeline_plot
 from dpviz.plots.speedup import plot_speedup

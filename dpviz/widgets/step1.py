@@ -1,7 +1,7 @@
 """Step 1 with a slider for the step size η.
 
 Every path the slider can show is computed once, when the widget is built, by
-real gradient descent (:func:`dpviz.landscape.descent_path`); moving the slider
+real gradient descent (:func:`dpviz.theory.landscape.descent_path`); moving the slider
 only hands another precomputed path to the same artists::
 
     from dpviz.data import line_data
@@ -19,7 +19,8 @@ from matplotlib.figure import Figure
 from matplotlib.path import Path
 
 from dpviz.checks import check_int, check_real
-from dpviz.landscape import LINE_START, descent_path, knob_range, step1_data
+from dpviz.data import LINE_START
+from dpviz.theory.landscape import descent_path, knob_range, step1_data
 from dpviz.plots.step1 import GIDS, arrow_end, fit_arrow_head, plot_loss_along, step_title
 from dpviz.widgets.base import SliderFigure
 

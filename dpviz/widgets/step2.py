@@ -16,7 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from dpviz.checks import check_int
-from dpviz.landscape import angle_deg, full_grad
+from dpviz.theory.landscape import angle_deg, full_grad
 from dpviz.plots.step2 import GIDS, NOTE_GID, check_record, grab_words, plot_example_grads
 from dpviz.widgets.base import SliderFigure
 from dpviz.widgets.step1 import find

@@ -1,6 +1,6 @@
 """Sliders for chapters 04 and 05: move k, b and the step across runs that were recorded for real.
 
-    from dpviz import shipped
+    from dpviz.records import shipped
     from dpviz.widgets.step45 import devices_widget, all_reduce_widget
     devices_widget(shipped.grid_runs())      # Step 4: k boxes, k slices, k arrows
     all_reduce_widget(shipped.grid_runs())   # Step 5: k arrows into one red arrow and back

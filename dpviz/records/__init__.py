@@ -1,0 +1,19 @@
+"""Records: what a run leaves behind, in numpy arrays and JSON metadata (the boundary between runs and pictures).
+
+One module per record kind, each declaring its arrays and metadata once
+(:class:`~dpviz.records.schema.Kind`); the writer, :func:`load`, the validity check and
+the README's record tables all come from that declaration. numpy only: importing this
+package never imports torch.
+
+* :mod:`dpviz.records.run`       ``Run``: a data-parallel training run, and the notes' claims checked on it
+* :mod:`dpviz.records.bench`     ``BenchRecord``: all-reduce seconds over k, M and implementation
+* :mod:`dpviz.records.schedule`  ``Schedule``: a hand-written all-reduce's transfers
+* :mod:`dpviz.records.shipped`   the real runs shipped with the package for the sliders
+"""
+
+from dpviz.records.bench import BenchRecord
+from dpviz.records.run import Run, rel_err
+from dpviz.records.schedule import Schedule
+from dpviz.records.schema import KINDS, load, provenance
+
+__all__ = ["BenchRecord", "KINDS", "Run", "Schedule", "load", "provenance", "rel_err"]

@@ -1,0 +1,277 @@
+"""How a record kind is declared, written, read and checked: one table per kind, everything else from it.
+
+A record is two files with one stem: ``NAME.npz`` (the arrays) and ``NAME.json``
+(the kind, its schema version, the array names and the metadata). Nothing is
+pickled, so numpy alone reads one::
+
+    import json, numpy as np
+    header = json.load(open("runs/k4.json"))     # {"kind": "run", "schema_version": 2, "arrays": [...], "meta": {...}}
+    arrays = np.load("runs/k4.npz", allow_pickle=False)
+
+A kind declares its arrays once, as :class:`Array` rows (name, shape in symbols,
+dtype, meaning) and its metadata as :class:`Meta` rows. From that one table come
+the writer (:meth:`Record.save`), the reader (:func:`load`), the validity check
+(:meth:`Kind.validate`), the attribute of each array on the record class, and the
+README's record tables (:meth:`Kind.markdown`).
+
+Shapes are written in symbols: ``("steps", "k", "P")``. A symbol that names a
+metadata field (``k``, ``steps``) takes its value from the metadata; any other
+symbol (``P``, ``B``, ``n``) is bound by the first array that uses it, and every
+other array must agree. ``"steps+1"`` adds to a symbol; a plain integer is a
+fixed length.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+DTYPES = ("float32", "float64", "int64", "bool", "str", "bytes")  # "str": numpy unicode; "bytes": numpy S
+
+
+@dataclass(frozen=True)
+class Array:
+    """One array of a record kind."""
+
+    name: str
+    shape: tuple  # symbols, e.g. ("steps", "k", "P"); () for a scalar
+    dtype: str  # one of DTYPES
+    meaning: str
+    optional: str = ""  # when the array may be absent, in words ("only the line model"); "" means always present
+
+    def __post_init__(self):
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype of array {self.name!r} must be one of {', '.join(DTYPES)}; got {self.dtype!r}.")
+
+    def shape_words(self) -> str:
+        return "(" + ", ".join(map(str, self.shape)) + ("," if len(self.shape) == 1 else "") + ")"
+
+
+@dataclass(frozen=True)
+class Meta:
+    """One metadata field of a record kind (a JSON value)."""
+
+    name: str
+    type: str  # a word for readers: "int", "float", "str", "bool", "list", "dict", "int or null"
+    meaning: str
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A record kind: its name, schema version, arrays and metadata fields."""
+
+    name: str
+    version: int
+    arrays: tuple  # of Array
+    meta: tuple  # of Meta
+    doc: str = ""  # one sentence: what a record of this kind holds
+
+    def array(self, name: str) -> Array:
+        for a in self.arrays:
+            if a.name == name:
+                return a
+        raise KeyError(name)
+
+    def validate(self, meta: dict, arrays: dict, where: str) -> None:
+        """Raise ``ValueError`` with one sentence naming ``where`` and the first thing that does not fit the table."""
+        declared = {a.name for a in self.arrays}
+        for a in self.arrays:
+            if a.name not in arrays and not a.optional:
+                raise ValueError(f"{where} lacks the array {a.name!r} that a {self.name!r} record must hold ({a.meaning}).")
+        extra = sorted(set(arrays) - declared)
+        if extra:
+            raise ValueError(f"{where} holds the array {extra[0]!r}, which a {self.name!r} record of schema_version {self.version} does not declare.")
+        fields = {m.name for m in self.meta}
+        missing = [m.name for m in self.meta if m.name not in meta]
+        if missing:
+            raise ValueError(f"{where} lacks the metadata field {missing[0]!r} that a {self.name!r} record must hold.")
+        unknown = sorted(set(meta) - fields)
+        if unknown:
+            raise ValueError(f"{where} holds the metadata field {unknown[0]!r}, which a {self.name!r} record does not declare.")
+        sizes = {m.name: meta[m.name] for m in self.meta if isinstance(meta.get(m.name), int) and not isinstance(meta.get(m.name), bool)}
+        for a in self.arrays:
+            if a.name not in arrays:
+                continue
+            value = np.asarray(arrays[a.name])
+            if not _dtype_ok(value.dtype, a.dtype):
+                raise ValueError(f"{where}: array {a.name!r} has dtype {value.dtype}; a {self.name!r} record declares {a.dtype}.")
+            expected = _bind(a, value.shape, sizes)
+            if expected is not None:
+                raise ValueError(
+                    f"{where}: array {a.name!r} has shape {value.shape}; a {self.name!r} record declares {a.shape_words()}, "
+                    f"which here means {expected}."
+                )
+
+    def markdown(self) -> str:
+        """The kind's tables for the README: arrays, then metadata fields."""
+        lines = [f"#### `{self.name}` records (schema version {self.version})", "", self.doc, "",
+                 "| array | shape | dtype | meaning |", "| --- | --- | --- | --- |"]
+        for a in self.arrays:
+            note = f" (present {a.optional})" if a.optional else ""
+            lines.append(f"| `{a.name}` | {a.shape_words()} | {a.dtype} | {a.meaning}{note} |")
+        lines += ["", "| metadata | type | meaning |", "| --- | --- | --- |"]
+        lines += [f"| `{m.name}` | {m.type} | {m.meaning} |" for m in self.meta]
+        return "\n".join(lines) + "\n"
+
+
+def _dtype_ok(actual: np.dtype, declared: str) -> bool:
+    if declared == "str":
+        return actual.kind == "U"
+    if declared == "bytes":
+        return actual.kind == "S"
+    return actual == np.dtype(declared)
+
+
+_TERM = re.compile(r"^([A-Za-z_]\w*)(?:([+-])(\d+))?$")
+
+
+def _bind(array: Array, shape: tuple, sizes: dict):
+    """Check ``shape`` against the array's symbols, binding new symbols in ``sizes``; the expected shape if it fails."""
+    if len(shape) != len(array.shape):
+        return array.shape_words()
+    wanted = []
+    for symbol, n in zip(array.shape, shape):
+        if isinstance(symbol, int):
+            wanted.append(symbol)
+            continue
+        name, sign, offset = _TERM.match(symbol).groups()
+        delta = (int(offset) if sign == "+" else -int(offset)) if sign else 0
+        if name not in sizes:
+            sizes[name] = n - delta
+        wanted.append(sizes[name] + delta)
+    if tuple(wanted) != tuple(shape):
+        return tuple(wanted)
+    return None
+
+
+class Record:
+    """A record of one kind: ``meta`` (how it was made) and ``arrays`` (what happened).
+
+    Each subclass sets ``KIND``; every declared array is then an attribute of the
+    same name (``run.local_grad``), and an optional array that is absent reads as None.
+    """
+
+    KIND: Kind
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for a in cls.KIND.arrays:
+            if not hasattr(cls, a.name):
+                setattr(cls, a.name, property(lambda self, n=a.name: self.arrays.get(n), doc=f"{a.shape_words()} {a.meaning}"))
+
+    def __init__(self, meta: dict, arrays: dict):
+        self.meta = dict(meta)
+        self.arrays = {name: np.asarray(value) for name, value in arrays.items()}
+        self.KIND.validate(self.meta, self.arrays, f"a {self.KIND.name} record")
+
+    def describe(self) -> str:
+        """One line naming the record: what a figure made from it should say."""
+        m = self.meta
+        return f"{self.KIND.name} record, {m.get('backend', '?')}, {m.get('host', '?')}, {m.get('cores', '?')} cores, {str(m.get('date', ''))[:10]}"
+
+    def __repr__(self):
+        return f"{type(self).__name__}({self.describe()})"
+
+    def save(self, path) -> Path:
+        """Write ``<stem>.npz`` and ``<stem>.json``; returns the stem."""
+        self.KIND.validate(self.meta, self.arrays, f"the {self.KIND.name} record to be saved at {str(path)!r}")
+        base = stem(path)
+        base.parent.mkdir(parents=True, exist_ok=True)
+        header = {"kind": self.KIND.name, "schema_version": self.KIND.version, "arrays": sorted(self.arrays), "meta": self.meta}
+        np.savez_compressed(base.with_suffix(".npz"), **self.arrays)
+        base.with_suffix(".json").write_text(json.dumps(header, indent=1, sort_keys=True, default=_plain) + "\n")
+        return base
+
+    @classmethod
+    def load(cls, path):
+        """Read a record of this kind; a missing, damaged, other-kind or other-schema file raises one sentence naming it."""
+        record = load(path)
+        if not isinstance(record, cls):
+            raise ValueError(f"path {str(stem(path))!r} holds a {record.KIND.name!r} record, not a {cls.KIND.name!r} record.")
+        return record
+
+
+KINDS: dict[str, type] = {}  # kind name -> Record subclass; filled by register()
+
+
+def register(cls):
+    """Class decorator: make a record kind known to :func:`load`."""
+    KINDS[cls.KIND.name] = cls
+    return cls
+
+
+def stem(path) -> Path:
+    """The path without a ``.npz`` or ``.json`` suffix."""
+    path = Path(path)
+    return path.with_suffix("") if path.suffix in (".npz", ".json") else path
+
+
+def load(path) -> Record:
+    """Read any record written by :meth:`Record.save`, as the class of its kind.
+
+    Refuses, with one sentence naming the file and what is wrong: a missing file, a
+    truncated or damaged one, an unknown kind, another schema version, and a
+    missing, extra, wrongly shaped or wrongly typed array.
+    """
+    base = stem(path)
+    json_path, npz_path = base.with_suffix(".json"), base.with_suffix(".npz")
+    for p in (json_path, npz_path):
+        if not p.is_file():
+            raise FileNotFoundError(f"path {str(p)!r} does not exist; a record needs both {base}.json and {base}.npz.")
+    try:
+        header = json.loads(json_path.read_text())
+        kind, version, names, meta = header["kind"], header["schema_version"], header["arrays"], header["meta"]
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
+        raise ValueError(f"path {str(json_path)!r} is truncated or not a record header ({type(e).__name__}).") from None
+    if kind not in KINDS:
+        raise ValueError(f"path {str(json_path)!r} holds a record of kind {kind!r}; this dpviz reads {', '.join(map(repr, sorted(KINDS)))}.")
+    cls = KINDS[kind]
+    if version != cls.KIND.version:
+        raise ValueError(
+            f"path {str(json_path)!r} holds a {kind!r} record of schema_version {version!r}; this dpviz reads "
+            f"schema_version {cls.KIND.version} (record it again with this dpviz)."
+        )
+    try:
+        with np.load(npz_path, allow_pickle=False) as z:
+            arrays = {name: z[name] for name in z.files}
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as e:
+        raise ValueError(f"path {str(npz_path)!r} is truncated or damaged and cannot be read ({type(e).__name__}).") from None
+    if sorted(arrays) != sorted(names):
+        odd = sorted(set(arrays) ^ set(names))[0]
+        raise ValueError(f"path {str(npz_path)!r} and its header disagree about the array {odd!r}.")
+    record = cls.__new__(cls)
+    record.meta, record.arrays = meta, arrays
+    cls.KIND.validate(meta, arrays, f"path {str(npz_path)!r}")
+    return record
+
+
+def provenance(record) -> dict:
+    """What made a figure, for a manifest: the record's kind, its one-line description and where it ran.
+
+    Works for every kind; a plain string (a computation in one process, say) is kept as the source.
+    """
+    if isinstance(record, str):
+        return {"source": record}
+    if not isinstance(record, Record):
+        raise TypeError(f"record must be a dpviz record or a string; got {type(record).__name__}.")
+    keys = ("k", "ks", "b", "model", "optimizer", "all_reduce", "sampling", "impl", "threads_per_rank", "backend",
+            "device", "host", "cores", "torch_version", "date")
+    entry = {"kind": record.KIND.name, "schema_version": record.KIND.version}
+    entry.update({key: record.meta[key] for key in keys if key in record.meta})
+    entry["describe"] = record.describe()
+    return entry
+
+
+def _plain(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (tuple, set)):
+        return list(value)
+    raise TypeError(f"cannot write {type(value).__name__} into a record's metadata")

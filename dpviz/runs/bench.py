@@ -1,0 +1,154 @@
+"""Measure all-reduce time over k and message size M, and fit the cost model to it.
+
+    from dpviz.runs.bench import BenchConfig, run_sweep
+    record = run_sweep(BenchConfig(ks=(2, 4), sizes=(4096, 4 << 20), repeats=10))
+    print(record.table())
+    record.fit("ring")                      # alpha [s] and beta [B/s] for this machine
+    record.save("runs/bench")               # runs/bench.npz + runs/bench.json
+
+Each k gets its own process group (one :func:`dpviz.runs.launch.launch`). Inside it,
+every rank times the built-in ``dist.all_reduce`` and the hand-written ring and
+parameter server of :mod:`dpviz.runs.collectives` on float32 tensors of M bytes: a
+few untimed warm-up calls, then ``repeats`` timed calls, each after a
+``dist.barrier()`` so that all ranks start together.
+
+A collective is over only when its last rank is done, so the time kept for each
+repeat is the largest of the ranks' times. The spread reported is the
+interquartile range over repeats.
+
+The record it returns, and its arrays, are declared in :mod:`dpviz.records.bench`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import platform
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from dpviz.checks import check_choice, check_int, check_real
+from dpviz.runs.collectives import parameter_server_all_reduce, ring_all_reduce
+from dpviz.runs.launch import BACKENDS, cpu_count, launch, report_progress, resolve_backend, threads_per_rank
+from dpviz.records.bench import IMPLS, BenchRecord
+
+
+
+@dataclass
+class BenchConfig:
+    """What to sweep; checked on creation and again by :func:`run_sweep`."""
+
+    ks: tuple = (2, 4)  # process-group sizes, one group each
+    sizes: tuple = (1 << 10, 1 << 14, 1 << 18, 1 << 22)  # message sizes M, bytes (multiples of 4: float32)
+    impls: tuple = IMPLS  # which all-reduce implementations to time
+    repeats: int = 10  # timed calls per (k, M, impl)
+    warmup: int = 2  # untimed calls per (k, M, impl), before the timed ones
+    backend: str = "gloo"  # "gloo", "nccl" or "auto", as in launch()
+    timeout: float = 120.0  # seconds, per process group, start-up included
+
+    def __post_init__(self):
+        self.ks = tuple(check_int("ks", k, low=1, high=1024) for k in _as_tuple("ks", self.ks))
+        self.sizes = tuple(_check_size(m) for m in _as_tuple("sizes", self.sizes))
+        self.impls = tuple(check_choice("impls", i, IMPLS) for i in _as_tuple("impls", self.impls))
+        self.repeats = check_int("repeats", self.repeats, low=1)
+        self.warmup = check_int("warmup", self.warmup, low=0)
+        self.backend = check_choice("backend", self.backend, BACKENDS)
+        self.timeout = check_real("timeout", self.timeout, low=0, low_open=True)
+
+
+def log_sizes(low: int, high: int, n: int) -> tuple:
+    """``n`` message sizes from ``low`` to ``high`` bytes, evenly spaced on a log scale, rounded to whole float32s."""
+    low, high = check_int("low", low, low=4), check_int("high", high, low=low)
+    n = check_int("n", n, low=1)
+    sizes = np.unique(np.round(np.geomspace(low, high, n) / 4).astype(np.int64) * 4)
+    return tuple(int(m) for m in sizes)
+
+
+def bench_worker(rank: int, world_size: int, sizes, impls, repeats: int, warmup: int) -> np.ndarray:
+    """Inside a rank: time each implementation at each size; returns seconds, shape (sizes, impls, repeats)."""
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    gen = torch.Generator().manual_seed(rank)
+    times = np.zeros((len(sizes), len(impls), repeats))
+    for i, nbytes in enumerate(sizes):
+        source = torch.randn(nbytes // 4, generator=gen).to(device)
+        tensor = torch.empty_like(source)
+        for impl in impls:
+            for _ in range(warmup):
+                tensor.copy_(source)
+                _IMPL_FUNCS[impl](tensor)
+        # Implementations take turns within each repeat, so a slow spell on a
+        # shared machine hits all of them rather than just one.
+        for r in range(repeats):
+            for j, impl in enumerate(impls):
+                tensor.copy_(source)  # fresh input, so repeated sums never overflow
+                _sync(device)
+                dist.barrier()
+                start = time.perf_counter()
+                _IMPL_FUNCS[impl](tensor)
+                _sync(device)
+                times[i, j, r] = time.perf_counter() - start
+        report_progress(i)
+    return times
+
+
+def run_sweep(config: BenchConfig | None = None, *, progress: bool = True) -> BenchRecord:
+    """Time every (k, M, impl) of ``config`` on real process groups; one group per k."""
+    from tqdm.auto import tqdm
+
+    config = BenchConfig() if config is None else BenchConfig(**asdict(config))  # re-checks edited fields
+    rows = {"k": [], "m": [], "impl": [], "times": []}
+    backends, threads = [], []
+    for k in tqdm(config.ks, desc="all-reduce sweep (process groups)", disable=not progress):
+        backends.append(resolve_backend(config.backend, k))
+        threads.append(threads_per_rank(k))
+        per_rank = launch(
+            bench_worker, k,
+            args=(config.sizes, config.impls, config.repeats, config.warmup),
+            backend=config.backend, timeout=config.timeout,
+            total_steps=len(config.sizes), progress=progress,
+        )
+        slowest = np.max(np.stack(per_rank), axis=0)  # (sizes, impls, repeats): the last rank to finish
+        for i, m in enumerate(config.sizes):
+            for j, impl in enumerate(config.impls):
+                rows["k"].append(k)
+                rows["m"].append(m)
+                rows["impl"].append(impl)
+                rows["times"].append(slowest[i, j])
+    meta = {
+        "backend": backends[0] if len(set(backends)) == 1 else backends,
+        "host": platform.node(),
+        "cores": cpu_count(),
+        "torch_version": torch.__version__,
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "threads_per_rank": dict(zip(map(str, config.ks), threads)),
+        "dtype": "float32",
+        "config": asdict(config),
+    }
+    return BenchRecord.from_times(rows["k"], rows["m"], rows["impl"], rows["times"], meta)
+
+
+_IMPL_FUNCS = {"all_reduce": dist.all_reduce, "ring": ring_all_reduce, "parameter_server": parameter_server_all_reduce}
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)  # GPU calls return before the work is done
+
+
+def _as_tuple(name: str, values) -> tuple:
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise TypeError(f"{name} must be a list or tuple of values; got {values!r}.")
+    values = tuple(values)
+    if not values or len(set(values)) < len(values):
+        raise ValueError(f"{name} must hold at least one value and no value twice; got {values!r}.")
+    return values
+
+
+def _check_size(m) -> int:
+    m = check_int("sizes", m, low=4)
+    if m % 4:
+        raise ValueError(f"sizes must be whole float32 tensors, multiples of 4 bytes >= 4; got {m}.")
+    return m

@@ -1,0 +1,46 @@
+"""Record, on this machine, every run the published figures are drawn from (the torch side of ``./run``).
+
+    from dpviz.runs.figure_inputs import record_inputs
+    inputs = record_inputs()          # a dpviz.figures.Inputs of fresh records
+
+:func:`dpviz.figures.regenerate` calls this, then draws.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from tqdm.auto import tqdm
+
+from dpviz.figures import MLP_KS, Inputs
+from dpviz.runs.bench import BenchConfig, log_sizes, run_sweep
+from dpviz.runs.schedule import record_schedule
+from dpviz.runs.training import record_run
+
+# one thread per rank, so k=1 is a fair baseline; a batch big enough that compute is worth splitting
+MLP = dict(model="mlp", width=64, depth=2, global_batch=4096, dataset_size=4096, steps=6, threads=1)
+SCHEDULE_ELEMENTS = 12  # a tensor of 12 float32: 4 chunks of 3 for k = 4
+
+
+def record_inputs(*, quick: bool = False, progress: bool = True) -> Inputs:
+    """Record every run the figures need; a progress bar follows the stages."""
+    sizes = log_sizes(1 << 12, 4 << 20, 4) if quick else log_sizes(1 << 10, 16 << 20, 7)
+    stages = [
+        ("line model, k=4", lambda: record_run(k=4, b=8, steps=5)),
+        ("line model, k=4, all-reduce off", lambda: record_run(k=4, b=8, steps=5, all_reduce=False)),
+        ("line model, k=1, biased grab", lambda: record_run(k=1, b=16, steps=1, sampling="biased")),
+        *[(f"MLP, k={k}", lambda k=k: record_run(k=k, **MLP)) for k in MLP_KS],
+        ("all-reduce sweep", lambda: run_sweep(
+            BenchConfig(ks=(2, 4), sizes=sizes, impls=("all_reduce",), repeats=3 if quick else 5), progress=False)),
+        ("ring schedule, k=4", lambda: record_schedule(4, SCHEDULE_ELEMENTS, impl="ring")),
+        ("parameter-server schedule, k=4", lambda: record_schedule(4, SCHEDULE_ELEMENTS, impl="parameter_server")),
+    ]
+    done = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # k > cores: every figure that shows such a time says so itself
+        for name, make in tqdm(stages, desc="recording", unit="run", disable=not progress):
+            done.append(make())
+    main, alone, biased, *rest = done
+    mlp = dict(zip(MLP_KS, rest[: len(MLP_KS)]))
+    bench, ring, server = rest[len(MLP_KS):]
+    return Inputs(main, alone, biased, mlp, bench, ring, server)

@@ -1,0 +1,69 @@
+"""The two built-in models, in PyTorch's vocabulary.
+
+* :class:`LineModel` has exactly two knobs, ``w`` and ``b``, so every gradient is
+  an arrow in the (w, b) plane.
+* :class:`MLP` has a size you choose, so its gradient can be big enough for the
+  all-reduce to take measurable time.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from dpviz.checks import check_choice, check_int
+from dpviz.data import LINE_START  # θ0 = (w, b); numpy-only, so dpviz.theory can use it without torch
+
+MODELS = ("line", "mlp")
+
+
+class LineModel(nn.Module):
+    """f(x; θ) = w·x + b with θ = (w, b)."""
+
+    def __init__(self, w: float = LINE_START[0], b: float = LINE_START[1]):
+        super().__init__()
+        self.w = nn.Parameter(torch.tensor([w]))
+        self.b = nn.Parameter(torch.tensor([b]))
+
+    def forward(self, x):  # x: (B, 1) -> (B, 1)
+        return x * self.w + self.b
+
+    def __repr__(self):
+        return f"LineModel(w={self.w.item():.4g}, b={self.b.item():.4g})"
+
+
+class MLP(nn.Sequential):
+    """``depth`` hidden tanh layers of ``width`` units on ``d_in`` inputs, one output."""
+
+    def __init__(self, d_in: int = 16, width: int = 64, depth: int = 2):
+        layers, d = [], d_in
+        for _ in range(depth):
+            layers += [nn.Linear(d, width), nn.Tanh()]
+            d = width
+        layers.append(nn.Linear(d, 1))
+        super().__init__(*layers)
+
+
+def build_model(name: str, *, d_in: int = 16, width: int = 64, depth: int = 2, seed: int = 0) -> nn.Module:
+    """A fresh model; the same ``seed`` gives bit-identical parameters in every process."""
+    check_choice("model", name, MODELS)
+    if name == "line":
+        return LineModel()
+    check_int("width", width, low=1, high=1 << 16)
+    check_int("depth", depth, low=1, high=64)
+    torch.manual_seed(seed)
+    return MLP(d_in, width, depth)
+
+
+def flat_grad(model: nn.Module) -> torch.Tensor:
+    """Every parameter's ``.grad`` in one 1-D vector (a copy), in ``model.parameters()`` order."""
+    return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+
+
+def set_flat_grad(model: nn.Module, flat: torch.Tensor) -> None:
+    """Write a 1-D vector back into each parameter's ``.grad``."""
+    offset = 0
+    for p in model.parameters():
+        n = p.numel()
+        p.grad.copy_(flat[offset:offset + n].view_as(p))
+        offset += n

@@ -1,0 +1,107 @@
+"""Record who sends which chunk to whom in a real hand-written all-reduce (the Step 5 schedule).
+
+    from dpviz.runs.schedule import record_schedule
+    ring = record_schedule(4, 8)                            # k = 4 ranks, an 8-element float32 tensor
+    star = record_schedule(4, 8, impl="parameter_server")
+    ring.equal, ring.bytes_sent, ring.entries[0]
+
+k real ranks run :func:`dpviz.runs.collectives.ring_all_reduce` (or
+:func:`~dpviz.runs.collectives.parameter_server_all_reduce`) on a tensor, each rank
+writing down its own transfers; the same tensor then goes through
+``dist.all_reduce`` inside the same rank and the two results are compared. The
+ranks' notes are merged into one plain dict that the Step 5 figures draw.
+
+The tensor holds small whole numbers stored as float32: any order of adding them
+gives the same bits, so "equal" can mean bit-for-bit, even though the ring adds
+in a different order from gloo's own all-reduce.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from dpviz.runs import collectives
+from dpviz.checks import check_choice, check_int, check_real
+from dpviz.records.schedule import Schedule
+from dpviz.runs.launch import cpu_count, launch
+
+IMPLS = ("ring", "parameter_server")
+PHASES = {"ring": collectives.RING_PHASES, "parameter_server": collectives.SERVER_PHASES}
+
+
+def schedule_worker(rank: int, world_size: int, n_elements: int, impl: str, seed: int = 0) -> dict:
+    """One rank: all-reduce a seeded tensor by hand and with ``dist.all_reduce``; return both and the transfers made."""
+    gen = torch.Generator().manual_seed(seed * 1000 + rank)
+    x = torch.randint(-9, 10, (n_elements,), generator=gen).float()  # whole numbers: every summation order agrees
+    mine, reference = x.clone(), x.clone()
+    entries = []
+    if impl == "ring":
+        sent = collectives.ring_all_reduce(mine, schedule=entries)
+    else:
+        sent = collectives.parameter_server_all_reduce(mine, schedule=entries)
+    dist.all_reduce(reference)
+    return {
+        "input": x.numpy(),
+        "result": mine.numpy(),
+        "all_reduce": reference.numpy(),
+        "bytes_sent": int(sent),
+        "entries": entries,
+        "backend": dist.get_backend(),
+    }
+
+
+def record_schedule(k: int, n_elements: int, *, impl: str = "ring", timeout: float = 60, seed: int = 0) -> Schedule:
+    """Launch k ranks, all-reduce an ``n_elements`` float32 tensor with ``impl``, and return the merged schedule.
+
+    The :class:`~dpviz.records.schedule.Schedule` record holds every transfer (phase, step,
+    src, dst, chunk, bytes), the bytes each rank sent and received, each rank's tensor before
+    and after the hand-written all-reduce and after ``dist.all_reduce`` of the same input,
+    and whether the two agree bit for bit.
+    """
+    k = check_int("k", k, low=1, high=64)
+    n_elements = check_int("n_elements", n_elements, low=1, high=1 << 24)
+    check_choice("impl", impl, IMPLS)
+    timeout = check_real("timeout", timeout, low=0, low_open=True)
+    results = launch(schedule_worker, k, args=(n_elements, impl, seed), backend="gloo", timeout=timeout)
+
+    order = {phase: i for i, phase in enumerate(PHASES[impl])}
+    entries = sorted((e for r in results for e in r["entries"]), key=lambda e: (order[e["phase"]], e["step"], e["src"], e["dst"]))
+    received = np.zeros(k, dtype=np.int64)
+    for e in entries:
+        received[e["dst"]] += e["bytes"]
+    stack = {name: np.stack([r[name] for r in results]) for name in ("input", "result", "all_reduce")}
+    element_bytes = stack["input"].itemsize
+    if impl == "ring":
+        chunk_sizes = [len(c) for c in np.array_split(np.arange(n_elements), k)]  # torch.tensor_split's sizes
+    else:
+        chunk_sizes = [n_elements]
+    meta = {
+        "impl": impl,
+        "k": k,
+        "n_elements": n_elements,
+        "element_bytes": int(element_bytes),
+        "message_bytes": int(n_elements * element_bytes),
+        "phases": list(PHASES[impl]),
+        "equal": bool(np.array_equal(stack["result"], stack["all_reduce"])),
+        "max_abs_diff": float(np.abs(stack["result"] - stack["all_reduce"]).max()),
+        "seed": seed,
+        "backend": results[0]["backend"],
+        "host": socket.gethostname(),
+        "cores": cpu_count(),
+        "torch_version": torch.__version__,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    return Schedule.from_entries(
+        entries, meta,
+        bytes_sent=np.array([r["bytes_sent"] for r in results], dtype=np.int64),
+        bytes_received=received,
+        chunk_sizes=np.array(chunk_sizes, dtype=np.int64),
+        inputs=stack["input"],
+        results=stack["result"],
+        all_reduce=stack["all_reduce"],
+    )

@@ -1,0 +1,860 @@
+"""Every self-check question of the notes, retold, with the cards for each chapter.
+
+Chapter 00 takes the symbols note's self-check, chapter 07 the walkthrough's quick self-check,
+chapter 08 the whole question bank (true/false, spot the error, why, edge cases), and chapters 01
+to 06 cards written for their step. Numeric cards compute their numbers with ``dpviz.theory.costmodel``
+and the link presets of ``dpviz.theory.links``; nothing shown as a result is typed in.
+
+Where the notes slip (see shared/seeds/README.md) the cards say what is right: the notes'
+all-reduce formula prices a reduce-scatter, half an all-reduce; the learning-rate contrast is
+linear (×k) against square root (×√k); replicas match one another bit for bit but match a
+single big-batch device only to rounding; the BERT-Large speedups have no traceable source and
+are not used.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpviz.theory import costmodel
+from dpviz.checks import check_choice
+from dpviz.theory.links import PRESETS
+from dpviz.teaching.cards import CHAPTERS, Card
+
+# ---------------------------------------------------------------------------------------------
+# What the numeric cards compute. Each takes the card's params and returns the named values
+# its answer template shows.
+
+
+def _link(name):
+    check_choice("link", name, tuple(PRESETS))
+    return PRESETS[name]
+
+
+def equal_sync_and_compute(t_compute, k):
+    """S and S/k when T_comm is set equal to the compute share T_compute/k."""
+    t_comm = t_compute / k
+    return {
+        "t_comm": t_comm,
+        "s": costmodel.speedup(t_compute, k, t_comm),
+        "eff": costmodel.efficiency(t_compute, k, t_comm),
+        "half_k": k / 2,
+    }
+
+
+def single_device(t_compute, m, link):
+    """T_comm by both formulas, and S, for k = 1."""
+    lk = _link(link)
+    t_ring = costmodel.t_comm_ring(1, m, lk.alpha, lk.beta)
+    return {
+        "t_notes": costmodel.t_comm_notes(1, m, lk.alpha, lk.beta),
+        "t_ring": t_ring,
+        "s": costmodel.speedup(t_compute, 1, t_ring),
+    }
+
+
+def bandwidth_fractions(ks):
+    """(k-1)/k for each k."""
+    return {"f": [costmodel.bandwidth_fraction(k) for k in ks]}
+
+
+def efficiency_of(s_measured, k, t_compute):
+    """S/k for a measured speedup, and the T_comm = 0 case of the cost model, which reaches it."""
+    return {
+        "eff": s_measured / k,
+        "s_model": costmodel.speedup(t_compute, k, 0.0),
+        "eff_model": costmodel.efficiency(t_compute, k, 0.0),
+    }
+
+
+def lr_rules(lr_base, k):
+    """The linear and square-root learning rates for a batch k times larger."""
+    return {
+        "lr_lin": costmodel.lr_linear(lr_base, k),
+        "lr_sq": costmodel.lr_sqrt(lr_base, k),
+        "root": float(np.sqrt(k)),
+    }
+
+
+def notes_against_ring(k, m, link):
+    """All-reduce time of m bytes on a preset link by the notes' formula and by the ring formula."""
+    lk = _link(link)
+    t_notes = costmodel.t_comm_notes(k, m, lk.alpha, lk.beta)
+    t_ring = costmodel.t_comm_ring(k, m, lk.alpha, lk.beta)
+    return {
+        "alpha_us": lk.alpha * 1e6,
+        "beta_gbs": lk.beta / 1e9,
+        "t_notes_ms": t_notes * 1e3,
+        "t_ring_ms": t_ring * 1e3,
+        "ratio": t_ring / t_notes,
+    }
+
+
+def speedup_ceiling(t_compute, t_comm, ks):
+    """The ceiling T_compute/T_comm and the speedup S at each k for a fixed T_comm."""
+    return {
+        "ceiling": t_compute / t_comm,
+        "s": [costmodel.speedup(t_compute, k, t_comm) for k in ks],
+    }
+
+
+def doubled_bandwidth(t_compute, k, m, links):
+    """S with each link's beta and with twice that beta (ring all-reduce), and the gain."""
+    out = {}
+    for tag, name in zip("ab", links):
+        lk = _link(name)
+        before = costmodel.speedup(t_compute, k, costmodel.t_comm_ring(k, m, lk.alpha, lk.beta))
+        after = costmodel.speedup(t_compute, k, costmodel.t_comm_ring(k, m, lk.alpha, 2 * lk.beta))
+        out[f"s_{tag}"] = [before, after]
+        out[f"gain_{tag}"] = after / before
+    return out
+
+
+def best_device_count(t_compute, m, link, k_max):
+    """The k in 1..k_max with the largest modeled S (ring all-reduce), and S there and at k_max."""
+    lk = _link(link)
+    ks = np.arange(1, k_max + 1)
+    s = costmodel.speedup(t_compute, ks, costmodel.t_comm_ring(ks, m, lk.alpha, lk.beta))
+    best = int(np.argmax(s))
+    return {"best_k": int(ks[best]), "s_best": float(s[best]), "s_last": float(s[-1])}
+
+
+def sync_limits(t_compute, k, t_comms):
+    """S at one k for several T_comm, from free sync to sync longer than the whole compute."""
+    return {
+        "s": [costmodel.speedup(t_compute, k, t) for t in t_comms],
+        "ceiling_last": t_compute / t_comms[-1],
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Chapter 00: the symbols note's self-check.
+
+_CH00 = [
+    Card(
+        "What does θ stand for, and what does data parallelism do with it?",
+        "θ is the whole set of adjustable numbers in the model: every weight and every bias. "
+        "Under data parallelism each device keeps its own complete copy of θ; what gets divided "
+        "between the devices is the data.",
+        "self-check", "00", "00-theta",
+    ),
+    Card(
+        "In which direction does ∇θL point?",
+        "Toward the steepest increase of the loss. It holds one slope per parameter, and together "
+        "those slopes aim uphill; training moves against them.",
+        "self-check", "00", "00-gradient-direction",
+    ),
+    Card(
+        "The update reads θ ← θ − η∇θL. What is the minus sign doing there?",
+        "The gradient aims uphill, and we want a lower loss, so we subtract it: the step goes "
+        "downhill.",
+        "self-check", "00", "00-minus-sign",
+    ),
+    Card(
+        "What is η, and what goes wrong when it is too big?",
+        "η is the learning rate: how far each update moves along the negative gradient. A value "
+        "that is too large jumps over the bottom of the valley, and the loss can bounce around or "
+        "grow without limit.",
+        "self-check", "00", "00-eta",
+    ),
+    Card(
+        "Why may a batch gradient be worked out in pieces on several machines and combined later?",
+        "Because the batch gradient is a mean, and taking a mean is linear: the mean of equally "
+        "sized partial means is the mean of the whole batch. Combining the machines' results gives "
+        "back the big-batch gradient (up to floating-point rounding).",
+        "self-check", "00", "00-split-safely",
+    ),
+    Card(
+        "Say in plain words what an all-reduce does.",
+        "Each device puts in its own gradient; the gradients are added together (and divided by k "
+        "when we want their mean); every device then gets an identical copy of that result.",
+        "self-check", "00", "00-all-reduce",
+    ),
+    Card(
+        "In S = T_compute / (T_compute/k + T_comm), which term keeps S from reaching k?",
+        "T_comm, the time spent syncing. It is not divided by k, so once it is comparable with "
+        "T_compute/k it holds S well below k.",
+        "self-check", "00", "00-what-caps-s",
+    ),
+    Card(
+        "How is x different from y?",
+        "x is the input, a vector of numbers that describes one example (its pixels, its word "
+        "codes); y is the target, the right answer the model should give for that x.",
+        "self-check", "00", "00-x-and-y",
+    ),
+    Card(
+        "Of the pieces x, y, D, θ, which does data parallelism copy to every device and which does "
+        "it share out?",
+        "It copies θ (and the optimizer's state) to every device, and it shares out the data: each "
+        "device works on different rows of D, that is different pairs (x, y).",
+        "self-check", "00", "00-copy-or-split",
+    ),
+]
+
+# ---------------------------------------------------------------------------------------------
+# Chapter 01: one training step.
+
+_CH01 = [
+    Card(
+        "Name the stages of one training step on a single device, in order.",
+        "Forward pass: the model f turns x into a prediction using θ. Loss: L scores that "
+        "prediction against y. Backward pass: backpropagation returns ∇θL. Update: θ moves by −η "
+        "times that gradient.",
+        "self-check", "01", "01-stages",
+    ),
+    Card(
+        "Why use the gradient instead of nudging each parameter up and down to see which way helps?",
+        "With billions of parameters, trying them one by one would cost billions of forward "
+        "passes. One backward pass gives the slope for every parameter at once.",
+        "why", "01", "01-why-gradient",
+    ),
+    Card(
+        "True or false: going distributed changes the update rule θ ← θ − η∇θL.",
+        "False. The rule is the same; what changes is where the gradient is computed. Data "
+        "parallelism assembles ∇θL from pieces worked out on several devices and then applies this "
+        "very update on each of them.",
+        "true/false", "01", "01-tf-same-rule",
+    ),
+    Card(
+        "What does a step with η = 0 do? And one with a very large η?",
+        "With η = 0, θ does not move and nothing is learned. A very large η overshoots the "
+        "minimum, possibly landing higher on the far side, so the loss can oscillate or blow up; "
+        "the η slider of this chapter shows both.",
+        "edge case", "01", "01-eta-extremes",
+    ),
+    Card(
+        "Why must the loss be a graded number rather than a right-or-wrong verdict?",
+        "A graded score changes smoothly as θ changes, so it has a slope to follow. A verdict "
+        "that only flips between right and wrong is flat almost everywhere and gives no direction.",
+        "why", "01", "01-why-graded-loss",
+    ),
+]
+
+# ---------------------------------------------------------------------------------------------
+# Chapter 02: a mini-batch.
+
+_CH02 = [
+    Card(
+        "Why is the mini-batch gradient the mean over its b examples and not their sum?",
+        "A mean keeps the gradient's size independent of b, so a learning rate tuned at one batch "
+        "size still makes sense at another. With a sum, doubling b would double every step and η "
+        "would need retuning.",
+        "why", "02", "02-mean-not-sum",
+    ),
+    Card(
+        "Why must a mini-batch be drawn at random?",
+        "Only an unbiased sample has the full-data gradient as its expected value. A grab that "
+        "favours one kind of example (only cats, say) tilts the red mean arrow toward what those "
+        "examples want, no matter how exactly it is averaged.",
+        "why", "02", "02-random",
+    ),
+    Card(
+        "In the Step 2 picture, what are the grey arrows and what is the red arrow?",
+        "Each grey arrow is the gradient of one example. The red arrow is their mean, the "
+        "mini-batch gradient g that the update uses.",
+        "self-check", "02", "02-arrows",
+    ),
+    Card(
+        "What does a batch of b = 1 give, and why not always train that way?",
+        "The mean of one arrow is that arrow: one example's gradient. It is unbiased but very "
+        "noisy, so the steps jitter; a larger b averages the noise down. The opposite extreme, the "
+        "whole data set per step, is accurate but slow.",
+        "edge case", "02", "02-b-equals-one",
+    ),
+    Card(
+        "True or false: the mini-batch gradient is a single number.",
+        "False. It is a vector with one slope per parameter, as many entries as θ has; that is why "
+        "the notes print g in bold.",
+        "true/false", "02", "02-tf-vector",
+    ),
+]
+
+# ---------------------------------------------------------------------------------------------
+# Chapter 03: the average of averages.
+
+_CH03 = [
+    Card(
+        "In the Step 3 derivation, where does b cancel, and what remains?",
+        "Each group's sum of per-example gradients equals b·g_i. Summing over the k groups and "
+        "dividing by the total count b·k, the b of every term meets the b below the line, leaving "
+        "(1/k)·Σ g_i: the plain mean of the group means.",
+        "why", "03", "03-b-cancels",
+    ),
+    Card(
+        "What changes when the k groups hold different numbers of examples?",
+        "The plain mean of the group means is then wrong: a small group's mean counts as much as "
+        "a large one's. Weight each group's mean by its size, Σ n_i·g_i / Σ n_i, to get back the "
+        "big-batch mean (mean=\"weighted\" in TrainConfig).",
+        "edge case", "03", "03-unequal-groups",
+    ),
+    Card(
+        "True or false: on a computer, the mean of the group means equals the big-batch mean to "
+        "the last bit.",
+        "False in general. The two are equal as real numbers, but floating-point addition is not "
+        "associative: adding in another order rounds differently. They agree to within rounding "
+        "(a relative error near 1e-7 in float32), which is what dpviz checks.",
+        "true/false", "03", "03-tf-last-bit",
+    ),
+    Card(
+        "Why is this identity what makes data parallelism train like one large batch?",
+        "If splitting the batch changed the gradient, a split run would take a different path from "
+        "the single-device run. Since the mean of equal-size group means is the big-batch mean, "
+        "splitting changes where the arithmetic happens, not its result.",
+        "why", "03", "03-why-it-matters",
+    ),
+]
+
+# ---------------------------------------------------------------------------------------------
+# Chapter 04: one group per device.
+
+_CH04 = [
+    Card(
+        "In Step 4, what does each device hold, and what does it compute?",
+        "A full copy of θ, the same on every device, and one group B_i of the big batch. From "
+        "these it computes its own group gradient g_i. Nobody communicates yet.",
+        "self-check", "04", "04-holds",
+    ),
+    Card(
+        "The copies of the model are identical, so why do the devices' arrows point different ways?",
+        "A gradient depends on the data as well as on θ, and each device sees other examples. The "
+        "same θ with different data gives different arrows.",
+        "why", "04", "04-different-arrows",
+    ),
+    Card(
+        "Suppose every device skipped the sync and stepped along its own g_i. What happens over a "
+        "few steps?",
+        "The copies part after the first step, since each moves along a different arrow, and they "
+        "keep drifting further apart: k different models, each trained on only its own share of "
+        "the data. The sync of Step 5 is what prevents this.",
+        "edge case", "04", "04-no-sync",
+    ),
+    Card(
+        "True or false: in Step 4 the devices must take turns.",
+        "False. The groups do not depend on one another (Step 3), so all k gradients are computed "
+        "at the same time; that is where the compute share T_compute/k comes from.",
+        "true/false", "04", "04-tf-turns",
+    ),
+]
+
+# ---------------------------------------------------------------------------------------------
+# Chapter 05: all-reduce.
+
+_CH05 = [
+    Card(
+        "Why prefer an all-reduce to sending every gradient to one device that averages and sends "
+        "the result back?",
+        "With a single collector all the traffic goes through that one device's link, and the "
+        "others sit idle while it works. In a ring all-reduce every device sends and receives at "
+        "the same time, so the traffic is spread evenly and no one link is the bottleneck. The "
+        "mean that comes out is the same.",
+        "why", "05", "05-why-not-one-boss",
+    ),
+    Card(
+        "What are the two phases of a ring all-reduce?",
+        "First a reduce-scatter: k−1 steps after which each device holds the complete sum of one "
+        "1/k slice of the gradient. Then an all-gather: k−1 further steps that pass the finished "
+        "slices along until every device holds the whole sum.",
+        "self-check", "05", "05-two-phases",
+    ),
+    Card(
+        "Spot the error: “An all-reduce over k devices costs α·log2(k) + (k−1)/k·M/β.”",
+        "That formula, the one in the notes, prices a reduce-scatter only: half of the job, after "
+        "which each device still holds just its own slice of the sum. A ring all-reduce also does "
+        "the all-gather and costs 2(k−1)·α + 2(k−1)/k·M/β, twice the notes' bandwidth term. "
+        "Chapter 06 sets both beside times measured on this machine.",
+        "spot the error", "05", "05-spot-formula",
+    ),
+    Card(
+        "True or false: after each sync, the replicas' parameters are bit-for-bit equal to one "
+        "another and to those of a single device trained on the big batch.",
+        "Half true. The replicas match each other exactly: they start equal and apply the very same "
+        "averaged gradient with the same η. A single device on the big batch adds the per-example "
+        "gradients in another order, and since floating-point addition is not associative, its "
+        "parameters differ from the replicas' in the last bits.",
+        "true/false", "05", "05-tf-bit-identical",
+    ),
+    Card(
+        "What goes wrong if one replica's momentum buffer starts from a different value?",
+        "That replica adds the shared gradient to a different velocity, so its step differs and it "
+        "drifts away from the others. Equal optimizer state at the start, plus the same averaged "
+        "gradient at every step, keeps the replicas in lockstep.",
+        "edge case", "05", "05-momentum-start",
+    ),
+    Card(
+        "Which flaw of Step 4 does the sync of Step 5 remove?",
+        "Without a sync, each device would step along its own g_i and the copies would drift apart. "
+        "After the all-reduce, every device steps along the same mean gradient.",
+        "why", "05", "05-what-is-cured",
+    ),
+    Card(
+        "An all-reduce of {m:,.0f} bytes across k = {k} devices runs over {link}. How long does it "
+        "take by the notes' formula, and by the ring formula?",
+        "With the preset α = {alpha_us:g} µs and β = {beta_gbs:g} GB/s: the notes' formula gives "
+        "{t_notes_ms:.3g} ms and the ring formula {t_ring_ms:.3g} ms, {ratio:.2f} times as long. "
+        "The gap is the all-gather half, which the notes' formula (a reduce-scatter alone) leaves out.",
+        "numeric", "05", "05-num-notes-vs-ring",
+        compute=notes_against_ring, params={"k": 4, "m": 400_000_000, "link": "NVLink"},
+    ),
+]
+
+# ---------------------------------------------------------------------------------------------
+# Chapter 06: sync costs time.
+
+_CH06 = [
+    Card(
+        "Why does a faster link, NVLink or InfiniBand, raise the speedup?",
+        "A larger β shrinks the M/β part of T_comm, the coral bar of the timelines, so more of the "
+        "k-fold saving in compute shows up in the step time.",
+        "why", "06", "06-faster-link",
+    ),
+    Card(
+        "What are the two limits of S = T_compute / (T_compute/k + T_comm)?",
+        "Free sync (T_comm → 0): S → k, perfect scaling. Sync far longer than the compute share "
+        "(T_comm ≫ T_compute/k): S → T_compute/T_comm, a constant that extra devices do not change.",
+        "edge case", "06", "06-limits",
+    ),
+    Card(
+        "In the s01 timelines, which bar shrinks as k doubles, and which does not?",
+        "The lavender compute bar, T_compute/k, halves with each doubling. The coral sync bar keeps "
+        "its length (or grows), so no row can get shorter than it.",
+        "self-check", "06", "06-s01",
+    ),
+    Card(
+        "In figure s02, what tells the mint, butter and coral curves apart?",
+        "Only the T_comm put into the speedup formula: a fast, a medium and a slow link. The larger "
+        "T_comm, the sooner and more sharply a curve bends away from the dashed ideal S = k. These "
+        "curves are modeled, not measured.",
+        "self-check", "06", "06-s02",
+    ),
+    Card(
+        "T_compute = {t_compute:g} s per step, a gradient of {m:,.0f} bytes, ring all-reduce over "
+        "{link}. Which k from 1 to {k_max} gives the largest speedup?",
+        "k = {best_k} gives the largest S, {s_best:.3g}. At k = {k_max} the model gives only "
+        "{s_last:.3g}: past the best k, each extra device adds more sync latency (2(k−1)·α) than it "
+        "saves in compute, and steps get slower.",
+        "numeric", "06", "06-num-best-k",
+        compute=best_device_count,
+        params={"t_compute": 0.01, "m": 1_000_000, "link": "10 Gb Ethernet", "k_max": 128},
+    ),
+    Card(
+        "T_compute = {t_compute:g} s and k = {k}. What is S for T_comm = {t_comms[0]:g}, "
+        "{t_comms[1]:g}, {t_comms[2]:g} and {t_comms[3]:g} s?",
+        "S = {s[0]:.3g}, {s[1]:.3g}, {s[2]:.3g} and {s[3]:.3g}. Free sync gives S = k. Once T_comm "
+        "outgrows T_compute/k, S stays under T_compute/T_comm; in the last case that bound is "
+        "{ceiling_last:.3g}, and S below 1 means a step slower than on one device.",
+        "numeric", "06", "06-num-limits",
+        compute=sync_limits, params={"t_compute": 1.0, "k": 16, "t_comms": (0.0, 0.001, 0.1, 1.0)},
+    ),
+]
+
+# ---------------------------------------------------------------------------------------------
+# Chapter 07: the walkthrough's quick self-check.
+
+_CH07 = [
+    Card(
+        "Why should every device get a sub-batch of the same size?",
+        "Then b cancels in the Step 3 derivation, and the plain mean of the device gradients is the "
+        "big-batch gradient. With unequal sizes the plain mean gives small sub-batches too much "
+        "say; a mean weighted by size would be needed.",
+        "self-check", "07", "07-same-size",
+    ),
+    Card(
+        "Why should the data be dealt out at random?",
+        "What matters is that the combined batch is a fair sample of the data set. If the slices "
+        "are drawn so that the batch as a whole is skewed (one kind of example only, say), the exact "
+        "mean is the mean of a skewed sample and points the wrong way. (Given one fair batch, how "
+        "its examples are spread over equal-size slices does not change the mean.)",
+        "self-check", "07", "07-random",
+    ),
+    Card(
+        "Which operation hands the averaged gradient to every device?",
+        "An all-reduce: the local gradients are summed, the sum is divided by k, and the result is "
+        "delivered to all devices.",
+        "self-check", "07", "07-which-operation",
+    ),
+    Card(
+        "Why do the copies of the model not drift apart?",
+        "They start from the same weights and the same optimizer state, and at every step each one "
+        "applies the same averaged gradient with the same η, so their updates are identical.",
+        "self-check", "07", "07-no-drift",
+    ),
+    Card(
+        "With momentum or Adam, is averaging the gradients enough to keep the replicas together?",
+        "Yes, as long as the optimizer state (momentum buffer, Adam's first and second moments) "
+        "starts equal on every device: the same gradient then updates equal state in the same way. "
+        "If the states start different, the replicas part.",
+        "self-check", "07", "07-optimizers",
+    ),
+    Card(
+        "When do more GPUs stop speeding up training?",
+        "When T_comm outgrows the shrinking compute share T_compute/k; S then levels off near "
+        "T_compute/T_comm.",
+        "self-check", "07", "07-when-stop",
+    ),
+    Card(
+        "Tell the whole story of data-parallel training in a few sentences, as if to a friend.",
+        "Every device gets a full copy of the model and its own random, equal-sized share of the "
+        "batch, and works out the gradient of that slice. An all-reduce adds the gradients up and "
+        "divides by k, so all devices hold the same mean, which equals the big-batch gradient. Each "
+        "copy takes the same step and stays identical to the others. The catch is the time the sync "
+        "takes: when it is small next to T_compute/k the speedup approaches k, when it is large "
+        "extra devices buy little.",
+        "self-check", "07", "07-retell",
+    ),
+]
+
+# ---------------------------------------------------------------------------------------------
+# Chapter 08: the question bank.
+
+_CH08_RECALL = [
+    Card(
+        "Data parallelism: what does it copy and what does it split?",
+        "Each device holds the whole model and works on its own slice of the data; the gradients "
+        "are all-reduced every step so that all copies stay identical.",
+        "self-check", "08", "08-recall-data-parallel",
+    ),
+    Card(
+        "Model parallelism: what is it, and what are its two common kinds?",
+        "The model itself is cut up so that no device holds all the weights. Splitting inside a "
+        "layer is tensor parallelism; giving each device a group of whole layers is pipeline "
+        "parallelism.",
+        "self-check", "08", "08-recall-model-parallel",
+    ),
+    Card(
+        "All-reduce: what comes out, and who gets it?",
+        "The sum (or, divided by k, the mean) of one tensor from every device, and every device "
+        "receives the same copy.",
+        "self-check", "08", "08-recall-all-reduce",
+    ),
+]
+
+_CH08_TRUE_FALSE = [
+    Card(
+        "True or false: each GPU you add to a data-parallel job shortens the time to train.",
+        "False. The compute share per device falls like T_compute/k, but T_comm does not fall: its "
+        "bandwidth part levels off and its latency part keeps growing with k (log2 k rounds by the "
+        "notes' count, 2(k−1) hops in a ring). Beyond some k a new device adds more sync time than "
+        "it saves, and steps get slower; chapter 06 has a numeric example.",
+        "true/false", "08", "08-tf-more-gpus",
+    ),
+    Card(
+        "True or false: k devices with local batch b train exactly like one device with batch b·k.",
+        "True in exact arithmetic, given equal local batches, the same starting θ and optimizer "
+        "state, and the η the big-batch run would use: by linearity the averaged gradient is the "
+        "big-batch gradient. Two caveats. Against a run at batch b the batch is k times larger, so "
+        "η usually has to change (linear rule ×k, or square-root rule ×√k). And in floating point "
+        "the match holds to rounding, not to the last bit.",
+        "true/false", "08", "08-tf-equivalent",
+    ),
+    Card(
+        "True or false: with enough GPUs, plain data parallelism can train a model too big for one "
+        "GPU's memory.",
+        "False. Every device holds the whole model, so if one copy does not fit, more copies do not "
+        "help. Dividing the weights themselves takes model parallelism (tensor or pipeline), or "
+        "sharding parameters and optimizer state.",
+        "true/false", "08", "08-tf-too-big",
+    ),
+    Card(
+        "True or false: gradient accumulation reaches the large-batch update while holding only one "
+        "micro-batch in memory at a time.",
+        "True. Run k equal micro-batches one after another, add their gradients, divide by k, then "
+        "step: that is the big-batch mean gradient. Memory per pass is one micro-batch's; the price "
+        "is k forward and backward passes, in sequence, per update.",
+        "true/false", "08", "08-tf-accumulation",
+    ),
+    Card(
+        "True or false: synchronous SGD ends with a different model from single-device SGD on the "
+        "same combined batch.",
+        "False in exact arithmetic: from the same start, applying the averaged gradient follows the "
+        "big-batch path, which is the main point of synchronous SGD. In floating point, though, the "
+        "sums run in another order, and floating-point addition is not associative, so the weights "
+        "differ in the last bits from the single device's (the replicas stay bit-identical to one "
+        "another).",
+        "true/false", "08", "08-tf-sync-sgd",
+    ),
+    Card(
+        "True or false: asynchronous SGD traces the same path as synchronous SGD, only sooner.",
+        "False. A worker may compute its gradient at θ_t and see it applied once the weights have "
+        "already moved on, to θ_{t+5} say. Such stale gradients change the optimisation path and "
+        "can change the final accuracy.",
+        "true/false", "08", "08-tf-async",
+    ),
+    Card(
+        "True or false: tensor parallelism and pipeline parallelism are one technique under two names.",
+        "False. Tensor parallelism cuts one layer's matrices into blocks held by different devices; "
+        "pipeline parallelism gives each device a run of whole layers, like stations along a "
+        "production line. The two can be used together.",
+        "true/false", "08", "08-tf-tensor-pipeline",
+    ),
+    Card(
+        "True or false: a scaling efficiency above 1 always means the measurement is wrong.",
+        "False. Super-linear speedup can be genuine: each device now handles a smaller share, which "
+        "may fit into a faster cache or memory, so every device runs faster than the lone device "
+        "did. Ruling out a measuring mistake first is still wise.",
+        "true/false", "08", "08-tf-superlinear",
+    ),
+    Card(
+        "True or false: a link with twice the bandwidth doubles the speedup.",
+        "False. Bandwidth shrinks only the M/β part of T_comm; the compute share T_compute/k and "
+        "the latency part stay as they were, so S = T_compute/(T_compute/k + T_comm) rises by less, "
+        "hardly at all when compute already dominates. A numeric card in this chapter puts numbers "
+        "on it.",
+        "true/false", "08", "08-tf-double-bandwidth",
+    ),
+]
+
+_CH08_SPOT = [
+    Card(
+        "Spot the error: “Four GPUs, data parallel, 32 examples each, so we keep the learning rate "
+        "of our one-GPU runs at batch 32.”",
+        "Each update now averages over 4 × 32 = 128 examples, not 32: a less noisy gradient and four "
+        "times fewer updates per epoch, so the old η usually learns too slowly. Scale η up, by the "
+        "linear rule (×4) or the more cautious square-root rule (×2), with a warm-up.",
+        "spot the error", "08", "08-spot-lr",
+    ),
+    Card(
+        "Spot the error: “The model does not fit on one GPU, so we moved to data parallelism on 8 "
+        "GPUs.”",
+        "Data parallelism copies the model onto each device; it divides the data, not the weights. "
+        "Each of the 8 copies is as large as before and still does not fit. Tensor or pipeline "
+        "parallelism, or sharding parameters and optimizer state, is what splits the model.",
+        "spot the error", "08", "08-spot-too-big",
+    ),
+    Card(
+        "Spot the error: “Asynchronous SGD always wins, because no worker ever waits.”",
+        "The waiting is traded for stale gradients. The hardware is kept busier, but updates "
+        "computed on old weights can slow convergence or unsettle it; which approach wins depends "
+        "on the workload.",
+        "spot the error", "08", "08-spot-async",
+    ),
+    Card(
+        "Spot the error: “Our 4 GPUs gave a 4× speedup, so our efficiency is over 100%.”",
+        "Efficiency is S/k. A speedup equal to the number of devices is exactly 100%, the ideal; "
+        "to go above it the speedup on 4 GPUs would have to exceed 4.",
+        "spot the error", "08", "08-spot-efficiency",
+    ),
+    Card(
+        "Spot the error: “Pipeline parallelism is a production line, so every GPU in it works all the "
+        "time.”",
+        "Pipelines have bubbles. While a batch enters, later stages wait for their first input; "
+        "while it drains, earlier stages have nothing left to do. Unless the batch is cut into "
+        "micro-batches, these idle stretches take a large share of the time.",
+        "spot the error", "08", "08-spot-bubbles",
+    ),
+    Card(
+        "Spot the error: “All-reduce is a bottleneck because all the gradients go through one "
+        "central server.”",
+        "That describes a parameter server. An all-reduce such as the ring has no centre: each "
+        "device exchanges chunks with its neighbours. Its cost comes from the bytes each device "
+        "must move and the number of latency hops, which depend on M and k.",
+        "spot the error", "08", "08-spot-central-server",
+    ),
+    Card(
+        "Spot the error: “Gradient accumulation gives the same update as the big batch, so our "
+        "training will finish just as quickly.”",
+        "The update is the same; the clock is not. The k micro-batches pass forward and backward "
+        "one after another, so an update takes about k times as long as one micro-batch pass, "
+        "roughly k times slower than k devices doing those passes at once. Memory was traded for "
+        "time.",
+        "spot the error", "08", "08-spot-accumulation-speed",
+    ),
+]
+
+_CH08_WHY = [
+    Card(
+        "Why average the devices' gradients instead of adding them up?",
+        "The big-batch gradient is a mean over all its examples. Each device already returns the "
+        "mean of its own sub-batch, and with equal sub-batch sizes the mean of those means is the "
+        "mean over everything (Step 3). A sum would be k times too large, as if η had been "
+        "multiplied by k.",
+        "why", "08", "08-why-average",
+    ),
+    Card(
+        "Why does scaling efficiency fall as devices are added?",
+        "The compute share T_compute/k keeps shrinking while T_comm stays the same or grows (more "
+        "latency hops, and a bandwidth part that approaches a constant), so syncing fills an ever "
+        "larger part of each step and S/k drops.",
+        "why", "08", "08-why-efficiency-drops",
+    ),
+    Card(
+        "Why sync the gradients at every step rather than once in a while?",
+        "So that every copy of the model stays identical. Copies that skip syncs each follow their "
+        "own gradients and turn into different models, and averaging such diverged copies later is "
+        "no longer the big-batch update. (Methods that sync only now and then, such as local SGD, "
+        "exist; they give up that exactness to communicate less.)",
+        "why", "08", "08-why-every-step",
+    ),
+    Card(
+        "Why is a fast interconnect (NVLink, InfiniBand) worth its price for large models?",
+        "A large model has a large gradient, so M is large and the part of T_comm proportional to "
+        "M/β dominates on a slow link. Raising β cuts that part and recovers much of the speedup "
+        "that was lost. The notes quote a BERT-Large speedup comparison at this point, but we could find "
+        "no source for it, so it is not used here; chapter 06 shows the effect with modeled curves "
+        "and with α, β measured on this machine.",
+        "why", "08", "08-why-fast-link",
+    ),
+    Card(
+        "Why does model parallelism move data between devices inside every forward and backward "
+        "pass, when data parallelism talks only once per step?",
+        "With layers on different devices, activations have to cross from one device to the next "
+        "on the way forward, and their gradients on the way back, at every boundary between "
+        "devices. Data parallelism keeps all layers on every device and only exchanges gradients, "
+        "in one all-reduce per step.",
+        "why", "08", "08-why-model-parallel-traffic",
+    ),
+    Card(
+        "Why can a single slow device hold back synchronous SGD but not asynchronous SGD?",
+        "Synchronous SGD moves in lockstep: no one updates until the all-reduce finishes, and it "
+        "finishes only when the slowest device has its gradient ready. Asynchronous workers send "
+        "their updates when they are done and never wait for one another.",
+        "why", "08", "08-why-straggler",
+    ),
+    Card(
+        "Why does the linear scaling rule multiply η by k, and not by √k?",
+        "Take k small steps at rate η, each on its own small batch: if θ hardly moves between them, "
+        "they add up to −η·Σ g_i. One step on the merged batch uses the mean Σ g_i / k, so to go as "
+        "far it needs the rate k·η; the k comes from the averaging. √k measures something else: how "
+        "much the standard deviation of the gradient noise falls when the batch grows k-fold. The "
+        "square-root rule (×√k) scales η by that, the gentler choice. Either is usually paired with "
+        "a warm-up that ramps η up over the first steps.",
+        "why", "08", "08-why-linear-rule",
+    ),
+]
+
+_CH08_EDGE = [
+    Card(
+        "The claim “the effective batch is b·k” assumes equal local batches. What if they differ?",
+        "The plain mean over devices is then slightly off: a device with few examples counts as "
+        "much as one with many. Weight each device's gradient by its number of examples: Σ n_i·g_i "
+        "divided by Σ n_i.",
+        "edge case", "08", "08-edge-unequal",
+    ),
+    Card(
+        "What speedup does the formula give when T_comm equals the compute share T_compute/k?",
+        "The denominator becomes 2·T_compute/k, so S = k/2: an efficiency of 50%, with half of what "
+        "the devices could give spent on syncing.",
+        "edge case", "08", "08-edge-half",
+    ),
+    Card(
+        "For a single device, k = 1, what does S = T_compute / (T_compute/k + T_comm) give?",
+        "There is nobody to sync with, so T_comm = 0: log2 1 and (k−1)/k vanish in the notes' "
+        "count, and so do the 2(k−1) terms of the ring. Then S = T_compute/T_compute = 1, the "
+        "single-device baseline.",
+        "edge case", "08", "08-edge-k1",
+    ),
+    Card(
+        "What happens to the bandwidth factor (k−1)/k as k becomes very large?",
+        "It rises steadily from 0 at k = 1 (and 1/2 at k = 2) toward 1, never reaching it. So the "
+        "bandwidth part of T_comm levels off near M/β by the notes' formula, which counts only the "
+        "reduce-scatter half, and near 2M/β for a full ring all-reduce. What keeps growing is the "
+        "latency part: α·log2 k by the notes' count, 2(k−1)·α for a ring.",
+        "edge case", "08", "08-edge-fraction",
+    ),
+    Card(
+        "Gradient accumulation over k micro-batches with k = 1: what is left?",
+        "Ordinary training on one batch. Adding up one gradient and dividing by 1 changes nothing: "
+        "no memory saved, no time lost.",
+        "edge case", "08", "08-edge-accumulate-one",
+    ),
+    Card(
+        "A model only just fits on one GPU. Is a two-GPU pipeline sure to train it faster?",
+        "No. The second device adds compute, but the activations now travel between the two and "
+        "each stage idles in bubbles while waiting for the other. For a small model these costs can "
+        "cancel the gain or even make it slower.",
+        "edge case", "08", "08-edge-pipeline-two",
+    ),
+    Card(
+        "Tensor parallelism splits W by columns, [W1 W2], over two devices. What must happen before "
+        "a next layer that needs the whole output?",
+        "Each device holds only its part of the output, Y1 or Y2. The parts must be combined across "
+        "the devices (concatenated by an all-gather for a column split, summed by an all-reduce for "
+        "a row split): a communication step between the layers.",
+        "edge case", "08", "08-edge-tensor-gather",
+    ),
+    Card(
+        "For a fixed data set, what caps the useful number of data-parallel replicas?",
+        "As replicas are added, each device's local batch shrinks toward a single example (or the "
+        "global batch grows so large that it hurts generalisation). Beyond that, new replicas bring "
+        "no more work to share, and communication takes over.",
+        "edge case", "08", "08-edge-max-replicas",
+    ),
+]
+
+_CH08_NUMERIC = [
+    Card(
+        "T_compute = {t_compute:g} s, k = {k} devices, and T_comm set equal to T_compute/k. What "
+        "are S and the efficiency?",
+        "T_comm = {t_comm:g} s, so S = {s:.3g} and S/k = {eff:.0%}. That is k/2 = {half_k:g}, as "
+        "the algebra says.",
+        "numeric", "08", "08-num-half",
+        compute=equal_sync_and_compute, params={"t_compute": 0.8, "k": 8},
+    ),
+    Card(
+        "One device, k = 1: T_compute = {t_compute:g} s and a gradient of {m:,.0f} bytes on {link}. "
+        "What are T_comm and S?",
+        "T_comm = {t_notes:g} s by the notes' formula and {t_ring:g} s by the ring formula: there "
+        "is nothing to send. S = {s:g}.",
+        "numeric", "08", "08-num-k1",
+        compute=single_device, params={"t_compute": 0.5, "m": 100_000_000, "link": "10 Gb Ethernet"},
+    ),
+    Card(
+        "What is the bandwidth factor (k−1)/k for k = {ks[0]}, {ks[1]}, {ks[2]}, {ks[3]}, {ks[4]} "
+        "and {ks[5]}?",
+        "{f[0]:.5g}, {f[1]:.5g}, {f[2]:.5g}, {f[3]:.5g}, {f[4]:.5g} and {f[5]:.5g}: rising toward 1 "
+        "but never reaching it.",
+        "numeric", "08", "08-num-fraction",
+        compute=bandwidth_fractions, params={"ks": (1, 2, 4, 8, 64, 1024)},
+    ),
+    Card(
+        "A job runs {s_measured:g}× faster on k = {k} GPUs. What is its efficiency, and when does "
+        "the cost model reach it?",
+        "S/k = {eff:.0%}: exactly the ideal, not above it. The model reaches it only with free "
+        "sync: T_comm = 0 gives S = {s_model:g} and efficiency {eff_model:.0%}.",
+        "numeric", "08", "08-num-efficiency",
+        compute=efficiency_of, params={"s_measured": 4.0, "k": 4, "t_compute": 1.0},
+    ),
+    Card(
+        "A base learning rate of {lr_base:g} was tuned at batch b; now the global batch is k = {k} "
+        "times larger. What do the linear and the square-root rules give?",
+        "Linear: {lr_lin:.3g} (×{k}). Square root: {lr_sq:.3g} (×√{k} = ×{root:g}).",
+        "numeric", "08", "08-num-lr",
+        compute=lr_rules, params={"lr_base": 0.1, "k": 4},
+    ),
+    Card(
+        "A {m:,.0f}-byte gradient is all-reduced across k = {k} devices over {link}. How long does "
+        "that take by the notes' formula and by the ring formula?",
+        "With the preset α = {alpha_us:g} µs and β = {beta_gbs:g} GB/s: {t_notes_ms:.3g} ms by the "
+        "notes' formula, which counts the reduce-scatter half only, and {t_ring_ms:.3g} ms for the "
+        "whole ring all-reduce, {ratio:.2f} times as long.",
+        "numeric", "08", "08-num-ring",
+        compute=notes_against_ring, params={"k": 8, "m": 100_000_000, "link": "10 Gb Ethernet"},
+    ),
+    Card(
+        "T_compute = {t_compute:g} s and T_comm = {t_comm:g} s, whatever k is. What is the ceiling "
+        "on S, and how close do k = {ks[0]}, {ks[1]} and {ks[2]} come?",
+        "The ceiling is T_compute/T_comm = {ceiling:g}. S = {s[0]:.3g}, {s[1]:.3g} and {s[2]:.3g}: "
+        "creeping up to the ceiling and never passing it.",
+        "numeric", "08", "08-num-ceiling",
+        compute=speedup_ceiling, params={"t_compute": 1.0, "t_comm": 0.05, "ks": (8, 64, 1024)},
+    ),
+    Card(
+        "T_compute = {t_compute:g} s, k = {k}, a {m:,.0f}-byte gradient, ring all-reduce. What does "
+        "doubling β do to S on {links[0]}, and on {links[1]}?",
+        "{links[0]}: S goes from {s_a[0]:.3g} to {s_a[1]:.3g}, ×{gain_a:.2f}. {links[1]}: from "
+        "{s_b[0]:.3g} to {s_b[1]:.3g}, ×{gain_b:.2f}. Neither doubles, and where compute already "
+        "dominates the gain is small.",
+        "numeric", "08", "08-num-double-bandwidth",
+        compute=doubled_bandwidth,
+        params={"t_compute": 1.0, "k": 8, "m": 100_000_000, "links": ("10 Gb Ethernet", "100 Gb InfiniBand")},
+    ),
+]
+
+_CH08 = _CH08_RECALL + _CH08_TRUE_FALSE + _CH08_SPOT + _CH08_WHY + _CH08_EDGE + _CH08_NUMERIC
+
+ALL_CARDS: tuple[Card, ...] = tuple(_CH00 + _CH01 + _CH02 + _CH03 + _CH04 + _CH05 + _CH06 + _CH07 + _CH08)
+
+
+def cards_for(chapter: str) -> list[Card]:
+    """The cards of one chapter, "00" to "08", in teaching order."""
+    check_choice("chapter", chapter, tuple(CHAPTERS))
+    return [card for card in ALL_CARDS if card.chapter == chapter]
