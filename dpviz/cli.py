@@ -153,7 +153,7 @@ def _figures(args) -> None:
     import matplotlib
 
     matplotlib.use("Agg")  # files only: this command never opens a window
-    from dpviz.figures import regenerate
+    from dpviz.regenerate import regenerate
 
     regenerate(args.out, quick=args.quick, records=args.from_records)
 

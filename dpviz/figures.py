@@ -3,24 +3,17 @@
 The chapters and ``python -m dpviz figures`` call the same functions, so no layout is
 written twice::
 
-    from dpviz.figures import load_inputs, figure_step5_replicas
+    from dpviz.records.figure_set import load_inputs
+    from dpviz.figures import figure_step5_replicas
     inputs = load_inputs()                                   # the records behind figures/
     fig = figure_step5_replicas(inputs.main, inputs.alone)
 
-:func:`regenerate` (what ``./run`` does) records fresh runs on this machine through
-:mod:`dpviz.runs.figure_inputs`, draws every figure into ``figures/`` as PNG and SVG, and
-writes ``manifest.json`` and ``MANIFEST.md`` saying which run made each one. This module
-imports no torch: only :func:`regenerate` reaches the runs, and only when it records.
+:mod:`dpviz.regenerate` (what ``./run`` does) records fresh runs and calls :func:`draw_all`.
+No torch here: figures are drawn from records and theory only.
 """
 
 from __future__ import annotations
 
-import json
-import time
-from dataclasses import dataclass
-from pathlib import Path
-
-import matplotlib as mpl
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -34,24 +27,9 @@ from dpviz.plots.step4 import plot_devices
 from dpviz.plots.step5 import plot_all_reduce, plot_parameter_server, plot_replica_params, plot_ring_schedule
 from dpviz.plots.summary import plot_summary
 from dpviz.plots.timeline import plot_timelines
-from dpviz.records import BenchRecord, Run, Schedule, provenance
+from dpviz.records import BenchRecord, Run, Schedule
+from dpviz.records.figure_set import Inputs
 from dpviz.theory import landscape, timing
-
-MLP_KS = (1, 2, 4)  # process counts whose step times feed s01 and s02
-
-
-@dataclass
-class Inputs:
-    """Every record the figures are drawn from."""
-
-    main: Run             # line model, k=4, all-reduce on
-    alone: Run            # the same, all-reduce off
-    biased: Run           # k=1, a biased grab
-    mlp: dict             # {k: Run} for step times, one thread per rank
-    bench: BenchRecord    # the all-reduce sweep
-    ring: Schedule        # the hand-written ring's transfers
-    server: Schedule      # the parameter server's transfers
-
 
 def _figure(figsize, ncols=1, **kwargs):
     fig = Figure(figsize=figsize)
@@ -161,91 +139,3 @@ def draw_all(inputs: Inputs) -> dict:
         "allreduce_time_vs_size": (figure_allreduce_time_vs_size(inputs.bench), [inputs.bench]),
         "summary": (figure_summary(inputs.main), [inputs.main]),
     }
-
-
-RUN_FILES = {"main": "line_k4", "alone": "line_k4_no_all_reduce", "biased": "line_k1_biased"}
-
-
-def save_inputs(inputs: Inputs, folder) -> None:
-    """Keep the records behind the figures beside them, so chapters and readers can load the same data."""
-    folder = Path(folder)
-    for attr, name in RUN_FILES.items():
-        getattr(inputs, attr).save(folder / name)
-    for k, run in inputs.mlp.items():
-        run.save(folder / f"mlp_k{k}")
-    inputs.bench.save(folder / "bench")
-    for sched in (inputs.ring, inputs.server):
-        sched.save(folder / f"schedule_{sched.impl}")
-
-
-def load_inputs(folder="figures/records") -> Inputs:
-    """The records :func:`regenerate` saved: ``load_inputs().mlp[2]`` is the k=2 MLP run behind figure s01."""
-    folder = Path(folder)
-    runs = {attr: Run.load(folder / name) for attr, name in RUN_FILES.items()}
-    return Inputs(
-        mlp={k: Run.load(folder / f"mlp_k{k}") for k in MLP_KS},
-        bench=BenchRecord.load(folder / "bench"),
-        ring=Schedule.load(folder / "schedule_ring"),
-        server=Schedule.load(folder / "schedule_parameter_server"),
-        **runs,
-    )
-
-
-def regenerate(out="figures", *, quick: bool = False, progress: bool = True, records=None) -> list[Path]:
-    """Record fresh runs, draw every figure to ``out`` as PNG and SVG, write the manifest; prints what it did.
-
-    With ``records`` (a folder that an earlier call saved), nothing is recorded: the figures are
-    drawn again from those records, for example after a change of style.
-    """
-    start = time.perf_counter()
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    if records is None:
-        from dpviz.runs.figure_inputs import record_inputs  # the torch side, only when recording
-
-        inputs = record_inputs(quick=quick, progress=progress)
-        save_inputs(inputs, out / "records")
-    else:
-        inputs = load_inputs(records)
-    recorded = time.perf_counter() - start
-    written, manifest = [], {}
-    for name, (fig, sources) in draw_all(inputs).items():
-        for suffix in ("png", "svg"):
-            path = out / f"{name}.{suffix}"
-            with mpl.rc_context({"svg.hashsalt": name}):  # stable element ids: an unchanged figure, an unchanged file
-                fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Date": None} if suffix == "svg" else None)
-            written.append(path)
-        manifest[name] = {"files": [f"{name}.png", f"{name}.svg"], "made_from": [provenance(s) for s in sources]}
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    (out / "MANIFEST.md").write_text(manifest_markdown(manifest))
-    total = time.perf_counter() - start
-    print(verified(inputs))
-    print(f"wrote {len(written)} files for {len(manifest)} figures to {out}/ in {total:.1f} s "
-          f"(recording {recorded:.1f} s, drawing {total - recorded:.1f} s) on {inputs.main.meta['cores']} cores")
-    return written
-
-
-def verified(inputs: Inputs) -> str:
-    """The claims checked on the runs behind the figures, as lines for the terminal."""
-    lines = [f"line model, k=4: {inputs.main.check()}"]
-    differ = int((~inputs.alone.replicas_identical()).sum())
-    lines.append(f"all-reduce off: replicas differ in {differ} of {inputs.alone.steps + 1} recorded states")
-    for k, run in inputs.mlp.items():
-        lines.append(f"MLP, k={k}: {run.check()}")
-    for sched in (inputs.ring, inputs.server):
-        assert sched.equal, f"the hand-written {sched.impl} differs from dist.all_reduce"
-        lines.append(f"{sched.impl} by hand, k={sched.k}: bit-identical to dist.all_reduce")
-    fits = inputs.bench.fits()
-    lines.append("all-reduce fits (median relative error): " + ", ".join(f"{f}: {fit.median_rel_err:.0%}" for f, fit in fits.items()))
-    return "\n".join(lines)
-
-
-def manifest_markdown(manifest: dict) -> str:
-    lines = ["# Figures and the runs that made them", "",
-             "Regenerate with `./run` (or `python -m dpviz figures`). Each figure is drawn from data recorded on the",
-             "machine named below, at the date given; the records themselves are in `records/`",
-             "(`dpviz.figures.load_inputs()` loads them).", "", "| figure | made from |", "| --- | --- |"]
-    for name, entry in manifest.items():
-        made = "<br>".join(s.get("describe") or s.get("source") for s in entry["made_from"])
-        lines.append(f"| [{name}]({name}.png) | {made} |")
-    return "\n".join(lines) + "\n"

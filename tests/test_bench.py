@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from dpviz.theory import costmodel
-from dpviz.runs.bench import IMPLS, BenchConfig, BenchRecord, log_sizes, run_sweep
+from dpviz.records import BenchRecord
+from dpviz.runs.bench import IMPLS, BenchConfig, log_sizes, run_sweep
 
 SIZES = (64, 4096)  # bytes
 
@@ -28,8 +29,8 @@ def test_sweep_times_every_point(record):
     assert np.all((low <= record.median) & (record.median <= high))
     np.testing.assert_allclose(record.algbw, record.m / record.median)
     np.testing.assert_allclose(record.busbw, record.algbw)  # 2(k-1)/k = 1 at k = 2
-    assert record.meta["backend"] == "gloo" and record.meta["schema_version"] == 1
-    assert "all_reduce" in record.table() and "BenchRecord(ks=[2]" in repr(record)
+    assert record.meta["backend"] == "gloo" and record.KIND.version == 2
+    assert "all_reduce" in record.table() and "all-reduce sweep, k=2," in repr(record)
 
 
 def test_fits_and_ratios_use_the_measured_rows(record):
@@ -50,7 +51,7 @@ def test_save_load_round_trip_with_numpy_alone(record, tmp_path):
     with np.load(f"{stem}.npz", allow_pickle=False) as z:
         np.testing.assert_array_equal(z["median"], record.median)
         assert z["impl"].dtype.kind == "U"
-    assert json.loads((tmp_path / "sweep.json").read_text())["schema_version"] == 1
+    assert json.loads((tmp_path / "sweep.json").read_text())["schema_version"] == 2
 
 
 def test_load_names_the_path_of_a_missing_file(tmp_path):

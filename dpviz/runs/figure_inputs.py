@@ -1,9 +1,9 @@
 """Record, on this machine, every run the published figures are drawn from (the torch side of ``./run``).
 
     from dpviz.runs.figure_inputs import record_inputs
-    inputs = record_inputs()          # a dpviz.figures.Inputs of fresh records
+    inputs = record_inputs()          # a dpviz.records.figure_set.Inputs of fresh records
 
-:func:`dpviz.figures.regenerate` calls this, then draws.
+:func:`dpviz.regenerate.regenerate` calls this, then draws.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import warnings
 
 from tqdm.auto import tqdm
 
-from dpviz.figures import MLP_KS, Inputs
+from dpviz.records.figure_set import MLP_KS, Inputs
 from dpviz.runs.bench import BenchConfig, log_sizes, run_sweep
 from dpviz.runs.schedule import record_schedule
 from dpviz.runs.training import record_run

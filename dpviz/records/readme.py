@@ -1,0 +1,38 @@
+"""Write the README's record tables from the declarations, so the two never disagree.
+
+    python -m dpviz.records.readme            # rewrites the part of README.md between the record markers
+
+A test (tests/test_records.py) fails when README.md and the declarations part ways.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from dpviz.records import KINDS
+
+BEGIN, END = "<!-- record tables: written by python -m dpviz.records.readme -->", "<!-- end of record tables -->"
+
+
+def tables() -> str:
+    """Every kind's tables, in the order the kinds were registered."""
+    return "\n".join(cls.KIND.markdown() for cls in KINDS.values())
+
+
+def rewrite(readme) -> bool:
+    """Put the tables between the markers of ``readme``; returns True when the file changed."""
+    path = Path(readme)
+    text = path.read_text()
+    if BEGIN not in text or END not in text:
+        raise ValueError(f"readme {str(path)!r} must hold the markers {BEGIN!r} and {END!r}.")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    new = f"{head}{BEGIN}\n\n{tables()}\n{END}{tail}"
+    path.write_text(new)
+    return new != text
+
+
+if __name__ == "__main__":
+    target = sys.argv[1] if len(sys.argv) > 1 else "README.md"
+    print(f"{target}: {'rewritten' if rewrite(target) else 'already in step'}")

@@ -1,0 +1,140 @@
+"""Records: every kind declared once; load refuses what does not fit the declaration, in one sentence naming the file."""
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dpviz.records import KINDS, BenchRecord, Run, Schedule, load, provenance
+from dpviz.records import shipped
+from dpviz.records.schema import Array, Kind, Meta
+
+FIGURE_RECORDS = Path(__file__).resolve().parents[1] / "figures" / "records"
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+@pytest.fixture(scope="module")
+def run() -> Run:
+    return Run.load(FIGURE_RECORDS / "line_k4")
+
+
+def one_sentence(message: str) -> bool:
+    return message.count(". ") == 0 and message.endswith(".")
+
+
+def test_every_shipped_and_figure_record_loads_as_its_kind():
+    stems = sorted({p.with_suffix("") for p in [*FIGURE_RECORDS.glob("*.json"), *shipped.RECORDS_DIR.glob("*.json")]})
+    kinds = {type(load(s)).__name__ for s in stems}
+    assert kinds == {"Run", "BenchRecord", "Schedule"} and len(stems) == 18 + 9
+
+
+def test_round_trip_keeps_every_array_and_field(run, tmp_path):
+    stem = run.save(tmp_path / "copy")
+    back = Run.load(stem)
+    assert back.meta == run.meta
+    for name, value in run.arrays.items():
+        np.testing.assert_array_equal(back.arrays[name], value)
+    header = json.loads((tmp_path / "copy.json").read_text())
+    assert header["kind"] == "run" and header["schema_version"] == Run.KIND.version
+    with np.load(tmp_path / "copy.npz", allow_pickle=False) as z:  # numpy alone reads it
+        assert set(z.files) == set(run.arrays)
+
+
+def test_declared_arrays_are_attributes(run):
+    assert run.local_grad.shape == (run.steps, run.k, 2)
+    assert Run.local_grad.__doc__.startswith("(steps, k, P)")
+
+
+def _rewrite(stem: Path, change) -> None:
+    with np.load(stem.with_suffix(".npz"), allow_pickle=False) as z:
+        arrays = {name: z[name] for name in z.files}
+    header = json.loads(stem.with_suffix(".json").read_text())
+    change(arrays, header)
+    header["arrays"] = sorted(arrays)
+    np.savez_compressed(stem.with_suffix(".npz"), **arrays)
+    stem.with_suffix(".json").write_text(json.dumps(header))
+
+
+@pytest.mark.parametrize("change, pattern", [
+    (lambda a, h: a.pop("big_grad"), r"lacks the array 'big_grad'"),
+    (lambda a, h: a.update(extra=np.zeros(3)), r"holds the array 'extra', which a 'run' record of schema_version 2 does not declare"),
+    (lambda a, h: a.update(loss=a["loss"][:, :2]), r"array 'loss' has shape \(5, 2\); a 'run' record declares \(steps, k\), which here means \(5, 4\)"),
+    (lambda a, h: a.update(t_comm=a["t_comm"].astype(np.float32)), r"array 't_comm' has dtype float32; a 'run' record declares float64"),
+    (lambda a, h: h.update(schema_version=3), r"holds a 'run' record of schema_version 3; this dpviz reads schema_version 2"),
+    (lambda a, h: h["meta"].pop("lr"), r"lacks the metadata field 'lr'"),
+    (lambda a, h: h.update(kind="mystery"), r"holds a record of kind 'mystery'"),
+])
+def test_load_refuses_what_the_declaration_does_not_allow(run, tmp_path, change, pattern):
+    stem = run.save(tmp_path / "r")
+    _rewrite(stem, change)
+    with pytest.raises(ValueError, match=pattern) as info:
+        load(stem)
+    assert "r.npz" in str(info.value) or "r.json" in str(info.value)
+    assert one_sentence(str(info.value))
+
+
+def test_missing_and_truncated_files_name_the_path(run, tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"nothere\.json.* does not exist"):
+        Run.load(tmp_path / "nothere")
+    stem = run.save(tmp_path / "r")
+    data = stem.with_suffix(".npz").read_bytes()
+    stem.with_suffix(".npz").write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match=r"r\.npz.* is truncated"):
+        Run.load(stem)
+    stem = run.save(tmp_path / "j")
+    stem.with_suffix(".json").write_text(stem.with_suffix(".json").read_text()[:20])
+    with pytest.raises(ValueError, match=r"j\.json.* is truncated"):
+        Run.load(stem)
+
+
+def test_a_record_of_another_kind_is_refused_by_class():
+    with pytest.raises(ValueError, match="holds a 'bench' record, not a 'run' record"):
+        Run.load(FIGURE_RECORDS / "bench")
+
+
+def test_a_record_that_breaks_its_declaration_cannot_be_made(run):
+    arrays = dict(run.arrays)
+    arrays.pop("x")
+    with pytest.raises(ValueError, match="lacks the array 'x'"):
+        Run(run.meta, arrays)
+
+
+def test_optional_arrays_may_be_absent(run):
+    arrays = {name: value for name, value in run.arrays.items() if name not in ("params", "example_grad")}
+    lean = Run(run.meta, arrays)
+    assert lean.params is None and lean.example_grad is None
+
+
+def test_symbols_bind_across_arrays():
+    kind = Kind("demo", 1, (Array("a", ("n", 2), "float64", "first"), Array("b", ("n+1",), "int64", "second")),
+                (Meta("k", "int", "ranks"),))
+    kind.validate({"k": 1}, {"a": np.zeros((3, 2)), "b": np.zeros(4, np.int64)}, "demo")
+    with pytest.raises(ValueError, match=r"array 'b' has shape \(3,\).*which here means \(4,\)"):
+        kind.validate({"k": 1}, {"a": np.zeros((3, 2)), "b": np.zeros(3, np.int64)}, "demo")
+
+
+def test_provenance_works_for_every_kind(run):
+    for record in (run, BenchRecord.load(FIGURE_RECORDS / "bench"), Schedule.load(FIGURE_RECORDS / "schedule_ring")):
+        entry = provenance(record)
+        assert entry["kind"] == record.KIND.name and entry["describe"] == record.describe()
+        assert entry["host"] and entry["date"]
+    assert provenance("one process") == {"source": "one process"}
+    with pytest.raises(TypeError, match="record must be"):
+        provenance(3)
+
+
+def test_run_description_comes_from_the_record():
+    mlp = Run.load(FIGURE_RECORDS / "mlp_k2")
+    words = mlp.describe()
+    m = mlp.meta
+    assert f"k={m['k']}" in words and f"{m['n_params']:,} parameters" in words and f"{m['steps']} steps" in words
+    assert f"MLP {m['depth']}×{m['width']}" in words
+
+
+def test_readme_record_tables_are_the_declarations():
+    text = README.read_text()
+    for cls in KINDS.values():
+        assert cls.KIND.markdown() in text, f"README's table for {cls.KIND.name!r} records is out of step: run python -m dpviz.records.readme"
+    assert set(re.findall(r"#### `(\w+)` records", text)) == set(KINDS)
