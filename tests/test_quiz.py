@@ -1,4 +1,4 @@
-"""The self-check cards: every chapter has a deck, chapter 08 holds the whole question bank,
+"""The self-check cards: every chapter has a deck, chapter 13 holds the whole question bank,
 numeric answers match the cost model, the reveal button works, and no card copies the notes or
 repeats their known errors."""
 
@@ -18,7 +18,8 @@ import pytest
 from dpviz.theory import costmodel
 from dpviz.theory.links import PRESETS
 from dpviz.teaching.questionbank import ALL_CARDS, cards_for
-from dpviz.teaching.quiz import CHAPTERS, KINDS, Card, CardWidget, Deck, card_widget, deck, show_cards
+from dpviz.teaching.cards import CHAPTERS, KINDS, Card
+from dpviz.teaching.quiz import CardWidget, Deck, card_widget, deck, show_cards
 
 SEEDS = Path("/work/shared/seeds")
 ALL_TEXT = {card.key: card.question_text() + "\n" + card.answer_text() for card in ALL_CARDS}
@@ -47,15 +48,15 @@ def test_keys_are_unique_and_kinds_known():
     assert {card.kind for card in ALL_CARDS} <= set(KINDS)
 
 
-def test_chapter_08_holds_the_whole_question_bank():
-    counts = Counter(card.kind for card in cards_for("08"))
+def test_chapter_13_holds_the_whole_question_bank():
+    counts = Counter(card.kind for card in cards_for("13"))
     assert set(counts) == set(KINDS)  # every category, the recall items and numeric ones too
     # The note's bank: 9 true/false, 7 spot-the-error, 6 why, 8 edge cases.
     assert counts["true/false"] >= 9
     assert counts["spot the error"] >= 7
     assert counts["why"] >= 6
     assert counts["edge case"] >= 8
-    assert len(cards_for("08")) >= 9 + 7 + 6 + 8
+    assert len(cards_for("13")) >= 9 + 7 + 6 + 8
 
 
 def test_self_check_lists_are_covered():
@@ -159,15 +160,15 @@ def _expect_limits(p):
 
 
 EXPECTED = {
-    "08-num-half": _expect_half,
-    "08-num-k1": _expect_k1,
-    "08-num-fraction": _expect_fraction,
-    "08-num-efficiency": _expect_efficiency,
-    "08-num-lr": _expect_lr,
-    "08-num-ring": _expect_notes_vs_ring,
+    "13-num-half": _expect_half,
+    "13-num-k1": _expect_k1,
+    "13-num-fraction": _expect_fraction,
+    "13-num-efficiency": _expect_efficiency,
+    "13-num-lr": _expect_lr,
+    "13-num-ring": _expect_notes_vs_ring,
     "05-num-notes-vs-ring": _expect_notes_vs_ring,
-    "08-num-ceiling": _expect_ceiling,
-    "08-num-double-bandwidth": _expect_double_bandwidth,
+    "13-num-ceiling": _expect_ceiling,
+    "13-num-double-bandwidth": _expect_double_bandwidth,
     "06-num-best-k": _expect_best_k,
     "06-num-limits": _expect_limits,
 }

@@ -22,7 +22,11 @@ CHAPTERS = {
     "05": "all-reduce",
     "06": "sync costs time",
     "07": "the whole picture",
-    "08": "the question bank",
+    "09": "a bigger batch wants a bigger step",
+    "10": "gradient accumulation",
+    "11": "waiting: stragglers, overlap, asynchronous SGD",
+    "12": "splitting the model: pipeline, tensor, sharded optimizer state",
+    "13": "the question bank",
 }
 
 
@@ -39,8 +43,8 @@ class Card:
     question: str
     answer: str  # plain text; for a numeric card, a str.format template
     kind: str  # one of KINDS
-    chapter: str  # one of CHAPTERS, "00" to "08"
-    key: str  # short unique name, e.g. "08-tf-more-gpus"
+    chapter: str  # one of CHAPTERS, "00" to "13"
+    key: str  # short unique name, e.g. "13-tf-more-gpus"
     compute: Callable[..., dict] | None = None  # numeric cards only: params -> named values
     params: dict = field(default_factory=dict)  # numeric cards only: the inputs of compute
 

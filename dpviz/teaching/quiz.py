@@ -7,9 +7,9 @@ Numeric cards never carry a typed-in number. Their ``answer`` is a ``str.format`
 ``compute(**params)`` works out the values with ``dpviz.theory.costmodel`` and ``dpviz.theory.links`` each time
 the answer is shown::
 
-    card = cards_for("08")[0]
+    card = cards_for("13")[0]
     card.text()            # question and answer as plain text
-    display(deck(cards_for("08")))   # or simply: show_cards("08")
+    display(deck(cards_for("13")))   # or simply: show_cards("13")
 
 On a page that cannot run widgets (GitHub, a static HTML export) a deck falls back to a markdown
 list of its questions only; the answers appear on click in JupyterLab or Voilà.
@@ -114,6 +114,6 @@ def deck(cards, *, title: str = "") -> Deck:
 
 
 def show_cards(chapter: str) -> Deck:
-    """The deck for one chapter, "00" to "08", titled with the chapter's name."""
+    """The deck for one chapter, "00" to "13", titled with the chapter's name."""
     cards = cards_for(chapter)
     return deck(cards, title=f"Chapter {chapter}, {CHAPTERS[chapter]}: check yourself")
