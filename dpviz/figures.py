@@ -14,6 +14,9 @@ No torch here: figures are drawn from records and theory only.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -139,3 +142,24 @@ def draw_all(inputs: Inputs) -> dict:
         "allreduce_time_vs_size": (figure_allreduce_time_vs_size(inputs.bench), [inputs.bench]),
         "summary": (figure_summary(inputs.main), [inputs.main]),
     }
+
+
+@dataclass(frozen=True)
+class FigureGroup:
+    """The figures of one chapter past Step 6, and the records behind them.
+
+    ``python -m dpviz figures`` calls ``record`` (a "module:function" of dpviz.runs, imported only
+    when recording; it takes ``quick`` and ``progress`` and returns ``{stem: record}``), saves each
+    record as ``figures/records/<stem>``, and draws with ``draw({stem: record})``, which returns
+    ``{figure name: (Figure, [records it came from])}``. ``verify`` (optional) returns a line of the
+    claims it asserted on the records, printed after drawing.
+    """
+
+    name: str
+    stems: tuple
+    record: str
+    draw: Callable[[dict], dict]
+    verify: Callable[[dict], str] | None = None
+
+
+GROUPS: list[FigureGroup] = []  # one entry per chapter group past Step 6, appended below its figure functions

@@ -9,14 +9,15 @@ and writes a manifest saying which run made each figure: k, b, backend, host, co
 
 from __future__ import annotations
 
+import importlib
 import json
 import time
 from pathlib import Path
 
 import matplotlib as mpl
 
-from dpviz.figures import draw_all
-from dpviz.records import provenance
+from dpviz.figures import GROUPS, FigureGroup, draw_all
+from dpviz.records import load, provenance
 from dpviz.records.figure_set import Inputs, load_inputs, save_inputs
 
 
@@ -34,11 +35,16 @@ def regenerate(out="figures", *, quick: bool = False, progress: bool = True, rec
 
         inputs = record_inputs(quick=quick, progress=progress)
         save_inputs(inputs, out / "records")
+        chapters = {group.name: _record_group(group, out / "records", quick, progress) for group in GROUPS}
     else:
         inputs = load_inputs(records)
+        chapters = {group.name: {stem: load(Path(records) / stem) for stem in group.stems} for group in GROUPS}
     recorded = time.perf_counter() - start
     written, manifest = [], {}
-    for name, (fig, sources) in draw_all(inputs).items():
+    drawn = draw_all(inputs)
+    for group in GROUPS:
+        drawn.update(group.draw(chapters[group.name]))
+    for name, (fig, sources) in drawn.items():
         for suffix in ("png", "svg"):
             path = out / f"{name}.{suffix}"
             with mpl.rc_context({"svg.hashsalt": name}):  # stable element ids: an unchanged figure, an unchanged file
@@ -49,9 +55,23 @@ def regenerate(out="figures", *, quick: bool = False, progress: bool = True, rec
     (out / "MANIFEST.md").write_text(manifest_markdown(manifest))
     total = time.perf_counter() - start
     print(verified(inputs))
+    for group in GROUPS:
+        if group.verify is not None:
+            print(group.verify(chapters[group.name]))
     print(f"wrote {len(written)} files for {len(manifest)} figures to {out}/ in {total:.1f} s "
           f"(recording {recorded:.1f} s, drawing {total - recorded:.1f} s) on {inputs.main.meta['cores']} cores")
     return written
+
+
+def _record_group(group: FigureGroup, folder: Path, quick: bool, progress: bool) -> dict:
+    """Run a chapter group's recording function (in dpviz.runs) and save what it returns under ``folder``."""
+    module, function = group.record.split(":")
+    records = getattr(importlib.import_module(module), function)(quick=quick, progress=progress)
+    if set(records) != set(group.stems):
+        raise RuntimeError(f"{group.record} returned records {sorted(records)}; group {group.name!r} declares {sorted(group.stems)}.")
+    for stem, record in records.items():
+        record.save(folder / stem)
+    return records
 
 
 def verified(inputs: Inputs) -> str:
