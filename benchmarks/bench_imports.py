@@ -1,0 +1,65 @@
+"""How long each chapter's first code cell (its imports) takes in a fresh interpreter.
+
+    .venv/bin/python benchmarks/bench_imports.py                  # this tree
+    .venv/bin/python benchmarks/bench_imports.py --tree OLD_TREE  # another checkout (e.g. a git worktree of an older commit)
+
+Drawing no longer imports torch, so a chapter whose first cell only draws starts faster. Each
+cell runs ``--repeats`` times in a new ``python`` process (the IPython magic line dropped, the
+matplotlib inline backend chosen as Jupyter would); the median wall time is printed, with
+whether torch ended up loaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def first_code_cell(path: Path) -> str:
+    nb = json.loads(path.read_text())
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            lines = "".join(cell["source"]).splitlines()
+            return "\n".join(line for line in lines if not line.lstrip().startswith("%"))
+    return ""
+
+
+def time_cell(code: str, tree: Path, repeats: int) -> tuple[float, bool]:
+    probe = ("import matplotlib; matplotlib.use('module://matplotlib_inline.backend_inline')\n" + code +
+             "\nimport sys; print('TORCH' if 'torch' in sys.modules else 'NOTORCH')")
+    times, torch_loaded = [], False
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = subprocess.run([sys.executable, "-c", probe], cwd=tree, capture_output=True, text=True,
+                             env={"PYTHONPATH": str(tree), "PATH": "/usr/bin:/bin", "MPLBACKEND": "agg"})
+        times.append(time.perf_counter() - start)
+        if out.returncode != 0:
+            raise RuntimeError(f"first cell failed in {tree}:\n{out.stderr[-2000:]}")
+        torch_loaded = "TORCH" in out.stdout.split()[-1]
+    return statistics.median(times), torch_loaded
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tree", default=str(ROOT), help="the checkout whose chapters and dpviz to time")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    tree = Path(args.tree).resolve()
+    print(f"first code cell of each chapter in {tree}, median of {args.repeats} fresh interpreters")
+    total = 0.0
+    for path in sorted((tree / "notebooks").glob("*.ipynb")):
+        seconds, torch_loaded = time_cell(first_code_cell(path), tree, args.repeats)
+        total += seconds
+        print(f"  {path.stem:32s} {seconds:6.2f} s   {'torch loaded' if torch_loaded else 'no torch'}")
+    print(f"  {'all chapters':32s} {total:6.2f} s")
+
+
+if __name__ == "__main__":
+    main()
