@@ -19,7 +19,9 @@ from dpviz.theory import landscape  # noqa: E402
 from dpviz.data import line_data  # noqa: E402
 from dpviz.data import LINE_START  # noqa: E402
 from dpviz.plots import step1, step2, step3  # noqa: E402
+from dpviz.records import load as load_shipped  # noqa: E402
 from dpviz.records.run import Run  # noqa: E402
+from dpviz.records.shipped import RECORDS_DIR, grid_name  # noqa: E402
 from dpviz.runs.training import record_run  # noqa: E402
 from dpviz.widgets.step1 import eta_widget, find  # noqa: E402
 from dpviz.widgets.step2 import batch_widget  # noqa: E402
@@ -245,8 +247,10 @@ def test_bad_step2_arguments_name_them(runs, kwargs, name):
 
 
 def test_a_run_without_per_example_gradients_is_refused():
+    shipped = load_shipped(RECORDS_DIR / grid_name(1, 4))  # a real line-model record, less its optional array
+    run = Run(shipped.meta, {name: a for name, a in shipped.arrays.items() if name != "example_grad"})
     with pytest.raises(ValueError, match="run must be a line-model Run"):
-        step2.plot_example_grads(Run({"k": 1, "steps": 1}, {}))
+        step2.plot_example_grads(run)
 
 
 # --- Step 3 figures ---
