@@ -14,9 +14,9 @@ import numpy as np
 from dpviz.checks import check_int
 
 LINE_SLOPE = 1.5      # the true w of the line data
-LINE_INTERCEPT = 0.5  # the true b of the line data
+LINE_INTERCEPT = 0.5  # the true intercept c of the line data
 LINE_NOISE = 0.4      # standard deviation of the vertical scatter
-LINE_START = (-1.0, 2.0)  # θ0 = (w, b) where the line model starts: far enough from the fit that the arrows are long
+LINE_START = (-1.0, 2.0)  # θ0 = (w, c) where the line model starts: far enough from the fit that the arrows are long
 
 
 def line_data(n: int = 512, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -28,6 +28,7 @@ from dpviz.plots.step2 import plot_example_grads
 from dpviz.plots.step3 import plot_big_average, plot_group_averages
 from dpviz.plots.step4 import plot_devices
 from dpviz.plots.step5 import plot_all_reduce, plot_parameter_server, plot_replica_params, plot_ring_schedule
+from dpviz.plots.style import SOURCE_NOTE_OFFSET
 from dpviz.plots.summary import plot_summary
 from dpviz.plots.timeline import plot_timelines
 from dpviz.records import BenchRecord, Run, Schedule
@@ -40,6 +41,21 @@ def _figure(figsize, ncols=1, **kwargs):
     return fig, axes
 
 
+def _stack_notes(axes, gap: float = 12) -> None:
+    """Side-by-side panels: each panel's source note one line lower than the last, so long notes never overlap.
+
+    A note that repeats the one before it word for word is dropped.
+    """
+    seen = []
+    for i, ax in enumerate(axes):
+        for note in [t for t in ax.texts if getattr(t, "xyann", None) == SOURCE_NOTE_OFFSET]:
+            if note.get_text() in seen:
+                note.remove()
+                continue
+            seen.append(note.get_text())
+            note.xyann = (SOURCE_NOTE_OFFSET[0], SOURCE_NOTE_OFFSET[1] - gap * (len(seen) - 1))
+
+
 def figure_step1_loss(eta: float = 0.1) -> Figure:
     """Step 1: the loss along one knob of the line model on all 512 points, the red dot, the arrow and a few steps."""
     x, y = line_data()
@@ -49,11 +65,12 @@ def figure_step1_loss(eta: float = 0.1) -> Figure:
 
 
 def figure_step2_gradients(run: Run, biased: Run) -> Figure:
-    """Step 2: per-example gradients and their mean, a random grab beside a biased one."""
+    """Step 2: per-example gradients and their mean, a random grab beside a biased one, each beside the whole data set's gradient."""
     x, y = line_data()
     fig, (a, b) = _figure((12, 5.2), 2)
-    plot_example_grads(run, ax=a)
+    plot_example_grads(run, ax=a, reference=landscape.full_grad(x, y, run.params[0, 0]))
     plot_example_grads(biased, ax=b, reference=landscape.full_grad(x, y, biased.params[0, 0]))
+    _stack_notes((a, b))
     return fig
 
 
@@ -62,6 +79,7 @@ def figure_step3_average_of_averages(run: Run) -> Figure:
     fig, (a, b) = _figure((12, 5.2), 2)
     plot_big_average(run, ax=a)
     plot_group_averages(run, ax=b)
+    _stack_notes((a, b))
     return fig
 
 
@@ -84,6 +102,7 @@ def figure_step5_replicas(run: Run, alone: Run) -> Figure:
     fig, (a, b) = _figure((12, 4.8), 2)
     plot_replica_params(run, ax=a)
     plot_replica_params(alone, ax=b)
+    _stack_notes((a, b))
     return fig
 
 

@@ -36,23 +36,23 @@ def torch_loss_grad(x, y, theta):
     model = LineModel(*map(float, theta))
     loss = mse(model(xt), yt)
     loss.backward()
-    return loss.item(), np.array([model.w.grad.item(), model.b.grad.item()])
+    return loss.item(), np.array([model.w.grad.item(), model.c.grad.item()])
 
 
 def torch_descent(x, y, *, eta, steps, start, knob=None):
     """The reference path: torch.optim.SGD on a LineModel, the frozen knob's gradient zeroed before each step."""
     xt, yt = _tensors(x, y)
     model = LineModel(*map(float, start))
-    params = [model.w, model.b]
+    params = [model.w, model.c]
     optimizer = torch.optim.SGD(params, lr=eta)
     thetas, losses, grads = [], [], []
     for step in range(steps + 1):
         optimizer.zero_grad()
         loss = mse(model(xt), yt)
         loss.backward()
-        thetas.append([model.w.item(), model.b.item()])
+        thetas.append([model.w.item(), model.c.item()])
         losses.append(loss.item())
-        grads.append([model.w.grad.item(), model.b.grad.item()])
+        grads.append([model.w.grad.item(), model.c.grad.item()])
         if step == steps:
             break
         if knob is not None:

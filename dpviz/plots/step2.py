@@ -1,6 +1,6 @@
 """Step 2: a mini-batch gradient is the mean of per-example gradients.
 
-For the two-knob line model every gradient is an arrow in the (∂L/∂w, ∂L/∂b)
+For the two-knob line model every gradient is an arrow in the (∂L/∂w, ∂L/∂c)
 plane. The grey arrows are the per-example gradients one rank recorded for its
 mini-batch (``run.example_grad``); the red arrow is the gradient that rank
 computed for the whole mini-batch (``run.local_grad``), which is their mean::
@@ -57,7 +57,7 @@ def dashed_arrow(ax, tip, *, gid: str, color=SLATE):
 
 
 def gradient_plane(ax, points, *, fontsize: float = 10) -> None:
-    """Label the (∂L/∂w, ∂L/∂b) plane, draw faint zero lines, and make room for ``points`` and the origin."""
+    """Label the (∂L/∂w, ∂L/∂c) plane, draw faint zero lines, and make room for ``points`` and the origin."""
     ax.axhline(0, color="#d8d8d8", linewidth=0.8, zorder=0)
     ax.axvline(0, color="#d8d8d8", linewidth=0.8, zorder=0)
     points = np.vstack([np.zeros((1, 2)), np.asarray(points, dtype=float).reshape(-1, 2)])
@@ -68,7 +68,7 @@ def gradient_plane(ax, points, *, fontsize: float = 10) -> None:
     ax.margins(0.08)
     ax.autoscale_view()
     ax.set_xlabel("∂L/∂w  (slope along knob w)", fontsize=fontsize)
-    ax.set_ylabel("∂L/∂b  (slope along knob b)", fontsize=fontsize)
+    ax.set_ylabel("∂L/∂c  (slope along knob c)", fontsize=fontsize)
     ax.tick_params(labelsize=fontsize - 1)
 
 

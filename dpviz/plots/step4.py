@@ -107,7 +107,7 @@ class DeviceBoxes:
         (a["axis_b"],) = ax.plot([x0 + 0.5, x0 + 0.5], [c - 0.15, c + 0.15], color="#cccccc", lw=0.8)
         if i == 0:  # the axes of every gradient panel are the same; naming them once keeps the redraw fast
             a["name_w"] = ax.text(x0 + 0.88, c + 0.01, "∂L/∂w", ha="right", va="bottom", fontsize=9, color=SLATE)
-            a["name_b"] = ax.text(x0 + 0.52, c + 0.15, "∂L/∂b", ha="left", va="top", fontsize=9, color=SLATE)
+            a["name_b"] = ax.text(x0 + 0.52, c + 0.15, "∂L/∂c", ha="left", va="top", fontsize=9, color=SLATE)
         a["arrow"] = ax.quiver([x0 + 0.5], [c], [0.0], [0.0], angles="uv", scale_units="width", scale=1.0,
                                color=GREY, width=0.006, zorder=4)
         a["arrow"].set_gid(f"local-{i}")
@@ -155,13 +155,13 @@ class DeviceBoxes:
             g = run.local_grad[step, i]
             a["label"].set_text(f"rank {i}: {len(mine)} examples")
             if line:
-                w, b = run.params[step, i]
-                a["theta"].set_text(f"θ = (w {w:+.3f}, b {b:+.3f})")
+                w, c = run.params[step, i]
+                a["theta"].set_text(f"θ = (w {w:+.3f}, c {c:+.3f})")
                 a["slice"].set_offsets(np.column_stack(self._to_panel(i, run.x[mine, 0], run.y[mine, 0])))
                 theirs = rows[run.example_rank != i]
                 a["others"].set_offsets(np.column_stack(self._to_panel(i, run.x[theirs, 0], run.y[theirs, 0])))
                 xs = np.array(X_RANGE)
-                a["line"].set_data(*self._to_panel(i, xs, w * xs + b))
+                a["line"].set_data(*self._to_panel(i, xs, w * xs + c))
                 a["rows"].set_visible(False)
             else:
                 a["theta"].set_text(f"θ digest {run.param_digest[step, i].decode()[:10]}…")

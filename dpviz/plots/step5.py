@@ -169,7 +169,7 @@ class AllReduceFunnel:
 def plot_replica_params(run, *, ax=None, knob: int = 0):
     """Draw parameter ``knob`` of every replica over the steps, one line per rank. Returns the Axes.
 
-    For the line model knob 0 is w and knob 1 is b. Lines of the same colour and
+    For the line model knob 0 is the slope w and knob 1 the intercept c. Lines of the same colour and
     decreasing width: replicas that agree draw as one nested stripe, replicas
     that drift fan out.
     """
@@ -179,7 +179,7 @@ def plot_replica_params(run, *, ax=None, knob: int = 0):
     params = run.params  # (steps + 1, k, P)
     if not 0 <= knob < params.shape[2]:
         raise ValueError(f"knob must be an integer from 0 to {params.shape[2] - 1} for this run; got {knob}.")
-    name = ("w", "b")[knob] if run.meta["model"] == "line" else f"θ[{knob}]"
+    name = ("w", "c")[knob] if run.meta["model"] == "line" else f"θ[{knob}]"
     k = run.k
     steps = np.arange(params.shape[0])
     widths = np.linspace(7.0, 1.5, k) if k > 1 else [2.0]

@@ -30,7 +30,10 @@ def get_ax(ax=None):
     return ax if ax is not None else plt.gca()
 
 
+SOURCE_NOTE_OFFSET = (0, -40)  # points from the Axes' lower left corner to a source note
+
+
 def source_note(ax, text: str) -> None:
     """Write which run (or which model) a figure came from, small, under the Axes."""
-    ax.annotate(text, xy=(0, 0), xycoords="axes fraction", xytext=(0, -40), textcoords="offset points",
+    ax.annotate(text, xy=(0, 0), xycoords="axes fraction", xytext=SOURCE_NOTE_OFFSET, textcoords="offset points",
                 fontsize=8, color=SLATE, ha="left", va="top")

@@ -5,7 +5,7 @@ identical); each copy's gradient on its slice as a grey arrow g_i; the all-reduc
 them into one red arrow ḡ, which every rank receives; and every copy stepping by that same arrow
 to the same new θ. The small bar in the corner is one step's measured time: lavender compute,
 coral sync, the price of keeping the copies in step. For the line model (P = 2) every arrow
-is drawn in the (w, b) plane, at one common scale::
+is drawn in the (w, c) plane, at one common scale::
 
     run = record_run(model="line", k=4, b=8, steps=3)
     plot_summary(run, step=0)
@@ -72,7 +72,7 @@ def plot_summary(run, *, step: int = 0, ax=None, fontsize: float = 11):
     ax.text(RADIUS + 0.2, Y_MEAN + 0.35, r"$\bar g = \frac{1}{k}\,\sum_i\, g_i$", fontsize=fontsize + 3, color=RED,
             ha="left", va="center")
     ax.text(RADIUS + 0.2, Y_MEAN - 0.4, f"equals the big-batch gradient\n(relative error {run.big_batch_rel_err()[step]:.0e}); "
-                                        "arrows in the (w, b) plane",
+                                        "arrows in the (∂L/∂w, ∂L/∂c) plane",
             fontsize=fontsize - 1, color=INK, ha="left", va="center")
     _arrow(ax, (0, Y_REDUCE - 0.45), (0, Y_MEAN + RADIUS), RED)
 

@@ -1,7 +1,8 @@
 """The two built-in models, in PyTorch's vocabulary.
 
-* :class:`LineModel` has exactly two knobs, ``w`` and ``b``, so every gradient is
-  an arrow in the (w, b) plane.
+* :class:`LineModel` has exactly two knobs, the slope ``w`` and the intercept ``c``, so
+  every gradient is an arrow in the (w, c) plane. (The intercept is ``c``, not the usual
+  ``b``, because the notes use b for the batch size.)
 * :class:`MLP` has a size you choose, so its gradient can be big enough for the
   all-reduce to take measurable time.
 """
@@ -12,24 +13,24 @@ import torch
 from torch import nn
 
 from dpviz.checks import check_choice, check_int
-from dpviz.data import LINE_START  # θ0 = (w, b); numpy-only, so dpviz.theory can use it without torch
+from dpviz.data import LINE_START  # θ0 = (w, c); numpy-only, so dpviz.theory can use it without torch
 
 MODELS = ("line", "mlp")
 
 
 class LineModel(nn.Module):
-    """f(x; θ) = w·x + b with θ = (w, b)."""
+    """f(x; θ) = w·x + c with θ = (w, c): slope w, intercept c."""
 
-    def __init__(self, w: float = LINE_START[0], b: float = LINE_START[1]):
+    def __init__(self, w: float = LINE_START[0], c: float = LINE_START[1]):
         super().__init__()
         self.w = nn.Parameter(torch.tensor([w]))
-        self.b = nn.Parameter(torch.tensor([b]))
+        self.c = nn.Parameter(torch.tensor([c]))
 
     def forward(self, x):  # x: (B, 1) -> (B, 1)
-        return x * self.w + self.b
+        return x * self.w + self.c
 
     def __repr__(self):
-        return f"LineModel(w={self.w.item():.4g}, b={self.b.item():.4g})"
+        return f"LineModel(w={self.w.item():.4g}, c={self.c.item():.4g})"
 
 
 class MLP(nn.Sequential):

@@ -1,10 +1,10 @@
 """The loss landscape of the line model, and gradient descent on one machine (Step 1).
 
 Numpy only: no torch here, so the figures and sliders of Step 1 load without it.
-The line model is f(x; θ) = w·x + b with θ = (w, b), and its loss on the whole
+The line model is f(x; θ) = w·x + c with θ = (w, c) (slope w, intercept c), and its loss on the whole
 data set is the mean squared error
 
-    L(θ) = mean((w·x + b − y)²),   ∇θL = (mean(2·r·x), mean(2·r))   with r = w·x + b − y,
+    L(θ) = mean((w·x + c − y)²),   ∇θL = (mean(2·r·x), mean(2·r))   with r = w·x + c − y,
 
 the same MSE that :class:`dpviz.runs.models.LineModel` with
 :func:`dpviz.runs.training.mse` computes in torch. Here it is written in closed
@@ -29,8 +29,8 @@ import numpy as np
 from dpviz.checks import check_choice, check_int, check_real
 from dpviz.data import LINE_START
 
-KNOBS = (0, 1)            # positions in θ = (w, b)
-KNOB_NAMES = ("w", "b")
+KNOBS = (0, 1)            # positions in θ = (w, c)
+KNOB_NAMES = ("w", "c")  # slope, intercept (c, because b is the batch size)
 OVERSHOOT_VIEW = 4.0    # the default view holds descent steps whose loss is up to this many times the start's
 _CHUNK = 1 << 20        # loss_along forms at most about this many residuals at once
 
@@ -50,7 +50,7 @@ def _data(x, y) -> tuple[np.ndarray, np.ndarray]:
 def _theta(name: str, theta) -> np.ndarray:
     theta = np.asarray(theta, dtype=np.float32).reshape(-1)
     if theta.shape != (2,) or not np.isfinite(theta).all():
-        raise ValueError(f"{name} must be two finite numbers (w, b) for the line model; got {theta.tolist()}.")
+        raise ValueError(f"{name} must be two finite numbers (w, c) for the line model; got {theta.tolist()}.")
     return theta
 
 
@@ -60,7 +60,7 @@ def _knob(knob) -> int:
 
 
 def _loss_grad(x: np.ndarray, y: np.ndarray, theta: np.ndarray) -> tuple[float, np.ndarray]:
-    """L(θ) = mean(r²) and ∇θL = (mean(2·r·x), mean(2·r)), r = w·x + b − y, in float64."""
+    """L(θ) = mean(r²) and ∇θL = (mean(2·r·x), mean(2·r)), r = w·x + c − y, in float64."""
     r = theta[0] * x + theta[1] - y
     return np.mean(r * r), np.array([2.0 * np.mean(r * x), 2.0 * np.mean(r)])
 
@@ -72,9 +72,9 @@ def _float32(a) -> np.ndarray:
 
 
 def loss_along(x, y, theta, *, knob: int = 0, values) -> np.ndarray:
-    """The loss L(θ) on all of (x, y) as one knob of θ = (w, b) takes each of ``values``, the other frozen.
+    """The loss L(θ) on all of (x, y) as one knob of θ = (w, c) takes each of ``values``, the other frozen.
 
-    ``knob`` is 0 for w, 1 for b. Returns float32 of the same length as ``values``.
+    ``knob`` is 0 for w, 1 for c. Returns float32 of the same length as ``values``.
     """
     x, y = _data(x, y)
     theta = _theta("theta", theta)
@@ -88,14 +88,14 @@ def loss_along(x, y, theta, *, knob: int = 0, values) -> np.ndarray:
     loss = np.empty(len(values))
     rows = max(1, _CHUNK // len(x))
     for i in range(0, len(values), rows):
-        w, b = thetas[i:i + rows, :1], thetas[i:i + rows, 1:]
-        r = w * x + b - y  # (rows, N)
+        w, c = thetas[i:i + rows, :1], thetas[i:i + rows, 1:]
+        r = w * x + c - y  # (rows, N)
         loss[i:i + rows] = np.mean(r * r, axis=1)
     return _float32(loss)
 
 
 def full_grad(x, y, theta) -> np.ndarray:
-    """∇θL of the whole data set at ``theta`` = (w, b), exactly: the direction a batch should estimate."""
+    """∇θL of the whole data set at ``theta`` = (w, c), exactly: the direction a batch should estimate."""
     x, y = _data(x, y)
     return _float32(_loss_grad(x, y, _theta("theta", theta).astype(np.float64))[1])
 
@@ -113,7 +113,7 @@ def descent_path(x, y, *, eta: float, steps: int, start=LINE_START, knob: int | 
     """``steps`` plain gradient-descent steps θ ← θ − η ∇θL on all of (x, y), from ``start``.
 
     The same steps ``torch.optim.SGD`` (no momentum) takes on the line model. With
-    ``knob`` (0 = w, 1 = b) only that knob moves and the other stays frozen, as in
+    ``knob`` (0 = w, 1 = c) only that knob moves and the other stays frozen, as in
     the notes' one-knob picture. Returns float32 arrays ``theta`` (steps+1, 2),
     ``loss`` (steps+1,) and ``grad`` (steps+1, 2): the state before each step and
     after the last. A too-large ``eta`` makes the loss grow; the numbers are kept as
@@ -139,8 +139,8 @@ def descent_path(x, y, *, eta: float, steps: int, start=LINE_START, knob: int | 
 class Step1Data:
     """What the Step 1 figure draws: the loss along one knob, θ, its gradient and a few steps."""
 
-    knob: int               # 0 = w, 1 = b: the knob on the horizontal axis
-    theta: np.ndarray       # (2,) the current θ = (w, b): the red dot
+    knob: int               # 0 = w, 1 = c: the knob on the horizontal axis
+    theta: np.ndarray       # (2,) the current θ = (w, c): the red dot
     values: np.ndarray      # (n,) knob values of the curve
     loss: np.ndarray        # (n,) the loss there, the other knob frozen at theta's value
     grad: np.ndarray        # (2,) ∇θL at theta, exact, on the whole data set
@@ -173,7 +173,7 @@ def knob_range(x, y, theta, *, knob: int = 0, margin: float = 0.5) -> tuple[floa
     theta = _theta("theta", theta)
     knob = _knob(knob)
     margin = check_real("margin", margin, low=0)
-    # along one knob the loss is a parabola with curvature mean(x²) (for w) or 1 (for b):
+    # along one knob the loss is a parabola with curvature mean(x²) (for w) or 1 (for c):
     # its minimum is one Newton step from θ (none if x is all zero and the knob is w: L is flat in w)
     curvature = float(np.mean(x * x)) if knob == 0 else 1.0
     slope = float(_loss_grad(x, y, theta.astype(np.float64))[1][knob])

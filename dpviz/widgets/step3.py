@@ -56,7 +56,7 @@ def average_widget(run, *, step: int = 0, k: int | None = None, b: int | None = 
     right.set_ylabel("")
     for ax in (left, right):
         ax.set_xlabel("∂L/∂w")
-    left.set_ylabel("∂L/∂b")
+    left.set_ylabel("∂L/∂c")
     find(left, NOTE_GID).remove()  # one note for both panels, starting under the left one
     run_note(left, run, f"step {step}; the groups are formed here from its per-example gradients")
     fig.subplots_adjust(left=0.07, right=0.98, bottom=0.2, top=0.86, wspace=0.06)  # fixed: titles change length
