@@ -11,7 +11,9 @@ sentence naming it and exit status 2.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 import time
 from dataclasses import fields
 
@@ -59,7 +61,7 @@ def _add_record(p) -> None:
     p.add_argument("--mean", default=defaults["mean"], help="plain or weighted, for unequal shards (default %(default)s)")
     p.add_argument("--sampling", default=defaults["sampling"], help="random or biased (default %(default)s)")
     p.add_argument("--backend", default=defaults["backend"], help="auto, gloo or nccl (default %(default)s)")
-    p.add_argument("--timeout", type=float, default=defaults["timeout"], help="seconds (default %(default)s)")
+    p.add_argument("--timeout", type=float, default=defaults["timeout"], help="seconds a rank may go without finishing a step (default %(default)s)")
     p.add_argument("--threads", type=int, help="intra-op threads per rank (default: the cores shared evenly)")
     p.add_argument("--out", help="save the record as OUT.npz and OUT.json")
     p.set_defaults(func=_record)
@@ -75,6 +77,7 @@ def _int_list(text: str) -> tuple:
 def _record(args) -> None:
     from dpviz.runs.training import TrainConfig, record_run
 
+    check_out(args.out)
     config = TrainConfig(
         k=args.k, b=args.b, global_batch=args.global_batch, steps=args.steps, model=args.model, width=args.width,
         depth=args.depth, optimizer=args.optimizer, lr=args.lr, seed=args.seed, all_reduce=not args.no_all_reduce,
@@ -88,6 +91,20 @@ def _record(args) -> None:
     if args.out:
         path = run.save(args.out)
         print(f"saved {path}.npz and {path}.json")
+
+
+def check_out(out: str | None) -> None:
+    """Refuse an --out whose folder cannot be written, before any rank starts (its parents are created)."""
+    if not out:
+        return
+    folder = os.path.dirname(os.path.abspath(out))
+    try:
+        os.makedirs(folder, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".dpviz-write-check-"):
+            pass
+    except OSError as e:
+        reason = e.strerror or type(e).__name__
+        raise ValueError(f"--out {out!r} cannot be written: no file can be made in its folder {folder!r} ({reason}).") from None
 
 
 def report(run, seconds: float) -> str:
@@ -126,6 +143,7 @@ def _add_bench(p) -> None:
 def _bench(args) -> None:
     from dpviz.runs.bench import BenchConfig, log_sizes, run_sweep
 
+    check_out(args.out)
     config = BenchConfig(
         ks=tuple(args.ks), sizes=log_sizes(args.min_bytes, args.max_bytes, args.points),
         impls=tuple(args.impls), repeats=args.repeats, backend=args.backend,

@@ -26,3 +26,34 @@ def hang_on_rank(rank, world_size, bad_rank):
         time.sleep(3600)
     report_progress(0)
     dist.barrier()
+
+
+def steady(rank, world_size, steps, pause):
+    """Reports a step every ``pause`` seconds, with an all-reduce each step: a healthy run of steps * pause seconds."""
+    t = torch.zeros(1)
+    for step in range(steps):
+        time.sleep(pause)
+        dist.all_reduce(t)
+        report_progress(step)
+    return {"rank": rank, "steps": steps}
+
+
+def stop_reporting(rank, world_size, bad_rank, stop_after, steps, pause):
+    """No collectives: every rank reports ``steps`` steps, except ``bad_rank``, which goes silent after ``stop_after``."""
+    for step in range(steps):
+        if rank == bad_rank and step > stop_after:
+            time.sleep(3600)
+        report_progress(step)
+        time.sleep(pause)
+    return rank
+
+
+def forever(rank, world_size, marker=None):
+    """Reports a step every 10 ms until killed: stands for a long live run. Touches ``marker.<rank>`` once running."""
+    if marker is not None:
+        open(f"{marker}.{rank}", "w").close()
+    step = 0
+    while True:
+        report_progress(step)
+        step += 1
+        time.sleep(0.01)

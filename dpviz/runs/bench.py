@@ -47,7 +47,7 @@ class BenchConfig:
     repeats: int = 10  # timed calls per (k, M, impl)
     warmup: int = 2  # untimed calls per (k, M, impl), before the timed ones
     backend: str = "gloo"  # "gloo", "nccl" or "auto", as in launch()
-    timeout: float = 120.0  # seconds, per process group, start-up included
+    timeout: float = 120.0  # stall timeout: seconds a rank may go without finishing a message size
 
     def __post_init__(self):
         self.ks = tuple(check_int("ks", k, low=1, high=1024) for k in _as_tuple("ks", self.ks))

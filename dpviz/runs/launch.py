@@ -151,8 +151,10 @@ def launch(
     k = check_int("k", k, low=1, high=1024)
     if timeout is not None and stall_timeout is not None:
         raise TypeError("pass stall_timeout or its older name timeout, not both.")
-    stall_timeout = STALL_TIMEOUT if stall_timeout is None and timeout is None else stall_timeout or timeout
-    stall_timeout = check_real("timeout" if timeout is not None else "stall_timeout", stall_timeout, low=0, low_open=True)
+    if timeout is not None:
+        stall_timeout = check_real("timeout", timeout, low=0, low_open=True)
+    else:
+        stall_timeout = check_real("stall_timeout", STALL_TIMEOUT if stall_timeout is None else stall_timeout, low=0, low_open=True)
     start_timeout = check_real("start_timeout", start_timeout, low=0, low_open=True)
     if deadline is not None:
         deadline = check_real("deadline", deadline, low=0, low_open=True)
@@ -170,7 +172,8 @@ def launch(
         payload = pickle.dumps((worker, args), protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as e:
         raise TypeError(
-            f"worker and args must pickle, so worker must be a top-level function of an importable module; got {e}"
+            f"worker and args must pickle, so worker must be a top-level function of an importable module; "
+            f"pickling failed with {type(e).__name__}: {e}"
         ) from None
 
     _sweep_stale_dirs()
@@ -322,7 +325,7 @@ def _wait(procs, outdir, state, stall_timeout, start_allowance, deadline, bar) -
         if deadline is not None and now - begin > deadline:
             behind = min(steps[r] for r in running)
             named = [r for r in running if steps[r] == behind]
-            raise RankTimeout(named, _deadline_message(named, running, steps, deadline), steps)
+            raise RankTimeout(named, _deadline_message(named, steps, deadline), steps)
         time.sleep(0.02)
 
 
@@ -341,14 +344,13 @@ def _stall_message(named, steps, phases, seconds) -> str:
     return f"{_ranks_words(named)} stalled: no progress for {seconds:g} s, {where}{_others(named, steps)}."
 
 
-def _deadline_message(named, running, steps, deadline) -> str:
+def _deadline_message(named, steps, deadline) -> str:
     step = steps[named[0]]
-    where = "before its first step" if step < 0 else f"after step {step}"
-    still = f"{len(running)} of {len(steps)} ranks were still running"
-    return f"{_ranks_words(named)} still running at the deadline of {deadline:g} s, last {where} ({still}){_others(named, steps, brackets=False)}."
+    where = "having reported no step" if step < 0 else f"last at step {step}"
+    return f"{_ranks_words(named)} still running at the deadline of {deadline:g} s, {where}{_others(named, steps)}."
 
 
-def _others(named, steps, brackets=True) -> str:
+def _others(named, steps) -> str:
     """Where the ranks that are not named got to, e.g. " (ranks 0, 1, 3 reached step 57)"."""
     groups = {}
     for r, step in enumerate(steps):
@@ -360,7 +362,7 @@ def _others(named, steps, brackets=True) -> str:
         f"{_ranks_words(ranks)} reported no step" if step < 0 else f"{_ranks_words(ranks)} reached step {step}"
         for step, ranks in sorted(groups.items(), reverse=True)
     ]
-    return f" ({'; '.join(parts)})" if brackets else f"; {'; '.join(parts)}"
+    return f" ({'; '.join(parts)})"
 
 
 def _reap(procs) -> None:

@@ -63,7 +63,7 @@ class TrainConfig:
     mean: str = "plain"              # "plain" (1/k Σ g_i) or "weighted" (Σ b_i g_i / Σ b_i)
     sampling: str = "random"         # "random", or "biased": every example of one kind only (x >= 0; line model)
     backend: str = "auto"            # "auto", "gloo" or "nccl"
-    timeout: float = 60.0            # seconds for the whole run, process start included
+    timeout: float = 60.0            # stall timeout: seconds a rank may go without finishing a step (start-up: 120 s)
     global_batch: int | None = None  # examples per step in all; if set, b = global_batch / k (must split evenly)
     threads: int | None = None       # intra-op threads per rank; None: the cores shared evenly (1 for timing studies)
 

@@ -1,0 +1,187 @@
+"""A class running the same chapter cell at the same moment: 8 Jupyter kernels, one live run each.
+
+    .venv/bin/python benchmarks/bench_classroom.py              # 8 kernels, k = 2 each
+    .venv/bin/python benchmarks/bench_classroom.py --kernels 4
+
+No Jupyter server: each student is a python3 kernel of this environment started with
+jupyter_client, on local sockets in a temporary folder. Every kernel first imports
+dpviz (the chapter's set-up cell), then all of them are sent the chapter's live run
+``record_run(k=2, b=8, steps=5)`` at once, so 2 x 8 ranks start, meet and train
+together on this machine's cores.
+
+Checks, each an assertion:
+
+* every kernel's run completes and its record passes ``run.check()`` (a port taken
+  by a neighbour's run, or any other failure, shows up here with its message);
+* no kernel has a rank or any other child left afterwards (multiprocessing's
+  resource tracker, which lives as long as its kernel, excepted), and once the
+  kernels are shut down nothing they started is still running (psutil).
+
+Prints the machine (cores, load average), the wall time from sending the cells to
+the last reply, and each kernel's own time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+SETUP = "from dpviz.runs.training import record_run\n"
+LIVE_RUN = "run = record_run(k=2, b=8, steps=5)\nprint('CHECK', run.check())\n"
+
+
+def alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def leftovers(pid: int) -> list[str]:
+    """A kernel's live descendants, the resource tracker excepted."""
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    left = []
+    for p in children:
+        try:
+            cmd = " ".join(p.cmdline())
+        except psutil.Error:
+            continue
+        if alive(p) and "resource_tracker" not in cmd:
+            left.append(f"{p.pid} {cmd[:100]}")
+    return left
+
+
+class Student:
+    """One kernel, as one student's open notebook."""
+
+    def __init__(self, i: int, folder: Path):
+        from jupyter_client.manager import KernelManager
+
+        self.i = i
+        self.km = KernelManager(kernel_name="python3", transport="ipc", ip=str(folder / f"kernel{i}-ipc"))
+        self.km.start_kernel(cwd=str(ROOT))
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.pid = self.km.provisioner.process.pid
+        self.seen: dict[int, tuple[psutil.Process, str]] = {}  # every descendant seen, with its command line
+
+    def remember(self) -> None:
+        try:
+            children = psutil.Process(self.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return
+        for p in children:
+            if p.pid not in self.seen:
+                try:
+                    self.seen[p.pid] = (p, " ".join(p.cmdline()))
+                except psutil.Error:
+                    pass
+
+    def send(self, code: str) -> str:
+        return self.kc.execute(code, allow_stdin=False)
+
+    def reply(self, msg_id: str, timeout: float) -> dict:
+        """Wait for the reply to ``msg_id``; collect its printed text and error."""
+        out, error = [], None
+        end = time.monotonic() + timeout
+        while True:
+            msg = self.kc.get_iopub_msg(timeout=max(1.0, end - time.monotonic()))
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "stream":
+                out.append(content["text"])
+            elif kind == "error":
+                error = f"{content['ename']}: {content['evalue']}"
+            elif kind == "status" and content["execution_state"] == "idle":
+                done = msg["header"]["date"]  # when the kernel finished, not when this loop read it
+                break
+        return {"text": "".join(out), "error": error, "done": done.timestamp() if hasattr(done, "timestamp") else time.time()}
+
+    def close(self) -> None:
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=True)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kernels", type=int, default=8, help="students, one kernel each (default 8)")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds allowed for the live runs")
+    args = parser.parse_args(argv)
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    print(f"{cores} cores, load average {os.getloadavg()[0]:.2f}; {args.kernels} kernels x 2 ranks", flush=True)
+    with tempfile.TemporaryDirectory(prefix="dpviz-bench-classroom-") as tmp:
+        begin = time.perf_counter()
+        students = []
+        try:
+            for i in range(args.kernels):
+                students.append(Student(i, Path(tmp)))
+            for s in students:
+                s.kc.wait_for_ready(timeout=300)
+            setups = [(s, s.send(SETUP)) for s in students]
+            for s, msg_id in setups:
+                r = s.reply(msg_id, timeout=300)
+                assert r["error"] is None, f"kernel {s.i}: set-up failed: {r['error']}"
+            print(f"kernels started and dpviz imported in {time.perf_counter() - begin:.1f} s", flush=True)
+
+            watching = threading.Event()
+            watcher = threading.Thread(target=_watch, args=(students, watching), daemon=True)
+            watcher.start()
+            start = time.time()
+            sent = [(s, s.send(LIVE_RUN)) for s in students]  # the whole class presses Shift+Enter
+            results = []
+            try:
+                for s, msg_id in sent:
+                    results.append((s, s.reply(msg_id, timeout=args.timeout)))
+            finally:
+                watching.set()
+                watcher.join()
+            wall = max(r["done"] for _, r in results) - start
+
+            failed = [f"kernel {s.i}: {r['error']}" for s, r in results if r["error"] or "CHECK" not in r["text"]]
+            collisions = [f"kernel {s.i}" for s, r in results if "address already in use" in (r["error"] or "").lower()]
+            assert not collisions, f"port collision in {collisions}"
+            assert not failed, "live runs failed:\n" + "\n".join(failed)
+            for s, r in results:
+                print(f"  kernel {s.i}: done {r['done'] - start:5.1f} s after the cells were sent", flush=True)
+            left = {s.i: leftovers(s.pid) for s in students}
+            left = {i: v for i, v in left.items() if v}
+            assert not left, f"processes left running in kernels: {left}"
+            ranks_seen = sum(1 for s in students for _, cmd in s.seen.values() if "spawn_main" in cmd)
+        finally:
+            for s in students:
+                s.close()
+        survivors = [p for s in students for p, _ in s.seen.values() if alive(p)]
+        for p in survivors:  # started by this benchmark's kernels: never leave them behind
+            p.kill()
+        assert not survivors, f"still running after the kernels were shut down: {[p.pid for p in survivors]}"
+
+    print(f"{args.kernels} live runs (k=2, b=8, steps=5) started at once: all completed and checked, "
+          f"no port collision, nothing left running")
+    print(f"wall time from sending the cells to the last reply: {wall:.1f} s "
+          f"({ranks_seen} rank processes seen; load average now {os.getloadavg()[0]:.2f})")
+    return 0
+
+
+def _watch(students, stop: threading.Event) -> None:
+    """Remember every process the kernels start while the runs go on (ranks live only seconds)."""
+    while not stop.is_set():
+        for s in students:
+            s.remember()
+        stop.wait(0.1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
