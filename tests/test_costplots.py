@@ -272,7 +272,7 @@ def test_plot_speedup_draws_ideal_links_and_measured_points(runs):
 
 
 def test_plot_allreduce_times_draws_points_and_fitted_lines(bench):
-    fig, ax = _draw_isolated(lambda ax: plot_allreduce_times(bench, ax=ax))
+    fig, ax = _draw_isolated(lambda ax: plot_allreduce_times(bench, timing.fit_lines(bench), ax=ax))
     assert len(ax.containers) == 1  # one errorbar set per k
     points = ax.containers[0].lines[0]
     np.testing.assert_allclose(points.get_ydata(), bench.median)
@@ -288,9 +288,24 @@ def test_plot_allreduce_times_draws_points_and_fitted_lines(bench):
     plt.close(fig)
 
 
+def test_plot_allreduce_times_draws_the_fits_it_is_given_and_fits_nothing(bench, monkeypatch):
+    lines = timing.fit_lines(bench, ("ring",))
+    monkeypatch.setattr(type(bench), "fit", lambda *a, **k: pytest.fail("the plot fitted"))
+    monkeypatch.setattr(timing, "fit_lines", lambda *a, **k: pytest.fail("the plot fitted"))
+    fig, ax = plt.subplots()
+    plot_allreduce_times(bench, lines, ax=ax)
+    (line,) = _with_gid(ax.lines, f"{bench_plot.GIDS['fit']}:ring")
+    np.testing.assert_array_equal(line.get_ydata(), lines["ring"].seconds[2])
+    assert not _with_gid(ax.lines, f"{bench_plot.GIDS['fit']}:notes")
+    with pytest.raises(TypeError, match="fits must be the dict timing.fit_lines"):
+        plot_allreduce_times(bench, ("notes", "ring"), ax=ax)
+    plt.close(fig)
+
+
 def test_plot_summary_shows_k_copies_arrows_and_the_shared_red_arrow(line_run):
     step = 1
-    fig, ax = _draw_isolated(lambda ax: plot_summary(line_run, step=step, ax=ax))
+    times = timing.step_times(line_run)
+    fig, ax = _draw_isolated(lambda ax: plot_summary(line_run, times, step=step, ax=ax))
     quivers = {q.get_gid(): q for q in ax.collections if q.get_gid()}
     grey, red = quivers[summary_plot.GIDS["local"]], quivers[summary_plot.GIDS["reduced"]]
     assert grey.N == line_run.k
@@ -307,7 +322,7 @@ def test_plot_summary_shows_k_copies_arrows_and_the_shared_red_arrow(line_run):
     assert sum(f"θ = ({w:.3f}, {b:.3f})" in t for t in texts) == line_run.k  # every copy lands on the same θ
     (compute,) = _with_gid(ax.patches, summary_plot.GIDS["compute"])
     (comm,) = _with_gid(ax.patches, summary_plot.GIDS["comm"])
-    times = timing.measured_step_times({4: line_run})[4]
+    assert times == timing.measured_step_times({4: line_run})[4]
     assert compute.get_width() / comm.get_width() == pytest.approx(times.t_compute / times.t_comm)
     assert comm.get_facecolor()[:3] == pytest.approx(matplotlib.colors.to_rgb(summary_plot.CORAL))
     plt.close(fig)
@@ -315,17 +330,32 @@ def test_plot_summary_shows_k_copies_arrows_and_the_shared_red_arrow(line_run):
 
 def test_plot_summary_rejects_a_run_it_cannot_draw(runs, line_run):
     with pytest.raises(ValueError, match="run must be a line-model run"):
-        plot_summary(runs[2])
+        plot_summary(runs[2], timing.step_times(runs[2]))
     with pytest.raises(ValueError, match="step"):
-        plot_summary(line_run, step=5)
+        plot_summary(line_run, timing.step_times(line_run), step=5)
+    with pytest.raises(TypeError, match="times must be the run's StepTimes"):
+        plot_summary(line_run, 0.5)
+
+
+def test_step_times_is_the_runs_median_step(runs, line_run):
+    assert timing.step_times(runs[2]) == timing.measured_step_times(runs)[2]
+    assert timing.step_times(line_run, warmup=5) == timing.measured_step_times({4: line_run}, warmup=1)[4]
+
+
+def test_measured_workload_is_the_k1_step_and_the_gradient_bytes(runs):
+    workload = timing.measured_workload(runs)
+    assert workload.t_compute == timing.measured_step_times(runs)[1].t_compute
+    assert workload.m == runs[1].local_grad.shape[-1] * 4 == timing.grad_bytes(runs[2])
+    with pytest.raises(ValueError, match="k=1"):
+        timing.measured_workload({2: runs[2]})
 
 
 def test_every_plot_works_without_an_axes(runs, bench, line_run):
     draws = [
         lambda: plot_timelines(timing.timeline_rows(t_compute=1.0, t_comm=0.1)),
         lambda: plot_speedup(timing.speedup_curves(np.arange(1, 9), t_compute=1.0, m=1e6), log=False),
-        lambda: plot_allreduce_times(bench),
-        lambda: plot_summary(line_run),
+        lambda: plot_allreduce_times(bench, timing.fit_lines(bench)),
+        lambda: plot_summary(line_run, timing.step_times(line_run)),
     ]
     for draw in draws:
         fig = plt.figure()

@@ -3,11 +3,11 @@
 Points are the median time of ``dist.all_reduce`` over the repeats of a benchmark, with bars from
 the 25th to the 75th percentile. Lines are the cost model with alpha and beta fitted to those
 points: solid for the ring all-reduce, dashed for the notes' formula (which prices only a
-reduce-scatter, so its fitted beta comes out half the ring's). The fits come from
-:func:`dpviz.theory.timing.fit_lines`::
+reduce-scatter, so its fitted beta comes out half the ring's). The fits are made by the caller,
+with :func:`dpviz.theory.timing.fit_lines`; this module only draws them::
 
-    plot_allreduce_times(bench)                                      # fits the notes' formula and the ring
-    plot_allreduce_times(bench, fits=timing.fit_lines(bench, ("ring", "halving_doubling")))
+    plot_allreduce_times(bench, timing.fit_lines(bench))             # the notes' formula and the ring
+    plot_allreduce_times(bench, timing.fit_lines(bench, ("ring", "halving_doubling")))
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.lines import Line2D
 
-from dpviz.theory import timing
 from dpviz.plots.style import INK, MEASURED_NOTE, MODELED_NOTE, get_ax, source_note
 
 GIDS = {"points": "bench.points", "fit": "bench.fit"}
@@ -37,15 +36,17 @@ def fit_words(fit) -> str:
     return f"α = {fit.alpha * 1e6:.3g} µs, β = {beta} GB/s, median error {fit.median_rel_err:.0%}"
 
 
-def plot_allreduce_times(bench, *, ax=None, fits=("notes", "ring"), impl: str = "all_reduce",
-                         fontsize: float = 11, note: str | None = None):
+def plot_allreduce_times(bench, fits, *, ax=None, impl: str = "all_reduce", fontsize: float = 11,
+                         note: str | None = None):
     """Draw a :class:`dpviz.records.BenchRecord`'s median all-reduce times on log-log axes, with fitted lines.
 
-    ``fits`` is a tuple of formula names (fitted here through :func:`dpviz.theory.timing.fit_lines`) or the
-    dict that function returns.
+    ``fits`` is what :func:`dpviz.theory.timing.fit_lines` returns for ``bench`` and ``impl``: a dict
+    {formula: FitLines}, one line style per formula.
     """
+    if not isinstance(fits, dict) or not all(hasattr(fl, "seconds") and hasattr(fl, "fit") for fl in fits.values()):
+        raise TypeError("fits must be the dict timing.fit_lines(bench) returns, {formula: FitLines}; "
+                        f"got {type(fits).__name__}.")
     ax = get_ax(ax)
-    lines = fits if isinstance(fits, dict) else timing.fit_lines(bench, fits, impl=impl)
     rows = np.asarray(bench.impl) == impl
     k, m = np.asarray(bench.k)[rows], np.asarray(bench.m)[rows]
     median, spread = np.asarray(bench.median)[rows], np.asarray(bench.spread)[rows]
@@ -59,13 +60,13 @@ def plot_allreduce_times(bench, *, ax=None, fits=("notes", "ring"), impl: str = 
         ax.errorbar(m[sel], median[sel], yerr=err, fmt="o", color=colour, markersize=7, capsize=3,
                     markerfacecolor="white" if shared else colour, markeredgewidth=1.6, zorder=4, gid=GIDS["points"],
                     label=f"k = {kk}, {MEASURED_NOTE}" + (f" (k > {cores} cores: ranks share cores)" if shared else ""))
-        for formula, fl in lines.items():
+        for formula, fl in fits.items():
             if kk in fl.seconds:
                 ax.plot(fl.m, fl.seconds[kk], color=colour, linestyle=FORMULA_STYLE.get(formula, ":"),
                         linewidth=2, gid=f"{GIDS['fit']}:{formula}", zorder=3)
 
     handles, labels = ax.get_legend_handles_labels()
-    for formula, fl in lines.items():
+    for formula, fl in fits.items():
         handles.append(Line2D([], [], color=INK, linestyle=FORMULA_STYLE.get(formula, ":"), linewidth=2))
         fitted = f" to k = {', '.join(map(str, fl.fitted_ks))}" if fl.fitted_ks and set(fl.fitted_ks) != set(fl.seconds) else ""
         labels.append(f"{FORMULA_WORDS.get(formula, formula)} ({MODELED_NOTE}, fitted{fitted}): {fit_words(fl.fit)}")

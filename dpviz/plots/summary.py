@@ -4,11 +4,11 @@ Top to bottom: k data slices, each fed to a copy of the same model (one colour: 
 identical); each copy's gradient on its slice as a grey arrow g_i; the all-reduce that averages
 them into one red arrow ḡ, which every rank receives; and every copy stepping by that same arrow
 to the same new θ. The small bar in the corner is one step's measured time: lavender compute,
-coral sync, the price of keeping the copies in step. For the line model (P = 2) every arrow
-is drawn in the (w, c) plane, at one common scale::
+coral sync, the price of keeping the copies in step, as :func:`dpviz.theory.timing.step_times`
+measured it. For the line model (P = 2) every arrow is drawn in the (w, c) plane, at one common scale::
 
     run = record_run(model="line", k=4, b=8, steps=3)
-    plot_summary(run, step=0)
+    plot_summary(run, timing.step_times(run), step=0)
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangle
 
-from dpviz.theory import timing
 from dpviz.plots.style import CORAL, GREY, INK, LAVENDER, RED, REPLICA, SLATE, get_ax, source_note
 from dpviz.plots.timeline import time_unit
 
@@ -30,8 +29,11 @@ Y_SLICE, Y_COPY, Y_GRAD, Y_REDUCE, Y_MEAN, Y_NEW = 9.0, 6.6, 4.3, 2.1, 0.0, -2.4
 ARROW = dict(angles="xy", scale_units="xy", headwidth=4, headlength=4.5, headaxislength=4)
 
 
-def plot_summary(run, *, step: int = 0, ax=None, fontsize: float = 11):
-    """Draw the whole story of one step of ``run`` (a recorded Run with P = 2, all-reduce on)."""
+def plot_summary(run, times, *, step: int = 0, ax=None, fontsize: float = 11):
+    """Draw the whole story of one step of ``run`` (a recorded Run with P = 2, all-reduce on).
+
+    ``times`` is the run's typical step, :func:`dpviz.theory.timing.step_times` of it, for the time bar.
+    """
     ax = get_ax(ax)
     if run.local_grad.shape[-1] != 2 or "params" not in run.arrays:
         raise ValueError(f"run must be a line-model run (P = 2 parameters, params kept); got P={run.local_grad.shape[-1]}.")
@@ -39,6 +41,8 @@ def plot_summary(run, *, step: int = 0, ax=None, fontsize: float = 11):
         raise ValueError("run must have the all-reduce on: the summary shows every copy stepping by one shared arrow.")
     if not 0 <= step < run.steps:
         raise ValueError(f"step must be from 0 to {run.steps - 1} for this run; got {step}.")
+    if not all(hasattr(times, name) for name in ("t_compute", "t_comm", "oversubscribed")):
+        raise TypeError(f"times must be the run's StepTimes, timing.step_times(run); got {type(times).__name__}.")
     k = run.k
     g_local = run.local_grad[step]  # (k, 2)
     g_mean = run.reduced_grad[step, 0]  # (2,) what rank 0 received; every rank received the same bits
@@ -84,7 +88,7 @@ def plot_summary(run, *, step: int = 0, ax=None, fontsize: float = 11):
                               if same else "the copies hold different θ: they drifted"),
             ha="center", va="top", fontsize=fontsize, color=REPLICA if same else RED)
 
-    _sync_bar(ax, run, centres[-1] + 1.3, Y_NEW - 2.2, fontsize)
+    _sync_bar(ax, times, centres[-1] + 1.3, Y_NEW - 2.2, fontsize)
     # Room for the texts, which autoscaling ignores; limits stay automatic so the equal aspect can widen either axis.
     ax.update_datalim([(centres[0] - COL / 2, Y_NEW - 2.8), (centres[-1] + COL / 2, Y_SLICE + 1.3)])
     ax.autoscale_view()
@@ -126,9 +130,8 @@ def _arrow(ax, start, end, colour, linewidth=1.2):
                                  linewidth=linewidth, shrinkA=0, shrinkB=0, zorder=2))
 
 
-def _sync_bar(ax, run, right, y, fontsize):
+def _sync_bar(ax, times, right, y, fontsize):
     """One step's median measured time as a lavender compute bar and a coral sync bar, 2.6 units long."""
-    times = timing.measured_step_times({run.k: run}, warmup=min(1, run.steps - 1))[run.k]
     total = times.t_step if times.t_step > 0 else 1.0
     length = 2.6
     left = right - length

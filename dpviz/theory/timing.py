@@ -9,6 +9,7 @@ T_compute, and every result says which. The figures in :mod:`dpviz.plots.timelin
     runs = {k: record_run(model="mlp", width=256, k=k, b=128 // k, steps=12) for k in (1, 2, 4)}
     rows = timing.machine_timelines(runs, bench)          # s01 from this machine
     points = timing.measured_speedup(runs)                # s02's measured points
+    workload = timing.measured_workload(runs)             # ... and the T_compute, M they were measured with
     curves = timing.speedup_curves(np.arange(1, 65), t_compute=1.0, m=100e6)   # s02's modeled curves
 
 Measured times are medians over steps and ranks. ``t_comm`` is what a rank spent inside
@@ -139,9 +140,39 @@ def measured_speedup(runs, *, warmup: int = 1) -> MeasuredSpeedup:
     )
 
 
+def step_times(run, *, warmup: int = 1) -> StepTimes:
+    """One run's median step, split into compute and sync (the time bar of the one-picture summary).
+
+    As :func:`measured_step_times`, except that a run shorter than ``warmup + 1`` steps keeps its last step.
+    """
+    warmup = check_int("warmup", warmup, low=0)
+    return measured_step_times({run.k: run}, warmup=min(warmup, run.steps - 1))[run.k]
+
+
 def grad_bytes(run) -> int:
     """Bytes each rank all-reduces per step: the run's parameter count times 4 (float32)."""
     return int(np.shape(run.local_grad)[-1]) * BYTES_PER_PARAM
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What one training step asks for, in the cost model's terms (everything but the link and k)."""
+
+    t_compute: float  # seconds, one step's forward and backward on one device
+    m: float  # bytes each rank all-reduces per step
+    source: str  # where the two numbers come from
+
+
+def measured_workload(runs, *, warmup: int = 1) -> Workload:
+    """T_compute and M of real runs: the k = 1 run's median compute per step and the gradient's bytes.
+
+    The speedups :func:`measured_speedup` gives for the same runs sit on the curve the cost model
+    draws for this workload (with this machine's fitted alpha and beta), not on one drawn for another.
+    """
+    times = measured_step_times(runs, warmup=warmup)
+    if 1 not in times:
+        raise ValueError(f"runs must include a k=1 run, whose step is T_compute; got k={sorted(times)}.")
+    return Workload(times[1].t_compute, float(grad_bytes(_runs_by_k(runs)[1])), f"{MEASURED}: {times[1].describe}")
 
 
 # --- timelines (Step 6, figure s01) -------------------------------------------------------------
@@ -399,7 +430,8 @@ def _links(links) -> list[Link]:
 
 
 __all__ = [
-    "MEASURED", "MODELED", "StepTimes", "measured_step_times", "MeasuredSpeedup", "measured_speedup", "grad_bytes",
+    "MEASURED", "MODELED", "StepTimes", "measured_step_times", "step_times", "MeasuredSpeedup", "measured_speedup",
+    "grad_bytes", "Workload", "measured_workload",
     "TimelineRow", "timeline_rows", "machine_timelines", "SpeedupCurve", "SpeedupCurves", "speedup_curves",
     "link_from_fit", "FitLines", "fit_lines",
 ]
