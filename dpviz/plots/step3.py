@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
+from matplotlib.textpath import TextPath
 
 from dpviz.plots.step2 import (EXAMPLE_STYLE, MEAN_STYLE, arrows, check_record, gradient_plane,
                                run_note)
@@ -54,11 +55,22 @@ def mean_words(run) -> str:
 
 
 def _label_tip(ax, tip, text: str, *, fontsize: float) -> None:
-    """Write ``text`` just beyond the tip of the arrow from the origin to ``tip``, along the arrow."""
+    """Write ``text`` just beyond the tip of the arrow from the origin to ``tip``, along the arrow.
+
+    The view grows to hold the whole label: a label past the tip of the longest arrow would
+    otherwise stick out of the Axes.
+    """
     direction = ax.transData.transform(tip) - ax.transData.transform((0.0, 0.0))
     direction = direction / max(np.hypot(*direction), 1e-9)
-    ax.annotate(text, tuple(tip), xytext=tuple(12 * direction), textcoords="offset points", fontsize=fontsize,
+    offset = 12 * direction  # points
+    ax.annotate(text, tuple(tip), xytext=tuple(offset), textcoords="offset points", fontsize=fontsize,
                 color=RED, ha="left" if direction[0] >= 0 else "right", va="bottom" if direction[1] >= 0 else "top")
+    extent = TextPath((0, 0), text, size=fontsize).get_extents()  # points, mathtext included
+    far = offset + np.sign(direction) * np.array([extent.width, extent.height]) * 1.15
+    for _ in range(2):  # the limits move as the view grows, so the data size of a point does too
+        corner = ax.transData.inverted().transform(ax.transData.transform(tip) + far * ax.figure.dpi / 72)
+        ax.update_datalim([corner])
+        ax.autoscale_view()
 
 
 def plot_big_average(run, *, step: int = 0, ax=None, fontsize: float = 10) -> "Axes":
