@@ -59,7 +59,7 @@ def _add_record(p) -> None:
     p.add_argument("--no-all-reduce", action="store_true", help="each rank steps on its own gradient (replicas drift)")
     p.add_argument("--shard-sizes", type=_int_list, help="unequal shards, e.g. 3,9,20 (one per rank)")
     p.add_argument("--mean", default=defaults["mean"], help="plain or weighted, for unequal shards (default %(default)s)")
-    p.add_argument("--sampling", default=defaults["sampling"], help="random or biased (default %(default)s)")
+    p.add_argument("--sampling", default=defaults["sampling"], help="random, biased or by_kind (default %(default)s)")
     p.add_argument("--backend", default=defaults["backend"], help="auto, gloo or nccl (default %(default)s)")
     p.add_argument("--timeout", type=float, default=defaults["timeout"], help="seconds a rank may go without finishing a step (default %(default)s)")
     p.add_argument("--threads", type=int, help="intra-op threads per rank (default: the cores shared evenly)")

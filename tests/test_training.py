@@ -8,6 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
+from dpviz.data import line_kind
 from dpviz.records.run import Run
 from dpviz.runs.training import TrainConfig, record_run, split_batch
 
@@ -64,6 +65,20 @@ def test_biased_sampling_takes_one_kind_only(no_leftover_processes):
     assert (run.x[run.batch_index[0], 0] >= 0).all()
 
 
+def test_by_kind_shards_are_one_kind_each_and_their_mean_is_the_big_batch_gradient(no_leftover_processes):
+    """Each rank's shard holds one kind only (rank r: kind r % 2); the union is the global batch, and its gradient
+    is still the all-reduced mean: a biased shard does not bias the average when the union is fair."""
+    run = quiet_run(k=2, b=8, sampling="by_kind", steps=2)
+    kinds = line_kind(run.x)
+    for step in range(run.steps):
+        rows = run.batch_index[step]
+        assert len(np.unique(rows)) == len(rows) == 16
+        for rank in range(run.k):
+            assert (kinds[rows[run.example_rank == rank]] == rank % 2).all()
+    assert run.big_batch_rel_err().max() <= TOL
+    assert run.replicas_identical().all()
+
+
 def test_mlp_run_checks_and_keeps_digests(no_leftover_processes):
     run = quiet_run(k=2, b=8, model="mlp", width=32, depth=2)
     assert run.meta["n_params"] == run.local_grad.shape[-1] > 1000
@@ -105,6 +120,8 @@ def test_torchrun_records_the_same_claims(tmp_path, no_leftover_processes):
         (dict(lr=-1.0), "lr"),
         (dict(k=2, shard_sizes=(1, 2, 3)), "shard_sizes"),
         (dict(model="mlp", sampling="biased"), "sampling"),
+        (dict(model="mlp", sampling="by_kind"), "sampling"),
+        (dict(sampling="kinds"), "sampling"),
     ],
 )
 def test_bad_config_names_the_argument(kwargs, name):

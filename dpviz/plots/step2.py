@@ -76,6 +76,8 @@ def run_note(ax, run, detail: str) -> None:
     """Write which run made the figure, plus ``detail`` (step, rank ...), under the Axes."""
     if run.meta.get("sampling") == "biased":
         detail += ", biased sampling"
+    elif run.meta.get("sampling") == "by_kind":
+        detail += ", each rank one kind of example"
     if len(set(run.meta["shard_sizes"])) > 1:
         detail += f", shards {'+'.join(str(s) for s in run.meta['shard_sizes'])}, {run.meta['mean']} mean"
     source_note(ax, f"{run.describe()}; {detail}")

@@ -52,7 +52,7 @@ KIND = Kind(
         Meta("dataset_size", "int", "N, examples in the data set"),
         Meta("all_reduce", "bool", "false: each rank stepped on its own gradient"),
         Meta("mean", "str", "\"plain\" (1/k Σ g_i) or \"weighted\" (Σ b_i g_i / Σ b_i)"),
-        Meta("sampling", "str", "\"random\", or \"biased\" (every example of one kind)"),
+        Meta("sampling", "str", "\"random\"; \"biased\" (every example of one kind); \"by_kind\" (rank r takes kind r % 2 only)"),
         Meta("backend", "str", "the torch.distributed backend: gloo or nccl"),
         Meta("device", "str", "cpu, or the GPU's name"),
         Meta("threads_per_rank", "int", "intra-op threads each rank ran with"),

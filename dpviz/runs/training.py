@@ -41,7 +41,7 @@ from dpviz.records.run import KIND as RUN_KIND, Run
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
 MEANS = ("plain", "weighted")
-SAMPLINGS = ("random", "biased")
+SAMPLINGS = ("random", "biased", "by_kind")
 FULL_PARAMS_LIMIT = 20_000  # parameters; above this only digests of each replica are kept
 
 
@@ -61,7 +61,8 @@ class TrainConfig:
     all_reduce: bool = True          # False: each rank steps on its own gradient (drift)
     shard_sizes: tuple | None = None  # examples per rank, for unequal shards; None means b each
     mean: str = "plain"              # "plain" (1/k Σ g_i) or "weighted" (Σ b_i g_i / Σ b_i)
-    sampling: str = "random"         # "random", or "biased": every example of one kind only (x >= 0; line model)
+    sampling: str = "random"         # "random"; "biased": every example of one kind only (x >= 0); "by_kind":
+                                     # rank r takes examples of kind r % 2 only (line model for both)
     backend: str = "auto"            # "auto", "gloo" or "nccl"
     timeout: float = 60.0            # stall timeout: seconds a rank may go without finishing a step (start-up: 120 s)
     global_batch: int | None = None  # examples per step in all; if set, b = global_batch / k (must split evenly)
@@ -76,8 +77,8 @@ class TrainConfig:
         check_choice("optimizer", self.optimizer, OPTIMIZERS)
         check_choice("mean", self.mean, MEANS)
         check_choice("sampling", self.sampling, SAMPLINGS)
-        if self.sampling == "biased" and self.model != "line":
-            raise ValueError(f"sampling='biased' needs model='line', whose examples have kinds; got model={self.model!r}.")
+        if self.sampling != "random" and self.model != "line":
+            raise ValueError(f"sampling={self.sampling!r} needs model='line', whose examples have kinds; got model={self.model!r}.")
         check_choice("backend", self.backend, launcher.BACKENDS)
         check_real("lr", self.lr, low=0, low_open=True)
         check_real("timeout", self.timeout, low=0, low_open=True)
@@ -123,9 +124,26 @@ def load_data(config: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def batch_indices(config: TrainConfig, step: int) -> torch.Tensor:
-    """Rows of the data set in the global batch of ``step``: a seeded random draw, the same in every rank."""
+    """Rows of the data set in the global batch of ``step``: a seeded random draw, the same in every rank.
+
+    Rank 0's shard comes first, then rank 1's, and so on. With ``sampling="by_kind"`` each shard
+    is drawn from one kind of example only (rank r: kind r % 2), so every shard is biased while
+    their union, half of each kind for k = 2, is a fair batch.
+    """
     gen = torch.Generator().manual_seed(config.seed * 100_003 + step)
     order = torch.randperm(config.dataset_size, generator=gen)
+    if config.sampling == "by_kind":
+        x, _ = line_data(config.dataset_size, seed=config.seed)
+        kinds = torch.from_numpy(line_kind(x))[order]
+        pools = {kind: order[kinds == kind] for kind in (0, 1)}  # each kind's rows, in the random order
+        taken, shards = {0: 0, 1: 0}, []
+        for rank, size in enumerate(config.sizes):
+            kind = rank % 2
+            if taken[kind] + size > len(pools[kind]):
+                raise ValueError(f"shards of kind {kind} need {taken[kind] + size} examples of that kind; the data set has {len(pools[kind])}.")
+            shards.append(pools[kind][taken[kind]:taken[kind] + size])
+            taken[kind] += size
+        return torch.cat(shards)
     if config.sampling == "biased":
         x, _ = line_data(config.dataset_size, seed=config.seed)
         order = order[torch.from_numpy(line_kind(x))[order] == 1]
