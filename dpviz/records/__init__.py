@@ -8,12 +8,14 @@ package never imports torch.
 * :mod:`dpviz.records.run`       ``Run``: a data-parallel training run, and the notes' claims checked on it
 * :mod:`dpviz.records.bench`     ``BenchRecord``: all-reduce seconds over k, M and implementation
 * :mod:`dpviz.records.schedule`  ``Schedule``: a hand-written all-reduce's transfers
+* :mod:`dpviz.records.batchnorm` ``BatchNormRun``: a batch-norm layer under data parallelism, per-shard against all-reduced statistics
 * :mod:`dpviz.records.shipped`   the real runs shipped with the package for the sliders
 """
 
 from dpviz.records.bench import BenchRecord
 from dpviz.records.run import Run, rel_err
 from dpviz.records.schedule import Schedule
+from dpviz.records.batchnorm import BatchNormRun
 from dpviz.records.schema import KINDS, load, provenance
 
-__all__ = ["BenchRecord", "KINDS", "Run", "Schedule", "load", "provenance", "rel_err"]
+__all__ = ["BatchNormRun", "BenchRecord", "KINDS", "Run", "Schedule", "load", "provenance", "rel_err"]
