@@ -140,7 +140,7 @@ def figure_allreduce_time_vs_size(bench: BenchRecord) -> Figure:
 def figure_summary(run: Run) -> Figure:
     """The whole story in one picture."""
     fig, ax = _figure((10, 10))
-    plot_summary(run, ax=ax)
+    plot_summary(run, timing.step_times(run), ax=ax)
     return fig
 
 

@@ -73,10 +73,10 @@ def plot_summary(run, times, *, step: int = 0, ax=None, fontsize: float = 11):
               scale=1 / per_unit, width=0.0035, gid=GIDS["local_faint"], zorder=3, **ARROW)
     ax.quiver([0.0], [Y_MEAN], [g_mean[0]], [g_mean[1]], color=RED, scale=1 / per_unit, width=0.007,
               gid=GIDS["reduced"], zorder=5, **ARROW)
-    ax.text(RADIUS + 0.2, Y_MEAN + 0.35, r"$\bar g = \frac{1}{k}\,\sum_i\, g_i$", fontsize=fontsize + 3, color=RED,
+    ax.text(RADIUS + 0.2, Y_MEAN + 0.5, r"$\bar g = \frac{1}{k}\,\sum_i\, g_i$", fontsize=fontsize + 3, color=RED,
             ha="left", va="center")
     ax.text(RADIUS + 0.2, Y_MEAN - 0.4, f"equals the big-batch gradient\n(relative error {run.big_batch_rel_err()[step]:.0e}); "
-                                        "arrows in the (∂L/∂w, ∂L/∂c) plane",
+                                        "arrows: (∂L/∂w, ∂L/∂c)",
             fontsize=fontsize - 1, color=INK, ha="left", va="center")
     _arrow(ax, (0, Y_REDUCE - 0.45), (0, Y_MEAN + RADIUS), RED)
 
