@@ -1,7 +1,7 @@
 """Every self-check question of the notes, retold, with the cards for each chapter.
 
 Chapter 00 takes the symbols note's self-check, chapter 07 the walkthrough's quick self-check,
-chapter 08 the whole question bank (true/false, spot the error, why, edge cases), and chapters 01
+chapter 13 the whole question bank (true/false, spot the error, why, edge cases), and chapters 01
 to 06 cards written for their step. Numeric cards compute their numbers with ``dpviz.theory.costmodel``
 and the link presets of ``dpviz.theory.links``; nothing shown as a result is typed in.
 
@@ -283,7 +283,7 @@ _CH03 = [
     Card(
         "What changes when the k groups hold different numbers of examples?",
         "The plain mean of the group means is then wrong: a small group's mean counts as much as "
-        "a large one's. Weight each group's mean by its size, Σ n_i·g_i / Σ n_i, to get back the "
+        "a large one's. Weight each group's mean by its size, Σ b_i·g_i / Σ b_i, to get back the "
         "big-batch mean (mean=\"weighted\" in TrainConfig).",
         "edge case", "03", "03-unequal-groups",
     ),
@@ -460,10 +460,12 @@ _CH07 = [
     ),
     Card(
         "Why should the data be dealt out at random?",
-        "What matters is that the combined batch is a fair sample of the data set. If the slices "
-        "are drawn so that the batch as a whole is skewed (one kind of example only, say), the exact "
-        "mean is the mean of a skewed sample and points the wrong way. (Given one fair batch, how "
-        "its examples are spread over equal-size slices does not change the mean.)",
+        "What matters is that the combined batch is a fair sample of the data set. If the batch as "
+        "a whole is skewed (one kind of example only, say), its exact mean is the mean of a skewed "
+        "sample and points the wrong way. This corrects the notes, which blame a biased shard (one "
+        "class per device): given one fair batch, how its examples are spread over equal-size "
+        "shards does not change the mean, even when every shard holds one kind only. Chapter 07 "
+        "shows both on real runs.",
         "self-check", "07", "07-random",
     ),
     Card(
@@ -500,6 +502,16 @@ _CH07 = [
         "takes: when it is small next to T_compute/k the speedup approaches k, when it is large "
         "extra devices buy little.",
         "self-check", "07", "07-retell",
+    ),
+    Card(
+        "The network has a batch-normalisation layer. Does the all-reduce of the gradients still "
+        "give the gradient of the one big batch?",
+        "Not by itself. Batch norm normalises each example by the mean and variance of the batch it "
+        "sits in, so an example's gradient depends on its batch-mates; each replica sees only its "
+        "own shard and normalises with that shard's statistics. All-reducing the statistics first "
+        "(what SyncBatchNorm does) gives every replica the whole batch's mean and variance, and the "
+        "all-reduced gradient is again the big batch's, to rounding. Chapter 07 shows both on real runs.",
+        "why", "07", "07-batch-norm",
     ),
 ]
 
@@ -725,8 +737,8 @@ _CH08_EDGE = [
     Card(
         "The claim “the effective batch is b·k” assumes equal local batches. What if they differ?",
         "The plain mean over devices is then slightly off: a device with few examples counts as "
-        "much as one with many. Weight each device's gradient by its number of examples: Σ n_i·g_i "
-        "divided by Σ n_i.",
+        "much as one with many. Weight each device's gradient by its number of examples b_i: "
+        "Σ b_i·g_i divided by Σ b_i. Chapter 03 shows this on real runs.",
         "edge case", "13", "13-edge-unequal",
     ),
     Card(
