@@ -1,0 +1,183 @@
+"""Builds the dpviz book: a static HTML site of every chapter in notebooks/, from the committed outputs.
+
+    .venv/bin/python book/build.py                 # into site/ (./run book does this)
+    .venv/bin/python book/build.py --out /tmp/site --clean
+
+It stages the sources in build/book/src: index.md (the landing page, written here from the chapter list) and a
+copy of each notebooks/*.ipynb without its saved widget state (no page can run a widget; each widget shows what
+it saved beside its view, a PNG or markdown). Then Sphinx with myst-nb renders them with book/conf.py, executing
+nothing, and the time it took is printed. The site needs no network when it is read: MathJax, fonts, scripts and
+styles are all files inside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BOOK = ROOT / "book"
+NOTEBOOKS = ROOT / "notebooks"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+LANDING = """\
+# dpviz: data-parallel training, one step at a time
+
+These are the dpviz chapters as a book you can read without Jupyter. Each chapter derives one idea of
+data-parallel training and then checks it on real runs: several operating-system processes that really
+exchanged their gradients with `torch.distributed`. Every figure, number and formula in these pages is
+the one saved in the chapter's notebook the last time it ran; nothing was run again to make them.
+
+**Reading and projecting.** Use the table or the links at the bottom of each page to go from chapter to
+chapter, and the search box to find a symbol or a word. The full-screen button and the browser's zoom make a
+chapter readable on a projector.
+
+**Sliders and self-check cards.** On these pages a slider is the picture it showed when the chapter was
+saved, and a deck of self-check cards lists its questions. To move the sliders, start a live run or reveal the
+answers, open the chapter in Jupyter (`./run` sets up dpviz, then
+`.venv/bin/jupyter lab notebooks/`), or download a chapter's notebook with the button at the top of its page.
+
+**Offline and anywhere.** The site is plain files: math rendering, fonts, scripts and styles all come from
+the site itself, so it works behind a firewall, from a folder on disk (through any static web server) and on
+any static host.
+
+## The chapters
+
+| | chapter | what the reader does |
+| --- | --- | --- |
+{rows}
+
+```{{toctree}}
+:hidden:
+:maxdepth: 1
+
+{toc}
+```
+"""
+
+
+def first_heading(nb: dict, level: int = 1) -> str | None:
+    marks = "#" * level + " "
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "markdown":
+            for line in "".join(cell.get("source", "")).splitlines():
+                if line.startswith(marks):
+                    return line[len(marks):].strip()
+    return None
+
+
+def section_headings(nb: dict) -> list[str]:
+    out = []
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "markdown":
+            out += [line[3:].strip() for line in "".join(cell.get("source", "")).splitlines()
+                    if line.startswith("## ")]
+    return [h for h in out if h.lower() not in ("check yourself", "what to take away", "what carries over")]
+
+
+def readme_descriptions() -> dict[str, str]:
+    """The README's chapter table: notebook stem -> what the reader does."""
+    readme = ROOT / "README.md"
+    rows = re.findall(r"^\|\s*`(\d\d_\w+)`\s*\|\s*(.+?)\s*\|\s*$", readme.read_text(), re.MULTILINE) \
+        if readme.exists() else []
+    return dict(rows)
+
+
+def describe_chapter(path: Path, nb: dict) -> dict:
+    code = "\n".join("".join(c.get("source", "")) for c in nb.get("cells", []) if c.get("cell_type") == "code")
+    state = nb.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE, {})
+    models = {m.get("model_name", "") for m in state.get("state", {}).values()} if isinstance(state, dict) else set()
+    title = first_heading(nb) or path.stem
+    number = re.match(r"(\d+)", path.stem)
+    return {
+        "title": title,
+        "number": number.group(1) if number else "",
+        "name": re.sub(r"^\d+\s*·\s*", "", title),
+        "sliders": any(m.endswith("SliderModel") for m in models) or "SliderFigure(" in code,
+        "cards": "show_cards(" in code or any(WIDGET_VIEW in o.get("data", {}) for c in nb.get("cells", [])
+                                               for o in c.get("outputs", [])),
+    }
+
+
+def write_if_changed(path: Path, text: str) -> None:
+    """Writes only a changed file, so that Sphinx rebuilds only the pages whose source changed."""
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+def stage(src: Path, notebooks: list[Path]) -> dict:
+    """Writes index.md, chapters.json and the stripped notebook copies into ``src``; returns the chapter info."""
+    src.mkdir(parents=True, exist_ok=True)
+    keep = {p.name for p in notebooks}
+    for old in src.glob("*.ipynb"):  # a chapter removed from notebooks/ leaves the book too
+        if old.name not in keep:
+            old.unlink()
+    info, rows, descriptions = {}, [], readme_descriptions()
+    for path in notebooks:
+        nb = json.loads(path.read_text())
+        info[path.stem] = describe_chapter(path, nb)
+        nb.get("metadata", {}).pop("widgets", None)
+        write_if_changed(src / path.name, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+        what = descriptions.get(path.stem) or " · ".join(section_headings(nb)) or info[path.stem]["title"]
+        rows.append(f"| {info[path.stem]['number']} | [{info[path.stem]['name']}]({path.name}) | {what} |")
+    write_if_changed(src / "chapters.json", json.dumps(info, indent=1, ensure_ascii=False) + "\n")
+    write_if_changed(src / "index.md", LANDING.format(rows="\n".join(rows),
+                                                      toc="\n".join(p.stem for p in notebooks)))
+    return info
+
+
+def build(out: Path, *, work: Path, clean: bool = False, jobs: str = "1", quiet: bool = True) -> dict:
+    """Stages and builds the site into ``out``; returns {"chapters", "seconds", "warnings", "status"}."""
+    from sphinx.cmd.build import build_main
+
+    start = time.perf_counter()
+    notebooks = sorted(NOTEBOOKS.glob("*.ipynb"))
+    if not notebooks:
+        raise SystemExit(f"no notebooks in {NOTEBOOKS}: nothing to put in the book")
+    if clean:
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
+    src, doctrees, log = work / "src", work / "doctrees", work / "warnings.log"
+    stage(src, notebooks)
+    args = ["-b", "html", "-c", str(BOOK), "-d", str(doctrees), "-j", jobs, "-w", str(log), str(src), str(out)]
+    status = build_main((["-q"] if quiet else []) + args)
+    warnings = [line for line in log.read_text().splitlines() if "WARNING" in line or "ERROR" in line] \
+        if log.exists() else []
+    return {"chapters": [p.stem for p in notebooks], "seconds": time.perf_counter() - start,
+            "warnings": warnings, "status": status}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "site", help="the site's folder (default: site/)")
+    parser.add_argument("--work", type=Path, default=ROOT / "build" / "book",
+                        help="staged sources and Sphinx's cache (default: build/book/)")
+    parser.add_argument("--clean", action="store_true", help="remove the site and the cache first: a full build")
+    parser.add_argument("-j", "--jobs", default="1", help="Sphinx processes (a number or 'auto'; default 1)")
+    parser.add_argument("--verbose", action="store_true", help="show Sphinx's progress")
+    args = parser.parse_args(argv)
+    try:
+        result = build(args.out.resolve(), work=args.work.resolve(), clean=args.clean, jobs=args.jobs,
+                       quiet=not args.verbose)
+    except RuntimeError as error:  # book/conf.py: a missing tool, said in one sentence
+        print(f"book: {error}", file=sys.stderr)
+        return 1
+    for line in result["warnings"]:
+        print(line, file=sys.stderr)
+    if result["status"]:
+        print(f"book: Sphinx failed (exit {result['status']}); see the messages above", file=sys.stderr)
+        return result["status"]
+    print(f"book: {len(result['chapters'])} chapters into {args.out} in {result['seconds']:.1f} s "
+          f"({len(result['warnings'])} warnings); open {args.out / 'index.html'} in a browser, or serve the folder: "
+          f"`.venv/bin/python -m http.server -d {args.out}`")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

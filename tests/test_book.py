@@ -1,0 +1,365 @@
+"""The book (``./run book``): a static site of every chapter, built from the committed outputs, read in Chromium.
+
+The site is built into a temporary folder with book/build.py (Sphinx + myst-nb, nothing executed), served by
+Python's http.server on 127.0.0.1, and every page is opened in Debian's headless Chromium through Playwright.
+Every request to another host is blocked and counted as a failure: the site must work with no network. The
+checks: no console error, no failed or external request; every image loads; every internal link (and its
+#anchor) resolves; formulas are typeset by MathJax (no raw ``$…$`` or ``\\(…\\)`` left, no MathJax error);
+each chapter shows one image per PNG its notebook saved (the widgets' saved pictures among them), its
+self-check decks as questions, and the note on opening it in Jupyter; previous/next links follow the chapter
+order; the search page finds a word. The build time is printed in the summary; a screenshot of each page's first screen
+goes to test-output/book/. Only a missing Chromium skips the browser part, saying so.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import psutil
+import pytest
+
+from browser_support import CHROMIUM_ARGS, find_chromium
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = ROOT / "book" / "build.py"
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+OUTPUT = ROOT / "test-output" / "book"  # git-ignored: screenshots and the build's report
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+RAW_TEX = re.compile(r"\$[^$\s][^$]{0,300}?\$|\\\(|\\\)|\\\[|\\\]")
+
+
+class _Summary:
+    """Lines for pytest's terminal summary: the build time, and what was opened."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if self.lines:
+            terminalreporter.section("book (test-output/book/)")
+            for line in self.lines:
+                terminalreporter.write_line(line)
+
+
+@pytest.fixture(scope="module")
+def summary(request):
+    report = _Summary()
+    request.config.pluginmanager.register(report, "dpviz-book-summary")
+    yield report
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    (OUTPUT / "summary.txt").write_text("\n".join(report.lines) + "\n")
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory, summary) -> Path:
+    """A full build (``--clean``) into a temporary folder, as ``./run book`` makes it."""
+    base = tmp_path_factory.mktemp("book")
+    out = base / "site"
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, str(BUILD), "--out", str(out), "--work", str(base / "work"), "--clean"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    wall = time.perf_counter() - start
+    assert proc.returncode == 0, f"book/build.py failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+    built = [line for line in proc.stdout.splitlines() if line.startswith("book:")]
+    summary.lines.append((built[-1] if built else "book: built") + f" [{wall:.1f} s with interpreter start]")
+    if proc.stderr.strip():
+        summary.lines.append("build messages:\n" + proc.stderr.strip())
+    return out
+
+
+def test_site_has_a_page_for_every_notebook(site):
+    pages = {p.stem for p in site.glob("*.html")}
+    missing = [nb.stem for nb in NOTEBOOKS if nb.stem not in pages]
+    assert not missing, f"notebooks without a page in the site: {missing}"
+    assert {"index", "search", "genindex"} <= pages
+    landing = (site / "index.html").read_text()
+    for nb in NOTEBOOKS:
+        assert f'href="{nb.stem}.html"' in landing, f"the landing page's chapter table does not link {nb.stem}"
+    assert (site / "_static" / "mathjax" / "tex-chtml.js").is_file(), "MathJax is not inside the site"
+    assert (site / "searchindex.js").is_file()
+
+
+# ----------------------------------------------------------------------------------------------- the browser
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    path = find_chromium()
+    if path is None:
+        pytest.skip("no Chromium found (looked for /usr/bin/chromium, then chromium and chromium-browser on PATH). "
+                    "Install it with `apt-get install -y chromium` (.ci/run does); the site was built but no page "
+                    "was opened.")
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(site):
+    """http.server on 127.0.0.1 (a thread of this process), serving the site; its base URL."""
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(site)))
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser(chromium):
+    """Headless Chromium; afterwards no Chromium or Playwright driver process may be left."""
+    from playwright.sync_api import sync_playwright
+
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+    started = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    psutil.wait_procs(started, timeout=15)
+    left = [f"{p.pid} {p.name()}" for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    for p in started:
+        if p.is_running():
+            p.kill()
+    assert not left, f"browser processes still running after Chromium was closed (killed now): {left}"
+
+
+@dataclass
+class Visit:
+    """What one page did and showed in the browser."""
+
+    url: str
+    console_errors: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)  # failed requests and HTTP errors
+    external: list[str] = field(default_factory=list)  # requests to another host (blocked)
+    images: list[dict] = field(default_factory=list)
+    output_images: int = 0  # images inside cell outputs
+    links: list[str] = field(default_factory=list)
+    ids: set[str] = field(default_factory=set)
+    math: dict = field(default_factory=dict)
+    text: str = ""
+    note: str = ""  # the "open this chapter in Jupyter" admonition
+    prev: str | None = None
+    next: str | None = None
+
+
+PAGE_JS = """
+async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) { await MathJax.startup.promise; }
+  await document.fonts.ready;  // the fonts MathJax asked for have loaded or failed
+  const imgs = [...document.images];
+  for (const img of imgs) { img.loading = 'eager'; try { await img.decode(); } catch (e) {} }
+  const main = document.querySelector('main') || document.body;
+  const math = [...main.querySelectorAll('.math')];
+  const clean = main.cloneNode(true);
+  clean.querySelectorAll('pre, code, script, style, textarea, mjx-container, .highlight').forEach(e => e.remove());
+  const note = document.querySelector('.open-in-jupyter');
+  const prev = document.querySelector('a.left-prev'), next = document.querySelector('a.right-next');
+  return {
+    images: imgs.map(i => ({src: i.currentSrc || i.src, ok: i.complete && i.naturalWidth > 0})),
+    outputImages: main.querySelectorAll('.cell_output img').length,
+    links: [...document.querySelectorAll('a[href]')].map(a => a.href),
+    ids: [...document.querySelectorAll('[id]')].map(e => e.id)
+         .concat([...document.querySelectorAll('a[name]')].map(a => a.name)),
+    math: {
+      elements: math.length,
+      typeset: main.querySelectorAll('mjx-container').length,
+      untypeset: math.filter(m => !m.querySelector('mjx-container')).map(m => m.textContent.slice(0, 120)),
+      errors: [...main.querySelectorAll('mjx-merror')].map(e => e.getAttribute('data-mjx-error') || e.textContent),
+    },
+    text: clean.innerText,
+    note: note ? note.innerText : '',
+    prev: prev ? prev.href : null,
+    next: next ? next.href : null,
+  };
+}
+"""
+
+
+def page_names(site: Path) -> list[str]:
+    return sorted(p.relative_to(site).as_posix() for p in site.rglob("*.html")
+                  if not p.relative_to(site).parts[0].startswith("_"))
+
+
+def open_page(context, url: str, host: str, shot: Path | None) -> Visit:
+    visit = Visit(url)
+    page = context.new_page()
+    page.on("console", lambda m: visit.console_errors.append(f"{m.text} ({m.location.get('url', '')})")
+            if m.type == "error" else None)
+    page.on("pageerror", lambda e: visit.console_errors.append(f"uncaught: {e}"))
+    page.on("requestfailed", lambda r: None if r.url.split("/")[2] != host else
+            visit.failed.append(f"{r.url}: {r.failure}"))
+    page.on("response", lambda r: visit.failed.append(f"{r.url}: HTTP {r.status}") if r.status >= 400 else None)
+    try:
+        page.goto(url, wait_until="load", timeout=60_000)
+        found = page.evaluate(PAGE_JS)
+        if shot is not None:
+            page.screenshot(path=str(shot))  # the first screen: title, note, the start of the text
+    finally:
+        page.close()
+    visit.images, visit.output_images, visit.links = found["images"], found["outputImages"], found["links"]
+    visit.ids, visit.math, visit.text, visit.note = set(found["ids"]), found["math"], found["text"], found["note"]
+    visit.prev, visit.next = found["prev"], found["next"]
+    return visit
+
+
+@pytest.fixture(scope="module")
+def visits(browser, server, site, summary) -> dict[str, Visit]:
+    """Every HTML page of the site opened once; requests to any other host are blocked and recorded."""
+    host = urllib.parse.urlsplit(server).netloc
+    OUTPUT.mkdir(parents=True, exist_ok=True)
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, service_workers="block")
+    blocked: list[str] = []
+
+    def route(r):
+        if urllib.parse.urlsplit(r.request.url).netloc == host or r.request.url.startswith(("data:", "blob:")):
+            r.continue_()
+        else:
+            blocked.append(r.request.url)
+            r.abort()
+
+    context.route("**/*", route)
+    out, start = {}, time.perf_counter()
+    try:
+        for name in page_names(site):
+            before = len(blocked)
+            out[name] = open_page(context, server + name, host, OUTPUT / (name.replace("/", "_") + ".png"))
+            out[name].external = blocked[before:]
+    finally:
+        context.close()
+    summary.lines.append(f"opened {len(out)} pages in headless Chromium in {time.perf_counter() - start:.1f} s "
+                         f"(screenshots in test-output/book/)")
+    return out
+
+
+def test_no_console_error_and_no_failed_or_external_request(visits):
+    problems = {name: v.console_errors + v.failed + [f"external (blocked): {u}" for u in v.external]
+                for name, v in visits.items()}
+    problems = {k: v for k, v in problems.items() if v}
+    assert not problems, "pages with console errors or failed requests:\n" + json.dumps(problems, indent=1)
+
+
+def test_every_image_loads(visits):
+    broken = {name: [i["src"] for i in v.images if not i["ok"]] for name, v in visits.items()}
+    broken = {k: v for k, v in broken.items() if v}
+    assert not broken, f"images that did not load: {broken}"
+    assert sum(len(v.images) for v in visits.values()) > 0
+
+
+def test_every_internal_link_resolves(visits, server, site):
+    bad = []
+    checked = 0
+    for name, v in visits.items():
+        for href in v.links:
+            if not href.startswith(server):
+                continue  # an external link may exist in the text; it is never fetched by the page itself
+            parts = urllib.parse.urlsplit(href[len(server):])
+            path = urllib.parse.unquote(parts.path) or "index.html"
+            target = site / path
+            if target.is_dir():
+                target, path = target / "index.html", path.rstrip("/") + "/index.html"
+            checked += 1
+            if not target.is_file():
+                bad.append(f"{name}: {href} (no file {path})")
+            elif parts.fragment and path in visits and urllib.parse.unquote(parts.fragment) not in visits[path].ids:
+                bad.append(f"{name}: {href} (no element with id {parts.fragment!r} in {path})")
+    assert not bad, "internal links that do not resolve:\n" + "\n".join(bad)
+    assert checked > 0
+
+
+def test_formulas_are_typeset(visits):
+    """MathJax typeset every formula: each math element holds its rendering, no MathJax error, no raw TeX left."""
+    assert sum(v.math["typeset"] for v in visits.values()) > 0, "no page has any typeset formula"
+    problems = {}
+    for name, v in visits.items():
+        raw = RAW_TEX.findall(v.text)
+        found = v.math["untypeset"] + [f"MathJax error: {e}" for e in v.math["errors"]] + \
+            [f"raw TeX in the text: {r[:80]!r}" for r in raw]
+        if found:
+            problems[name] = found
+    assert not problems, "formulas not rendered as math:\n" + json.dumps(problems, indent=1, ensure_ascii=False)
+    for nb in NOTEBOOKS:
+        source = "".join("".join(c.get("source", "")) for c in json.loads(nb.read_text())["cells"]
+                         if c.get("cell_type") == "markdown")
+        if "$" in source:
+            assert visits[f"{nb.stem}.html"].math["typeset"] > 0, f"{nb.stem} has $math$ but no typeset formula"
+
+
+def saved_outputs(nb_path: Path) -> tuple[int, list[str]]:
+    """The number of PNG outputs the notebook saved, and its self-check decks' titles (from their markdown)."""
+    pngs, decks = 0, []
+    for cell in json.loads(nb_path.read_text())["cells"]:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            pngs += "image/png" in data
+            if WIDGET_VIEW in data and "text/markdown" in data:
+                heading = re.search(r"^#+\s*(.+)$", "".join(data["text/markdown"]), re.MULTILINE)
+                if heading and "$" not in heading.group(1):
+                    decks.append(re.sub(r"[*_`]", "", heading.group(1)).strip())
+    return pngs, decks
+
+
+@pytest.mark.parametrize("nb", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_chapter_shows_its_saved_outputs_and_how_to_open_it(visits, nb):
+    """Each saved PNG is an image (a widget shows its saved PNG, not a widget placeholder), each deck lists its
+    questions, and the note names the notebook to open in Jupyter."""
+    v = visits[f"{nb.stem}.html"]
+    pngs, decks = saved_outputs(nb)
+    assert v.output_images == pngs, (f"{nb.stem}: the notebook saved {pngs} PNG outputs (widgets' pictures among "
+                                     f"them) but the page shows {v.output_images} images in its outputs")
+    for title in decks:
+        assert title in v.text, f"{nb.stem}: the self-check deck {title!r} is not on the page"
+    for failure in ("Loading widget", "Error displaying widget", "Widget Javascript not detected"):
+        assert failure not in v.text, f"{nb.stem}: the page shows {failure!r}"
+    assert "Open this chapter in Jupyter" in v.note and f"notebooks/{nb.name}" in v.note, \
+        f"{nb.stem}: no note on how to open it in Jupyter (found {v.note!r})"
+
+
+def test_previous_and_next_links_follow_the_chapters(visits, server):
+    order = ["index.html"] + [f"{nb.stem}.html" for nb in NOTEBOOKS]
+    wrong = []
+    for i, name in enumerate(order):
+        v = visits[name]
+        want_prev = server + order[i - 1] if i > 0 else None
+        want_next = server + order[i + 1] if i + 1 < len(order) else None
+        if (v.prev and v.prev.split("#")[0]) != want_prev or (v.next and v.next.split("#")[0]) != want_next:
+            wrong.append(f"{name}: previous {v.prev} next {v.next}; expected {want_prev} and {want_next}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_search_finds_a_chapter(browser, server):
+    """The search page, served from the site, lists the all-reduce chapter for the word all-reduce."""
+    host = urllib.parse.urlsplit(server).netloc
+    context = browser.new_context(service_workers="block")
+    errors: list[str] = []
+    context.route("**/*", lambda r: r.continue_() if urllib.parse.urlsplit(r.request.url).netloc == host
+                  else (errors.append(f"external: {r.request.url}"), r.abort()))
+    try:
+        page = context.new_page()
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(f"uncaught: {e}"))
+        page.goto(server + "search.html?q=all-reduce", wait_until="load")
+        page.wait_for_selector("#search-results li a", timeout=30_000)
+        hits = page.eval_on_selector_all("#search-results li a", "as => as.map(a => a.href)")
+    finally:
+        context.close()
+    assert not errors, f"the search page logged errors: {errors}"
+    assert any("05_all_reduce.html" in h for h in hits), f"searching 'all-reduce' did not list chapter 05: {hits}"
