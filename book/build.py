@@ -134,7 +134,13 @@ def stage(src: Path, notebooks: list[Path]) -> dict:
 
 def build(out: Path, *, work: Path, clean: bool = False, jobs: str = "1", quiet: bool = True) -> dict:
     """Stages and builds the site into ``out``; returns {"chapters", "seconds", "warnings", "status"}."""
-    from sphinx.cmd.build import build_main
+    try:
+        import myst_nb  # noqa: F401
+        import sphinx_book_theme  # noqa: F401
+        from sphinx.cmd.build import build_main
+    except ImportError as error:
+        raise RuntimeError(f"the book tools are not installed ({error}): `./run book` installs them, or "
+                           "`.venv/bin/python -m pip install -e '.[book]'`") from None
 
     start = time.perf_counter()
     notebooks = sorted(NOTEBOOKS.glob("*.ipynb"))
