@@ -155,7 +155,7 @@ class AllReduceFunnel:
             self.funnel[i].set_UVC(local[i, 0], local[i, 1])
         same = bool(run.received_identical()[step])
         if on and same:
-            verdict = f"all {k} ranks received bit-identical copies of g at step {step}"
+            verdict = f"{'both' if k == 2 else f'all {k}'} ranks received bit-identical copies of g at step {step}"
         elif on:
             verdict = f"the ranks received different g at step {step}"
         else:
