@@ -285,7 +285,13 @@ def test_every_internal_link_resolves(visits, server, site):
     assert checked > 0
 
 
-def test_formulas_are_typeset(visits):
+def built_from(site: Path, nb: Path) -> dict:
+    """The copy of ``nb`` the site was built from (book/build.py stages it beside the site), so a chapter that
+    someone saves again while the test runs is compared with what was built, not with its newer version."""
+    return json.loads((site.parent / "work" / "src" / nb.name).read_text())
+
+
+def test_formulas_are_typeset(visits, site):
     """MathJax typeset every formula: each math element holds its rendering, no MathJax error, no raw TeX left."""
     assert sum(v.math["typeset"] for v in visits.values()) > 0, "no page has any typeset formula"
     problems = {}
@@ -297,16 +303,16 @@ def test_formulas_are_typeset(visits):
             problems[name] = found
     assert not problems, "formulas not rendered as math:\n" + json.dumps(problems, indent=1, ensure_ascii=False)
     for nb in NOTEBOOKS:
-        source = "".join("".join(c.get("source", "")) for c in json.loads(nb.read_text())["cells"]
+        source = "".join("".join(c.get("source", "")) for c in built_from(site, nb)["cells"]
                          if c.get("cell_type") == "markdown")
         if "$" in source:
             assert visits[f"{nb.stem}.html"].math["typeset"] > 0, f"{nb.stem} has $math$ but no typeset formula"
 
 
-def saved_outputs(nb_path: Path) -> tuple[int, list[str]]:
+def saved_outputs(nb: dict) -> tuple[int, list[str]]:
     """The number of PNG outputs the notebook saved, and its self-check decks' titles (from their markdown)."""
     pngs, decks = 0, []
-    for cell in json.loads(nb_path.read_text())["cells"]:
+    for cell in nb["cells"]:
         for output in cell.get("outputs", []):
             data = output.get("data", {})
             pngs += "image/png" in data
@@ -318,11 +324,11 @@ def saved_outputs(nb_path: Path) -> tuple[int, list[str]]:
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_chapter_shows_its_saved_outputs_and_how_to_open_it(visits, nb):
+def test_chapter_shows_its_saved_outputs_and_how_to_open_it(visits, site, nb):
     """Each saved PNG is an image (a widget shows its saved PNG, not a widget placeholder), each deck lists its
     questions, and the note names the notebook to open in Jupyter."""
     v = visits[f"{nb.stem}.html"]
-    pngs, decks = saved_outputs(nb)
+    pngs, decks = saved_outputs(built_from(site, nb))
     assert v.output_images == pngs, (f"{nb.stem}: the notebook saved {pngs} PNG outputs (widgets' pictures among "
                                      f"them) but the page shows {v.output_images} images in its outputs")
     for title in decks:
