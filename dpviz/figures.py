@@ -28,7 +28,7 @@ from dpviz.plots.step2 import plot_example_grads
 from dpviz.plots.step3 import plot_big_average, plot_group_averages
 from dpviz.plots.step4 import plot_devices
 from dpviz.plots.step5 import plot_all_reduce, plot_parameter_server, plot_replica_params, plot_ring_schedule
-from dpviz.plots.style import SOURCE_NOTE_OFFSET
+from dpviz.plots.style import stack_notes as _stack_notes
 from dpviz.plots.summary import plot_summary
 from dpviz.plots.timeline import plot_timelines
 from dpviz.records import BenchRecord, Run, Schedule
@@ -39,21 +39,6 @@ def _figure(figsize, ncols=1, **kwargs):
     fig = Figure(figsize=figsize)
     axes = fig.subplots(1, ncols, **kwargs)
     return fig, axes
-
-
-def _stack_notes(axes, gap: float = 12) -> None:
-    """Side-by-side panels: each panel's source note one line lower than the last, so long notes never overlap.
-
-    A note that repeats the one before it word for word is dropped.
-    """
-    seen = []
-    for i, ax in enumerate(axes):
-        for note in [t for t in ax.texts if getattr(t, "xyann", None) == SOURCE_NOTE_OFFSET]:
-            if note.get_text() in seen:
-                note.remove()
-                continue
-            seen.append(note.get_text())
-            note.xyann = (SOURCE_NOTE_OFFSET[0], SOURCE_NOTE_OFFSET[1] - gap * (len(seen) - 1))
 
 
 def figure_step1_loss(eta: float = 0.1) -> Figure:

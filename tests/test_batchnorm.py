@@ -81,3 +81,22 @@ def test_description_comes_from_the_record(run):
 def test_bad_config_names_the_argument(kwargs, name):
     with pytest.raises(ValueError, match=name):
         BatchNormConfig(**kwargs)
+
+
+def test_the_figures_draw_the_record(run):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dpviz.plots.batchnorm import plot_batchnorm_errors, plot_batchnorm_means
+
+    fig, (left, right) = plt.subplots(1, 2)
+    assert plot_batchnorm_means(run, ax=left, step=1) is left
+    assert plot_batchnorm_errors(run, ax=right, note=False) is right
+    bars = [p.get_height() for p in right.patches]
+    assert np.allclose(bars[:run.steps], run.local_rel_err())  # coral: per-shard statistics
+    assert len(right.texts) == 0 and len(left.texts) == 1      # one note naming the run
+    with pytest.raises(ValueError, match="step"):
+        plot_batchnorm_means(run, step=run.steps)
+    plt.close(fig)

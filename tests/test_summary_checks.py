@@ -64,6 +64,13 @@ def test_a_tampered_record_fails_the_claim_that_rests_on_it(pair, name, change, 
         verify_summary(tampered(pair[0], name, change), pair[1])
 
 
+def test_a_twin_from_another_start_fails(pair):
+    run, alone = pair
+    arrays = dict(alone.arrays, local_grad=alone.local_grad * 1.001)
+    with pytest.raises(AssertionError, match="the twin's first gradients"):
+        verify_summary(run, Run(alone.meta, arrays))
+
+
 def test_a_twin_that_did_not_drift_fails(pair):
     run, alone = pair
     arrays = dict(alone.arrays, param_digest=run.param_digest)  # as if every replica had stayed the same

@@ -21,15 +21,16 @@ from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 from matplotlib.textpath import TextPath
 
-from dpviz.plots.step2 import (EXAMPLE_STYLE, MEAN_STYLE, arrows, check_record, gradient_plane,
+from dpviz.plots.step2 import (EXAMPLE_STYLE, MEAN_STYLE, arrows, check_record, dashed_arrow, gradient_plane,
                                run_note)
-from dpviz.plots.style import GREY, INK, RED, get_ax
+from dpviz.plots.style import GREY, INK, RED, SLATE, get_ax
+from dpviz.theory.landscape import angle_deg
 
 GROUP_STYLE = dict(color=RED, alpha=0.35, width=0.008, headwidth=3.5, headlength=4, headaxislength=3.6)
 BIG_MARK = dict(marker="o", markersize=15, markerfacecolor="none", markeredgecolor=INK, markeredgewidth=1.8,
                 linestyle="none")
 GIDS = {"examples": "step3.examples", "big": "step3.big", "groups": "step3.groups", "mean": "step3.mean",
-        "big_tip": "step3.big_tip", "difference": "step3.difference"}
+        "big_tip": "step3.big_tip", "difference": "step3.difference", "reference": "step3.reference"}
 ROUNDING = 1e-5  # relative difference below which two float32 gradients agree to rounding
 
 
@@ -96,25 +97,30 @@ def plot_big_average(run, *, step: int = 0, ax=None, fontsize: float = 10) -> "A
     return ax
 
 
-def plot_group_averages(run, *, step: int = 0, ax=None, show_big: bool = True, fontsize: float = 10) -> "Axes":
+def plot_group_averages(run, *, step: int = 0, ax=None, show_big: bool = True, reference=None,
+                        reference_label: str = "gradient of the whole data set", fontsize: float = 10) -> "Axes":
     """The k group means (faint red), their combination from the all-reduce (red), and the measured difference.
 
     The faint arrows are ``run.local_grad[step]``, one per rank; the red arrow is
     ``run.reduced_grad[step, 0]``. With ``show_big`` a black ring marks the
     big-batch tip ``run.big_grad[step]``, and the text says how far the red tip
-    is from it. Unequal shards are labelled with their sizes.
+    is from it. Unequal shards are labelled with their sizes. ``reference`` (a (2,)
+    gradient, e.g. :func:`dpviz.theory.landscape.full_grad` at the same θ) is drawn
+    dashed, with its angle to the red arrow in the legend.
     """
     step, _ = check_record(run, step)
     ax = get_ax(ax)
     sizes = [int(s) for s in run.shard_sizes]
     draw_group_averages(ax, run.local_grad[step], run.reduced_grad[step, 0], run.big_grad[step], sizes=sizes,
-                        mean_label=mean_words(run) + " (all-reduced)", show_big=show_big, fontsize=fontsize)
+                        mean_label=mean_words(run) + " (all-reduced)", show_big=show_big, fontsize=fontsize,
+                        reference=reference, reference_label=reference_label)
     run_note(ax, run, f"step {step}")
     return ax
 
 
 def draw_group_averages(ax, groups, mean, big, *, sizes, mean_label: str, show_big: bool = True,
-                        view=None, fontsize: float = 10) -> None:
+                        view=None, reference=None, reference_label: str = "gradient of the whole data set",
+                        fontsize: float = 10) -> None:
     """Draw group means ``groups`` (k, 2) faint, their combination ``mean`` red, the ``big`` tip as a ring, the gap.
 
     ``sizes`` are the groups' example counts (labelled at the tips when unequal);
@@ -132,6 +138,12 @@ def draw_group_averages(ax, groups, mean, big, *, sizes, mean_label: str, show_b
         ax.plot([big[0]], [big[1]], gid=GIDS["big_tip"], zorder=3, **BIG_MARK)
         handles.append(Line2D([], [], label=r"tip of the big-batch mean $g_{big}$", **BIG_MARK))
     points = [groups, np.reshape(mean, (1, 2)), np.reshape(big, (1, 2))]
+    if reference is not None:
+        reference = np.asarray(reference, dtype=float).reshape(2)
+        dashed_arrow(ax, reference, gid=GIDS["reference"])
+        handles.append(Line2D([], [], color=SLATE, linestyle="--", linewidth=2,
+                              label=f"{reference_label} ({angle_deg(mean, reference):.0f}° from the red arrow)"))
+        points.append(reference[None])
     if view is not None:
         points.append(np.asarray(view).reshape(-1, 2))
     gradient_plane(ax, np.vstack(points), fontsize=fontsize)

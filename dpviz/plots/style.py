@@ -37,3 +37,18 @@ def source_note(ax, text: str) -> None:
     """Write which run (or which model) a figure came from, small, under the Axes."""
     ax.annotate(text, xy=(0, 0), xycoords="axes fraction", xytext=SOURCE_NOTE_OFFSET, textcoords="offset points",
                 fontsize=8, color=SLATE, ha="left", va="top")
+
+
+def stack_notes(axes, gap: float = 12) -> None:
+    """Side-by-side panels: each panel's source note one line lower than the last, so long notes never overlap.
+
+    A note that repeats the one before it word for word is dropped.
+    """
+    seen = []
+    for ax in axes:
+        for note in [t for t in ax.texts if getattr(t, "xyann", None) == SOURCE_NOTE_OFFSET]:
+            if note.get_text() in seen:
+                note.remove()
+                continue
+            seen.append(note.get_text())
+            note.xyann = (SOURCE_NOTE_OFFSET[0], SOURCE_NOTE_OFFSET[1] - gap * (len(seen) - 1))
