@@ -4,10 +4,16 @@ The dashed slate line is the ideal S = k (sync for free). Each coloured curve is
 S = T_compute / (T_compute / k + T_comm(k)) for one interconnect: mint fast, butter medium, coral
 slow. Black points are speedups this machine measured in real runs; a point with more ranks than
 cores is drawn hollow, because there the ranks took turns on the CPU and the point says as much
-about the machine as about the sync::
+about the machine as about the sync. Measured points belong on a curve modeled for their own
+workload (their T_compute and M, with alpha and beta fitted on the same machine): ``measured_model``
+draws that one, dash-dotted in black, apart from the curves of any other workload::
 
     plot_speedup(timing.speedup_curves(np.arange(1, 65), t_compute=1.0, m=100e6),
                  measured=timing.measured_speedup(runs))
+    workload = timing.measured_workload(runs)
+    plot_speedup(curves, measured=timing.measured_speedup(runs),
+                 measured_model=timing.speedup_curves(ks, t_compute=workload.t_compute, m=workload.m,
+                                                      links=[timing.link_from_fit(bench.fit("ring"))]))
 """
 
 from __future__ import annotations
@@ -21,7 +27,10 @@ from dpviz.plots.style import (
 )
 
 GIDS = {"ideal": "speedup.ideal", "link": "speedup.link", "measured": "speedup.measured",
-        "oversubscribed": "speedup.oversubscribed", "superlinear": "speedup.superlinear", "note": "speedup.note"}
+        "measured_line": "speedup.measured_line", "oversubscribed": "speedup.oversubscribed",
+        "oversubscribed_note": "speedup.oversubscribed_note", "superlinear": "speedup.superlinear",
+        "measured_model": "speedup.measured_model", "note": "speedup.note"}
+MEASURED_MODEL_STYLE = dict(color=INK, linestyle="-.", linewidth=1.6, zorder=3)  # under the points, over the links
 SPEED_COLOURS = dict(zip(SPEED_ORDER, (MINT, BUTTER, CORAL)))
 OTHER_COLOURS = (REPLICA, INK, SLATE)  # links that are not presets, e.g. this machine's fit
 
@@ -33,16 +42,17 @@ def link_colour(name: str, index: int = 0) -> str:
 
 def workload_words(curves) -> str:
     """The assumptions behind the modeled curves, in one line."""
-    return f"T_compute = {curves.t_compute:.3g} s per step on one device, M = {_bytes(curves.m)}, {curves.formula} all-reduce"
+    return f"T_compute = {curves.t_compute:.3g} s per step on one device, M = {bytes_words(curves.m)}, {curves.formula} all-reduce"
 
 
-def plot_speedup(curves, *, measured=None, ax=None, log: bool = True, fontsize: float = 11, note: str | None = None,
-                 colours: dict | None = None):
+def plot_speedup(curves, *, measured=None, measured_model=None, ax=None, log: bool = True, fontsize: float = 11,
+                 note: str | None = None, colours: dict | None = None):
     """Draw :class:`dpviz.theory.timing.SpeedupCurves` and, optionally, a :class:`dpviz.theory.timing.MeasuredSpeedup`.
 
-    ``log=True`` puts both axes on a log scale, so small k and large k read equally well and
-    the ideal line is a diagonal. ``colours`` maps a link name to a colour, for links that are
-    not presets.
+    ``measured_model`` (SpeedupCurves with one link, e.g. this machine's fit) is the curve modeled for
+    the measured runs' own T_compute and M. ``log=True`` puts both axes on a log scale, so small k
+    and large k read equally well and the ideal line is a diagonal. ``colours`` maps a link name to a
+    colour, for links that are not presets.
     """
     colours = colours or {}
     ax = get_ax(ax)
@@ -55,6 +65,13 @@ def plot_speedup(curves, *, measured=None, ax=None, log: bool = True, fontsize: 
         ax.plot(k, curve.speedup, color=colour, linewidth=2.6, gid=f"{GIDS['link']}:{name}",
                 label=f"{name} ({MODELED_NOTE})")
 
+    if measured_model is not None:
+        if len(measured_model.curves) != 1:
+            raise ValueError("measured_model must hold one curve, for the link the measured runs used; "
+                             f"got {len(measured_model.curves)}.")
+        (own,) = measured_model.curves.values()
+        ax.plot(measured_model.k, own.speedup, gid=GIDS["measured_model"], label=measured_model_words(measured_model),
+                **MEASURED_MODEL_STYLE)
     if measured is not None:
         _draw_measured(ax, measured, fontsize)
 
@@ -88,6 +105,9 @@ def plot_speedup(curves, *, measured=None, ax=None, log: bool = True, fontsize: 
     lines = [f"{MODELED_NOTE}: {workload_words(curves)}"]
     if measured is not None:
         lines.append(f"{MEASURED_NOTE}: {measured.describe}, global batch {measured.global_batch}")
+    if measured_model is not None:
+        lines.append(f"dash-dot, {MODELED_NOTE} for the measured runs: {workload_words(measured_model)}, "
+                     f"{_link_words(next(iter(measured_model.curves.values())))}")
     if note:
         lines.append(note)
     source_note(ax, "\n".join(lines))
@@ -98,7 +118,7 @@ def plot_speedup(curves, *, measured=None, ax=None, log: bool = True, fontsize: 
 def _draw_measured(ax, measured, fontsize):
     k, s, over = np.asarray(measured.k), np.asarray(measured.speedup), np.asarray(measured.oversubscribed, bool)
     label = f"{MEASURED_NOTE} on {measured.host}, {measured.cores} cores"
-    ax.plot(k, s, color=INK, linewidth=1.0, linestyle=":", zorder=4)
+    ax.plot(k, s, color=INK, linewidth=1.0, linestyle=":", zorder=4, gid=GIDS["measured_line"])
     ax.plot(k[~over], s[~over], "o", color=INK, markersize=8, zorder=5, gid=GIDS["measured"],
             label=label if (~over).any() else None)
     if over.any():
@@ -107,7 +127,7 @@ def _draw_measured(ax, measured, fontsize):
                 label=f"{MEASURED_NOTE}, k > {measured.cores} cores")
         for ki, si in zip(k[over], s[over]):
             ax.annotate("k > cores:\nranks share cores", (ki, si), xytext=(8, -4), textcoords="offset points",
-                        fontsize=fontsize - 2, color=INK, va="top")
+                        fontsize=fontsize - 2, color=INK, va="top", gid=GIDS["oversubscribed_note"])
     above = np.asarray(getattr(measured, "superlinear", np.zeros(len(k), bool)), bool)
     if above.any():  # one note is enough; it points at the highest such point
         ki, si = k[above][np.argmax(s[above])], s[above].max()
@@ -116,11 +136,38 @@ def _draw_measured(ax, measured, fontsize):
                     va="bottom", gid=GIDS["superlinear"])
 
 
-def _bytes(m: float) -> str:
+def measured_model_words(curves) -> str:
+    """The legend entry of the curve modeled for the measured runs' own workload."""
+    (own,) = curves.curves.values()
+    return (f"{MODELED_NOTE} for the measured runs:\nT_compute = {seconds_words(curves.t_compute)}, "
+            f"M = {bytes_words(curves.m)},\nα, β: {own.name}")
+
+
+def power_of_two(value: float, _pos=None) -> str:
+    """A log-2 tick label that stays short below 1: 8, 1, 1/4, 1/32 (a tick formatter)."""
+    return f"{value:g}" if value >= 1 or value <= 0 else f"1/{1 / value:g}"
+
+
+def seconds_words(seconds: float) -> str:
+    """A duration in s, ms or µs."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds * 1e6:.3g} µs"
+
+
+def _link_words(curve) -> str:
+    beta = "∞" if not np.isfinite(curve.beta) else f"{curve.beta / 1e9:.3g} GB/s"
+    return f"α = {curve.alpha * 1e6:.3g} µs, β = {beta} ({curve.source})"
+
+
+def bytes_words(m: float) -> str:
+    """A byte count in B, kB, MB or GB."""
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if m >= scale:
             return f"{m / scale:.3g} {unit}"
     return f"{m:.3g} B"
 
 
-__all__ = ["plot_speedup", "link_colour", "workload_words"]
+__all__ = ["plot_speedup", "link_colour", "workload_words", "measured_model_words", "power_of_two", "bytes_words",
+           "seconds_words"]

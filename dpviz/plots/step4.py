@@ -116,13 +116,16 @@ class DeviceBoxes:
 
     @staticmethod
     def layout_key(run) -> tuple:
-        """What decides the artists outside :meth:`changing_artists`: runs with the same key differ only inside it."""
-        return (run.k, run.meta["model"])
+        """What decides the artists outside :meth:`changing_artists`: the run (its k, model and provenance note).
+
+        Two steps of one run differ only inside :meth:`changing_artists`; so do runs with the same key.
+        """
+        return (run.k, run.meta["model"], run.describe())
 
     def changing_artists(self) -> list:
         """The artists :meth:`show` may set new data or text on between runs of the same :meth:`layout_key`."""
-        names = ("label", "theta", "slice", "others", "line", "rows", "arrow", "grad")
-        return [a[name] for a in self.slots for name in names] + [self.title, self.source]
+        names = ("theta", "slice", "others", "line", "rows", "arrow", "grad")
+        return [a[name] for a in self.slots for name in names] + [self.title]
 
     def _to_panel(self, i: int, x, y):
         """Map data-set coordinates (x, y) into box i's data panel."""

@@ -84,13 +84,16 @@ class AllReduceFunnel:
 
     @staticmethod
     def layout_key(run) -> tuple:
-        """What decides the artists outside :meth:`changing_artists`: runs with the same key differ only inside it."""
-        return (run.k, bool(run.meta["all_reduce"]))
+        """What decides the artists outside :meth:`changing_artists`: the run (its k, all-reduce and provenance note).
+
+        Two steps of one run differ only inside :meth:`changing_artists`; so do runs with the same key.
+        """
+        return (run.k, bool(run.meta["all_reduce"]), run.describe())
 
     def changing_artists(self) -> list:
         """The artists :meth:`show` may set new data or text on between runs of the same :meth:`layout_key`."""
         values = [box["value"] for box in self.top + self.bottom]
-        return [*self._arrows(), *values, self.hub_value, self.title, self.verdict, self.source]
+        return [*self._arrows(), *values, self.hub_value, self.title, self.verdict]
 
     def _arrows(self):
         return [self.reduced, *self.funnel, *(box["arrow"] for box in self.top + self.bottom)]

@@ -8,6 +8,8 @@ coral bar. The rows come from :mod:`dpviz.theory.timing`::
     plot_timelines(timing.machine_timelines(runs, bench))                      # this machine
     plot_timelines(timing.timeline_rows(t_compute=1.0, t_comm=0.2))           # the notes' toy numbers
 
+An interactive figure keeps the :class:`TimelineBars` and calls its ``show`` with new rows.
+
 Rows a run measured are drawn solid; rows the cost model filled in are hatched and say "modeled".
 """
 
@@ -22,12 +24,14 @@ MODELED_HATCH = "///"
 BAR_HEIGHT = 0.62
 
 
+UNITS = {"s": 1.0, "ms": 1e-3, "µs": 1e-6}  # seconds per unit
+
+
 def time_unit(seconds: float) -> tuple[str, float]:
     """A readable unit for a span of ``seconds``: ``(name, seconds per unit)``."""
-    if seconds >= 1.0:
-        return "s", 1.0
-    if seconds >= 1e-3:
-        return "ms", 1e-3
+    for name, scale in UNITS.items():
+        if seconds >= scale:
+            return name, scale
     return "µs", 1e-6
 
 
@@ -48,42 +52,79 @@ def plot_timelines(rows, *, ax=None, fontsize: float = 11, title: str | None = N
     turn it off only where the title already says that every row is modeled.
     """
     ax = get_ax(ax)
-    rows = list(rows)
-    if not rows:
-        raise ValueError("rows must hold at least one TimelineRow.")
-    longest = max(row.t_step for row in rows)
-    unit, scale = time_unit(longest if longest > 0 else 1.0)
-    y = [len(rows) - 1 - i for i in range(len(rows))]
-
-    for yi, row in zip(y, rows):
-        hatch = MODELED_HATCH if mark_source and row.source != MEASURED_NOTE else None
-        style = dict(height=BAR_HEIGHT, edgecolor=INK, linewidth=0.8, hatch=hatch)
-        ax.barh(yi, row.t_compute / scale, left=0.0, color=LAVENDER, gid=GIDS["compute"], **style)
-        ax.barh(yi, row.t_comm / scale, left=row.t_compute / scale, color=CORAL, gid=GIDS["comm"], **style)
-        ax.text(row.t_step / scale, yi, "  " + row_label(row, unit, scale, tag=mark_source), va="center", ha="left",
-                fontsize=fontsize - 1, color=INK, gid=GIDS["label"])
-
-    ax.set_yticks(y, [f"k = {row.k}" for row in rows], fontsize=fontsize)
-    ax.set_ylim(-0.6, len(rows) - 0.4)
-    ax.set_xlim(0, longest / scale * 1.6 if longest > 0 else 1.0)  # room for the label after the longest bar
-    ax.set_xlabel(f"time for one training step ({unit})", fontsize=fontsize, loc="right")
-    ax.tick_params(axis="x", labelsize=fontsize - 1)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-    ax.set_title(title or "One step on k devices: compute shrinks as 1/k, the sync does not,\n"
-                          "so no step can get shorter than its coral bar", fontsize=fontsize + 1, loc="left")
-
-    handles = [
-        Patch(facecolor=LAVENDER, edgecolor=INK, label="compute, T_compute / k"),
-        Patch(facecolor=CORAL, edgecolor=INK, label="sync (all-reduce), T_comm"),
-    ]
-    sources = {row.source for row in rows} if mark_source else set()
-    if MEASURED_NOTE in sources:
-        handles.append(Patch(facecolor="white", edgecolor=INK, label=f"solid: {MEASURED_NOTE} by a run"))
-    if MODELED_NOTE in sources:
-        handles.append(Patch(facecolor="white", edgecolor=INK, hatch=MODELED_HATCH,
-                             label=f"hatched: {MODELED_NOTE} (cost model)"))
-    ax.legend(handles=handles, loc="lower right", fontsize=fontsize - 2, frameon=False)
-    if note:
-        source_note(ax, note)
+    TimelineBars(ax, rows, fontsize=fontsize, title=title, note=note, mark_source=mark_source)
     return ax
+
+
+class TimelineBars:
+    """The artists of figure s01, built once; :meth:`show` sets new rows on them without making new ones.
+
+    ``self.compute``, ``self.comm`` and ``self.labels`` hold one lavender bar, one coral bar and
+    one end-of-bar text per row, first row on top. The x axis is in ``self.unit``; :meth:`show`
+    keeps it unless told another unit.
+    """
+
+    def __init__(self, ax, rows, *, fontsize: float = 11, title: str | None = None, note: str | None = None,
+                 mark_source: bool = True):
+        rows = list(rows)
+        if not rows:
+            raise ValueError("rows must hold at least one TimelineRow.")
+        self.ax, self.mark_source = ax, mark_source
+        y = [len(rows) - 1 - i for i in range(len(rows))]
+        style = dict(height=BAR_HEIGHT, edgecolor=INK, linewidth=0.8)
+        self.compute, self.comm, self.labels = [], [], []
+        for yi, row in zip(y, rows):  # row by row, the order a saved SVG lists them in
+            hatch = self._hatch(row)
+            self.compute.append(ax.barh(yi, 0.0, left=0.0, color=LAVENDER, gid=GIDS["compute"], hatch=hatch, **style)[0])
+            self.comm.append(ax.barh(yi, 0.0, left=0.0, color=CORAL, gid=GIDS["comm"], hatch=hatch, **style)[0])
+            self.labels.append(ax.text(0.0, yi, "", va="center", ha="left", fontsize=fontsize - 1, color=INK,
+                                       gid=GIDS["label"]))
+        longest = max(row.t_step for row in rows)
+        self.unit, self.scale = time_unit(longest if longest > 0 else 1.0)
+        self.show(rows)
+
+        ax.set_yticks(y, [f"k = {row.k}" for row in rows], fontsize=fontsize)
+        ax.set_ylim(-0.6, len(rows) - 0.4)
+        ax.set_xlim(0, longest / self.scale * 1.6 if longest > 0 else 1.0)  # room for the label after the longest bar
+        ax.set_xlabel(f"time for one training step ({self.unit})", fontsize=fontsize, loc="right")
+        ax.tick_params(axis="x", labelsize=fontsize - 1)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+        ax.set_title(title or "One step on k devices: compute shrinks as 1/k, the sync does not,\n"
+                              "so no step can get shorter than its coral bar", fontsize=fontsize + 1, loc="left")
+
+        handles = [
+            Patch(facecolor=LAVENDER, edgecolor=INK, label="compute, T_compute / k"),
+            Patch(facecolor=CORAL, edgecolor=INK, label="sync (all-reduce), T_comm"),
+        ]
+        sources = {row.source for row in rows} if mark_source else set()
+        if MEASURED_NOTE in sources:
+            handles.append(Patch(facecolor="white", edgecolor=INK, label=f"solid: {MEASURED_NOTE} by a run"))
+        if MODELED_NOTE in sources:
+            handles.append(Patch(facecolor="white", edgecolor=INK, hatch=MODELED_HATCH,
+                                 label=f"hatched: {MODELED_NOTE} (cost model)"))
+        ax.legend(handles=handles, loc="lower right", fontsize=fontsize - 2, frameon=False)
+        if note:
+            source_note(ax, note)
+
+    def _hatch(self, row) -> str | None:
+        return MODELED_HATCH if self.mark_source and row.source != MEASURED_NOTE else None
+
+    def show(self, rows, *, unit: str | None = None, suffix: str = "") -> None:
+        """Set the bars to ``rows`` (as many as built), in ``unit`` if given; ``suffix`` ends the last label."""
+        rows = list(rows)
+        if len(rows) != len(self.compute):
+            raise ValueError(f"rows must hold {len(self.compute)} rows, one per bar built; got {len(rows)}.")
+        if unit is not None:
+            self.unit, self.scale = unit, UNITS[unit]
+        scale = self.scale
+        for compute, comm, label, row in zip(self.compute, self.comm, self.labels, rows):
+            compute.set_width(row.t_compute / scale)
+            comm.set_x(row.t_compute / scale)
+            comm.set_width(row.t_comm / scale)
+            if compute.get_hatch() != self._hatch(row):  # a row that turned from measured to modeled, or back
+                compute.set_hatch(self._hatch(row))
+                comm.set_hatch(self._hatch(row))
+            label.set_x(row.t_step / scale)
+            label.set_text("  " + row_label(row, self.unit, scale, tag=self.mark_source))
+        self.labels[-1].set_text(self.labels[-1].get_text() + suffix)
