@@ -1,0 +1,173 @@
+"""Chapter 11's sliders: the straggler's delay d, which rank is slow, and k, over straggler sweeps recorded for real.
+
+    from dpviz.records.straggler import shipped_straggler
+    from dpviz.widgets.waiting import straggler_widget
+    straggler_widget(shipped_straggler())        # {k: StragglerRecord}
+
+:class:`StragglerFigure` draws two timelines one above the other, built once: on top the steps a
+real run recorded with that (k, d, slow rank); under it the same steps as the model of
+:func:`dpviz.theory.waiting.straggler_step` draws them, from the run's own median compute and
+all-reduce times. With more ranks than cores the measurement includes the ranks taking turns on
+the CPU, which the model leaves out; the figure says so when it happens.
+
+``update(k=, delay=, slow_rank=)`` sets new segments, rank labels and hand-drawn time ticks on
+the artists already there (all of them animated), so the background never needs drawing again.
+No slider starts a run: every (k, d, rank) it offers is a setting of a shipped record.
+"""
+
+from __future__ import annotations
+
+import html
+
+import ipywidgets as widgets
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import TICKDOWN
+from matplotlib.ticker import MaxNLocator
+from matplotlib.transforms import blended_transform_factory, offset_copy
+
+from dpviz.checks import check_choice, check_int, check_real
+from dpviz.plots.straggler import StragglerBars, legend_handles, measured_segments, modeled_segments
+from dpviz.plots.style import INK, SLATE
+from dpviz.theory import waiting
+from dpviz.widgets.base import SliderFigure, animate
+
+STEPS_SHOWN = 3
+TICKS = MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10])
+
+
+def _check_sweeps(sweeps: dict) -> dict:
+    if not sweeps:
+        raise ValueError("sweeps must hold at least one StragglerRecord, keyed by k; got an empty dict.")
+    for k, sweep in sweeps.items():
+        if getattr(sweep, "KIND", None) is None or sweep.KIND.name != "straggler" or sweep.k != k:
+            raise ValueError(f"sweeps must map each k to a straggler record with that k; got {sweep!r} under k={k!r}.")
+    return dict(sorted(sweeps.items()))
+
+
+class _TimeTicks:
+    """An x axis drawn by hand (tick marks and labels as artists), so that moving it needs no new background."""
+
+    def __init__(self, ax, *, fontsize: float, count: int = 9, labelled: bool = True):
+        self.ax = ax
+        ax.tick_params(axis="x", bottom=False, labelbottom=False)
+        at_axis = ax.get_xaxis_transform()
+        self.marks, = ax.plot([], [], linestyle="none", marker=TICKDOWN, markersize=4, markeredgewidth=0.8, color=INK,
+                              transform=at_axis, clip_on=False)
+        below = offset_copy(at_axis, fig=ax.figure, y=-6, units="points")
+        # every text drawn costs about a millisecond a move: the upper panel shares the lower one's labels
+        self.labels = [ax.text(0, 0, "", transform=below, ha="center", va="top", fontsize=fontsize - 1, color=INK,
+                               clip_on=False) for _ in range(count if labelled else 0)]
+
+    def artists(self) -> list:
+        return [self.marks, *self.labels]
+
+    def set(self, end_ms: float) -> None:
+        self.ax.set_xlim(0, end_ms)
+        values = [v for v in TICKS.tick_values(0, end_ms) if -1e-9 <= v <= end_ms * (1 + 1e-9)]
+        self.marks.set_data(values, np.zeros(len(values)))
+        for i, label in enumerate(self.labels):
+            label.set_visible(i < len(values))
+            if i < len(values):
+                label.set_x(values[i])
+                label.set_text(f"{values[i]:g}")
+
+
+class StragglerFigure:
+    """Measured (top) and modeled (bottom) straggler timelines for up to ``max(sweeps)`` ranks; see the module docstring."""
+
+    def __init__(self, sweeps: dict, *, steps: int = STEPS_SHOWN, figsize=(12, 7.4), fontsize: float = 12):
+        self.sweeps = _check_sweeps(sweeps)
+        self.steps = check_int("steps", steps, low=1, high=20)
+        slots = max(self.sweeps)
+        self.caption = ""
+        self.fig = fig = Figure(figsize=figsize)
+        FigureCanvasAgg(fig)
+        self.ax_measured, self.ax_modeled = fig.subplots(2, 1)
+        fig.subplots_adjust(left=0.13, right=0.98, top=0.88, bottom=0.2, hspace=0.32)
+        self.bars, self.ticks, self.rank_labels, self.titles = {}, {}, {}, {}
+        for name, ax in (("measured", self.ax_measured), ("modeled", self.ax_modeled)):
+            self.bars[name] = StragglerBars(ax, slots=slots, fontsize=fontsize)
+            ax.tick_params(axis="y", left=False, labelleft=False)
+            self.ticks[name] = _TimeTicks(ax, fontsize=fontsize, labelled=name == "modeled")
+            if name == "modeled":
+                ax.set_xlabel("time (ms), the same scale in both", fontsize=fontsize - 1, loc="right")
+                ax.xaxis.labelpad = 16
+            left_of_axis = offset_copy(blended_transform_factory(ax.transAxes, ax.transData), fig=fig, x=-8, units="points")
+            self.rank_labels[name] = [ax.text(0, r, f"rank {r}", transform=left_of_axis, ha="right", va="center",
+                                              fontsize=fontsize - 1, color=INK, clip_on=False) for r in range(slots)]
+            self.titles[name] = ax.set_title("", fontsize=fontsize, loc="left")
+        self.note = self.ax_measured.text(0.99, 1.02, "", transform=self.ax_measured.transAxes, ha="right", va="bottom",
+                                          fontsize=fontsize - 2, color=SLATE)
+        self.headline = fig.text(0.01, 0.985, "", ha="left", va="top", fontsize=fontsize + 1, color=INK, weight="bold")
+        fig.legend(handles=legend_handles(), loc="lower center", ncol=4, fontsize=fontsize - 2, frameon=False)
+        animate(*[a for name in self.bars for a in (*self.bars[name].artists(), *self.ticks[name].artists(),
+                                                     *self.rank_labels[name], self.titles[name])],
+                self.note, self.headline)
+
+    def options(self) -> tuple[list, list]:
+        """The ks and the delays (seconds) every sweep offers."""
+        delays = sorted(set.intersection(*(set(np.round(s.delay, 9).tolist()) for s in self.sweeps.values())))
+        return list(self.sweeps), delays
+
+    def update(self, *, k: int, delay: float, slow_rank: int) -> None:
+        k = check_choice("k", k, tuple(self.sweeps))
+        sweep = self.sweeps[k]
+        delay = check_real("delay", delay, low=0.0)
+        slow_rank = check_int("slow_rank", slow_rank, low=0, high=k - 1)
+        s = sweep.setting(delay, slow_rank)
+        measured, end_measured = measured_segments(sweep, s, steps=self.steps)
+        step = waiting.straggler_step(sweep.median_compute(), [delay if r == slow_rank else 0.0 for r in range(k)],
+                                      sweep.median_transfer())
+        modeled, end_modeled = modeled_segments(step, steps=self.steps)
+        end_ms = max(end_measured, end_modeled) * 1e3 * 1.04
+        for name, segments in (("measured", measured), ("modeled", modeled)):
+            self.bars[name].show(segments)
+            self.ticks[name].set(end_ms)
+            self.bars[name].ax.set_ylim(k - 0.4, -0.6)
+            for r, label in enumerate(self.rank_labels[name]):
+                label.set_visible(r < k)
+                label.set_text(f"rank {r}" + (" (slow)" if r == slow_rank and delay > 0 else ""))
+        wait = float(sweep.measured_wait()[s])
+        measured_step = float(sweep.median_step()[s])
+        self.titles["measured"].set_text(f"measured: others waited {wait * 1e3:.1f} ms; step {measured_step * 1e3:.1f} ms (medians)")
+        self.titles["modeled"].set_text(f"modeled: others wait {float(step.wait.max()) * 1e3:.1f} ms; step "
+                                        f"{step.t_step * 1e3:.1f} ms (compute {sweep.median_compute() * 1e3:.2g} ms, "
+                                        f"all-reduce {sweep.median_transfer() * 1e3:.2g} ms, from this run)")
+        self.note.set_text(f"k = {k} ranks on {sweep.meta['cores']} cores: they take turns on the CPU, the model does not"
+                           if sweep.oversubscribed else "")
+        self.headline.set_text(f"k = {k}, rank {slow_rank} sleeps d = {delay * 1e3:g} ms per step: "
+                               f"every rank's step takes as long as the slowest rank's")
+        self.caption = (f"<b>{html.escape(self.headline.get_text())}</b><br>"
+                        f"{html.escape(self.titles['measured'].get_text())}. {html.escape(self.note.get_text())}<br>"
+                        f"record: {html.escape(sweep.describe())}")
+
+
+def straggler_widget(sweeps: dict, *, k: int | None = None, delay: float = 0.05, slow_rank: int = 1) -> SliderFigure:
+    """Sliders for k, the delay d and the slow rank over ``sweeps`` ({k: StragglerRecord}, e.g. ``shipped_straggler()``)."""
+    figure = StragglerFigure(sweeps)
+    ks, delays = figure.options()
+    k = ks[0] if k is None else check_choice("k", k, ks)
+    delay = check_real("delay", delay, low=0.0)
+    if not any(np.isclose(delay, d) for d in delays):
+        raise ValueError(f"delay must be one of the recorded delays {[f'{d:g}' for d in delays]} s; got {delay:g}.")
+    slow_rank = check_int("slow_rank", slow_rank, low=0, high=k - 1)
+    controls = {
+        "k": widgets.SelectionSlider(options=ks, value=k, description="k (ranks)", continuous_update=True),
+        "delay": widgets.SelectionSlider(options=[(f"{d * 1e3:g} ms", d) for d in delays],
+                                         value=min(delays, key=lambda d: abs(d - delay)), description="delay d",
+                                         continuous_update=True),
+        "slow_rank": widgets.IntSlider(value=slow_rank, min=0, max=max(ks) - 1, description="slow rank",
+                                       continuous_update=True),
+    }
+
+    def linked(name: str, values: dict) -> dict:
+        """A rank must exist: a smaller k pulls the slow rank down, a higher slow rank pushes k up."""
+        if name == "k" and values["slow_rank"] >= values["k"]:
+            return {"slow_rank": values["k"] - 1}
+        if name == "slow_rank" and values["slow_rank"] >= values["k"]:
+            return {"k": min(kk for kk in ks if kk > values["slow_rank"])}
+        return {}
+
+    return SliderFigure(figure, controls, linked=linked)
