@@ -18,17 +18,17 @@ What it does:
 
 A move that triggers more than one redraw counts the sum of them; the "full" column
 is the share of moves that drew the whole figure rather than only the artists that
-change over the cached background, and "best" the fastest move (the least disturbed
-by other work on the machine). The costs widget's preset and formula menus move α
+change over a cached background (backgrounds drawn while the widget was built do not
+count), and "best" the fastest move (the least disturbed by other work on the machine). The costs widget's preset and formula menus move α
 and β through observers of their own, so for those two a browser click
 (``control.value = ...``, no ``sf.set``) is measured as well.
 
-Prints the machine (cores, load average) first, then one line per widget (all its
-controls' moves together) and, for the costs widget, one per control: median and
-90th percentile in ms, redraws per move, and whether the median meets the 50 ms
-target (issue 4); ``--per-control`` gives every widget's controls a line. The
-target is for a machine that is not busy with other work; the load average, printed
-at the start and the end, says how busy this one was.
+Prints the machine (cores, load average) first, then for each widget one line with all
+its controls' moves together and one line per control: median and 90th percentile in
+ms, redraws per move, and whether the control meets the target (DESIGN.md: every
+control's median at most 30 ms and its 90th percentile at most 60 ms). The target is for
+a machine that is not busy with other work; the load average, printed at the start and
+the end, says how busy this one was.
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ import time
 import warnings
 from pathlib import Path
 
-TARGET_MS = 50.0
+TARGET_MEDIAN_MS = 30.0  # every control's median move
+TARGET_P90_MS = 60.0  # ... and its 90th percentile
 WIDGETS = ("eta_widget", "batch_widget", "average_widget", "costs_widget", "devices_widget", "all_reduce_widget")
 
 # Runs in the kernel once: the helpers that move controls and summarise sf.timings.
@@ -72,14 +73,13 @@ def _values(control, n, rng):
     return out
 
 def _count_full_redraws(sf):
-    """Wrap the widget's update to count the redraws that drew the whole figure (a private hook, for this report)."""
+    """Wrap the canvas's draw to count the moves that drew the whole figure (blits do not call it)."""
     counter = {"full": 0}
-    update = sf._update
-    def counted(values):
-        answer = update(values)
-        counter["full"] += answer == "full" or not sf._animated
-        return answer
-    sf._update = counted
+    draw = sf.fig.canvas.draw
+    def counted(*args, **kwargs):
+        counter["full"] += 1
+        return draw(*args, **kwargs)
+    sf.fig.canvas.draw = counted
     return counter
 
 def _measure(widget, sf, moves, *, click=()):
@@ -210,7 +210,7 @@ def summary(widget: str, control: str, rows: list[dict]) -> str:
     redraws = [n for row in rows for n in row["redraws"]]
     full = sum(row["full"] for row in rows) / len(ms)
     median, p90 = statistics.median(ms), statistics.quantiles(ms, n=10)[-1] if len(ms) > 1 else ms[0]
-    verdict = "met" if median <= TARGET_MS else "MISSED"
+    verdict = "met" if median <= TARGET_MEDIAN_MS and p90 <= TARGET_P90_MS else "MISSED"
     return (f"  {widget:<18} {control:<16} {len(ms):5d} {median:6.1f}ms {p90:6.1f}ms {min(ms):6.1f}ms "
             f"{statistics.mean(redraws):7.2g} {full:5.0%}  {verdict}")
 
@@ -220,7 +220,6 @@ def main(argv=None) -> int:
     parser.add_argument("--moves", type=int, default=20, help="moves per control (default 20)")
     parser.add_argument("--only", nargs="+", choices=WIDGETS, default=list(WIDGETS), help="widgets to measure")
     parser.add_argument("--timeout", type=float, default=300, help="seconds allowed per kernel cell")
-    parser.add_argument("--per-control", action="store_true", help="a line per control for every widget, not only costs")
     args = parser.parse_args(argv)
 
     print(machine_line(), flush=True)
@@ -232,15 +231,15 @@ def main(argv=None) -> int:
             print(f"recorded the biased grab and the all-reduce sweep in {time.perf_counter() - start:.1f} s", flush=True)
         rows = run_in_kernel(args.only, records, args.moves, args.timeout)
 
-    print(f"\ncallback + redraw per move, inside a python3 kernel (target: median <= {TARGET_MS:.0f} ms per widget)")
+    print(f"\ncallback + redraw per move, inside a python3 kernel "
+          f"(target: every control's median <= {TARGET_MEDIAN_MS:.0f} ms and p90 <= {TARGET_P90_MS:.0f} ms)")
     print(f"  {'widget':<18} {'control':<16} {'moves':>5} {'median':>8} {'p90':>8} {'best':>8} {'redraws':>7} {'full':>5}  target")
     for widget in args.only:
         mine = [row for row in rows if row["widget"] == widget]
         pooled = [row for row in mine if row["how"] == "set"]  # every control moved with sf.set, pooled
         print(summary(widget, "all controls", pooled))
-        if widget == "costs_widget" or args.per_control:
-            for row in mine:
-                print(summary("", row["control"] + (" (click)" if row["how"] == "click" else ""), [row]))
+        for row in mine:
+            print(summary("", row["control"] + (" (click)" if row["how"] == "click" else ""), [row]))
     print(f"\n{machine_line()}")
     print(f"total {time.perf_counter() - start:.0f} s")
     return 0

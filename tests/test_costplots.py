@@ -23,7 +23,7 @@ from dpviz.plots.speedup import plot_speedup  # noqa: E402
 from dpviz.plots.summary import plot_summary  # noqa: E402
 from dpviz.plots.timeline import plot_timelines  # noqa: E402
 from dpviz.runs.training import record_run  # noqa: E402
-from dpviz.widgets.costs import MACHINE, YOURS, costs_widget  # noqa: E402
+from dpviz.widgets.costs import MACHINE, YOURS, CostsFigure, costs_widget  # noqa: E402
 from widget_checks import assert_blit_is_right  # noqa: E402
 
 GLOBAL_BATCH = 32
@@ -271,6 +271,24 @@ def test_plot_speedup_draws_ideal_links_and_measured_points(runs):
     plt.close(fig)
 
 
+def test_plot_speedup_draws_the_measured_runs_own_curve_apart(runs, bench):
+    workload = timing.measured_workload(runs)
+    own = timing.speedup_curves(np.arange(1, 65), t_compute=workload.t_compute, m=workload.m,
+                                links=[timing.link_from_fit(bench.fit("ring"), name="this machine")])
+    curves = timing.speedup_curves(np.arange(1, 65), t_compute=1.0, m=100e6)
+    fig, ax = _draw_isolated(lambda ax: plot_speedup(curves, measured=timing.measured_speedup(runs),
+                                                     measured_model=own, ax=ax))
+    (line,) = _with_gid(ax.lines, speedup_plot.GIDS["measured_model"])
+    np.testing.assert_array_equal(line.get_ydata(), own.curves["this machine"].speedup)
+    assert line.get_linestyle() == "-." and line.get_color() == speedup_plot.INK
+    (label,) = [t for t in _legend_texts(ax) if t.startswith("modeled for the measured runs")]
+    assert speedup_plot.seconds_words(workload.t_compute) in label and speedup_plot.bytes_words(workload.m) in label
+    assert len(_with_gid(ax.lines, speedup_plot.GIDS["link"] + ":NVLink")) == 1  # the other curves stay
+    with pytest.raises(ValueError, match="measured_model must hold one curve"):
+        plot_speedup(curves, measured_model=curves, ax=ax)
+    plt.close(fig)
+
+
 def test_plot_allreduce_times_draws_points_and_fitted_lines(bench):
     fig, ax = _draw_isolated(lambda ax: plot_allreduce_times(bench, timing.fit_lines(bench), ax=ax))
     assert len(ax.containers) == 1  # one errorbar set per k
@@ -427,10 +445,74 @@ def test_widget_blitted_frames_match_full_redraws(bench, runs):
     sf = costs_widget(measured_bench=bench, measured_runs=runs)
     moves = [{"k": 3}, {"k": 50}, {"alpha": 2e-6}, {"beta": 3e10}, {"m": 2e8}, {"t_compute": 0.3}, {"alpha": 1e-7},
              {"t_compute": 1e-3}, {"beta": 1e7}, {"formula": "notes"}, {"preset": "NVLink"}, {"preset": MACHINE},
-             {"formula": "ring"}, {"k": 2}]
+             {"formula": "ring"}, {"k": 2}, {"t_compute": 1e-4, "alpha": 1e-2, "m": 1e10}, {"t_compute": 10.0}]
     for move in moves:
         sf.set(**move)
-        assert_blit_is_right(sf, str(move), skip_legends=True)
+        assert_blit_is_right(sf, str(move))  # the legends sit under the Axes: nothing runs into them
+
+
+def test_widget_moves_never_draw_the_whole_figure(bench, runs):
+    """The axes stay put (or, for the time axis, are artists moved like the bars): every move is a blit."""
+    sf = costs_widget(measured_bench=bench, measured_runs=runs)
+    full_draws = []
+    draw = sf.fig.canvas.draw
+    sf.fig.canvas.draw = lambda *args, **kwargs: (full_draws.append(1), draw(*args, **kwargs))
+    for t_compute in np.geomspace(1e-4, 10, 11):
+        sf.set(t_compute=float(t_compute))
+    for move in ({"k": 64}, {"alpha": 1e-2}, {"beta": 1e6}, {"m": 1e10}, {"preset": MACHINE}, {"formula": "notes"}):
+        sf.set(**move)
+    assert full_draws == []
+
+
+def test_costs_figure_update_changes_only_its_artists(bench, runs):
+    figure = CostsFigure(machine={f: timing.link_from_fit(fit, name=MACHINE) for f, fit in bench.fits().items()},
+                         measured=timing.measured_speedup(runs), workload=timing.measured_workload(runs))
+    before = [id(a) for a in figure.fig.findobj()]
+    values = dict(k=5, alpha=1e-5, beta=1e9, m=1e7, t_compute=0.05, formula="ring", preset="10 Gb Ethernet")
+    figure.update(**values)
+    rows = timing.timeline_rows((1, 2, 4, 8, 5), t_compute=0.05, alpha=1e-5, beta=1e9, m=1e7)
+    scale = timeline_plot.UNITS[figure.bars.unit]
+    assert [bar.get_width() for bar in figure.bars.comm] == pytest.approx([r.t_comm / scale for r in rows])
+    your = costmodel.speedup(0.05, figure.ks, costmodel.t_comm_ring(figure.ks, 1e7, 1e-5, 1e9))
+    np.testing.assert_allclose(figure.lines[YOURS].get_ydata(), your)
+    assert figure.k_text.get_text() == f"S = {your[4]:.3g} at k = 5"
+    assert figure.marker.get_xdata()[0] == 5 and "your own α, β" in figure.headline.get_text()
+    assert figure.ax_time.get_xlim()[1] * scale >= max(r.t_step for r in rows)  # the longest bar fits
+    assert [id(a) for a in figure.fig.findobj()] == before
+
+
+def test_measured_points_get_a_curve_modeled_for_their_own_run(widget, bench, runs):
+    """Chapter 06: the measured speedups sit on a curve for their own T_compute and M, with the α, β fitted here."""
+    sf = widget
+    figure = sf.view
+    workload = timing.measured_workload(runs)
+    ks = np.arange(1, 65)
+    for formula in ("ring", "notes"):
+        sf.set(formula=formula, t_compute=2.0, m=3e9, alpha=1e-3, beta=1e7)  # sliders far from the measured run
+        fit = bench.fit(formula)
+        own = costmodel.speedup(workload.t_compute, ks,
+                                costmodel.t_comm(ks, workload.m, fit.alpha, fit.beta, formula=formula))
+        np.testing.assert_allclose(figure.own_line.get_ydata(), own)
+    assert workload.m == timing.grad_bytes(runs[1]) and workload.t_compute < 1.0  # not the sliders' 1 s, 100 MB
+    label = next(t for t in _legend_texts(figure.ax_speed) if t.startswith("modeled for the measured runs"))
+    assert speedup_plot.seconds_words(workload.t_compute) in label and speedup_plot.bytes_words(workload.m) in label
+    assert figure.own_line.get_linestyle() == "-." and figure.own_line not in figure.lines.values()
+    assert "dash-dot" in sf.status.value
+
+
+def test_widget_label_never_covers_the_legend(bench, runs):
+    sf = costs_widget(measured_bench=bench, measured_runs=runs)
+    figure = sf.view
+    renderer = sf.fig.canvas.get_renderer()
+    legends = [ax.get_legend().get_window_extent(renderer) for ax in sf.fig.axes]
+    inside = figure.ax_speed.bbox
+    for preset in (*SPEED_ORDER, MACHINE):
+        for k in (1, 2, 3, 5, 8, 13, 30, 64):
+            for t_compute in (1e-4, 0.01, 1.0, 10.0):
+                sf.set(preset=preset, k=k, t_compute=t_compute)
+                box = figure.k_text.get_window_extent(renderer)
+                assert not any(box.overlaps(legend) for legend in legends), (preset, k, t_compute)
+                assert inside.x0 <= box.x0 and box.x1 <= inside.x1 and inside.y0 <= box.y0 <= box.y1 <= inside.y1
 
 
 def test_widget_menu_clicks_redraw_once(bench, runs):

@@ -23,10 +23,12 @@ from dpviz.records import load as load_shipped  # noqa: E402
 from dpviz.records.run import Run  # noqa: E402
 from dpviz.records.shipped import RECORDS_DIR, grid_name  # noqa: E402
 from dpviz.runs.training import record_run  # noqa: E402
-from dpviz.widgets.step1 import eta_widget, find  # noqa: E402
-from dpviz.widgets.step2 import batch_widget  # noqa: E402
-from dpviz.widgets.step3 import average_widget, regroup  # noqa: E402
-from widget_checks import assert_blit_is_right  # noqa: E402
+from dpviz.widgets.base import find, png_bytes  # noqa: E402
+from dpviz.widgets.step1 import EtaFigure, eta_grid, eta_widget  # noqa: E402
+from dpviz.widgets.step2 import BatchFigure, batch_widget  # noqa: E402
+from dpviz.widgets.step2 import _batch as batch_of  # noqa: E402
+from dpviz.widgets.step3 import AverageFigure, average_widget, regroup  # noqa: E402
+from widget_checks import assert_blit_is_right, decode  # noqa: E402
 
 RTOL, ATOL = 1e-5, 1e-6  # float32 means taken in a different order agree to rounding
 
@@ -431,6 +433,63 @@ def test_average_widget_blitted_frames_match_full_redraws(runs):
     for move in ({"k": 1}, {"b": 24}, {"k": 4, "b": 20}, {"k": 2}, {"b": 3}):
         sf.set(**move)
         assert_blit_is_right(sf, str(move))
+
+
+def ids(fig):
+    return [id(a) for a in fig.findobj()]
+
+
+def test_eta_figure_update_sets_the_precomputed_path_on_the_same_artists(data):
+    etas = eta_grid(0.01, 1.5, 7)
+    figure = EtaFigure(*data, etas, steps=4)
+    before = ids(figure.fig)
+    for eta in etas[::-1]:
+        figure.update(eta=float(eta))
+        curve = figure.curves[figure.nearest(eta)]
+        np.testing.assert_array_equal(figure.path.get_ydata(), curve.path_loss)
+        assert figure.ax.get_title() == step1.step_title(curve) and f"η = {eta:.3g}" in figure.ax.get_title()
+        start, end = figure.arrow._posA_posB
+        assert end == pytest.approx(step1.arrow_end(curve))
+    figure.update(eta=0.0105)  # between grid points: the nearest on the log scale
+    assert figure.ax.get_title().startswith("η = 0.01:")
+    assert ids(figure.fig) == before
+
+
+def test_batch_figure_update_shows_the_first_b_and_their_mean(runs):
+    run, biased = runs["random"], runs["biased"]
+    figure = BatchFigure(run, {"random": batch_of(run, 0, 0), "biased": batch_of(biased, 0, 0)})
+    before = ids(figure.fig)
+    for b, grab in ((3, "random"), (16, "biased"), (1, "random")):
+        figure.update(b=b, grab=grab)
+        source = (run if grab == "random" else biased).example_grad[0]
+        np.testing.assert_allclose([figure.mean.U[0], figure.mean.V[0]], source[:b].mean(axis=0))
+        assert np.count_nonzero(np.hypot(figure.examples.U, figure.examples.V)) == b
+        assert figure.ax.get_title().startswith(f"b = {b}, ")
+    assert ids(figure.fig) == before
+
+
+def test_average_figure_update_regroups_on_the_same_artists(runs):
+    run = runs["equal"]
+    figure = AverageFigure(run, k=3, b=8, k_max=4)
+    before = ids(figure.fig)
+    grads = run.example_grad[0]
+    for k, b in ((2, 5), (4, 6), (1, 24), (3, 9)):
+        figure.update(k=k, b=b)
+        used = min(b, len(grads) // k)
+        big, groups, mean = regroup(grads, k, used)
+        np.testing.assert_array_equal(figure.group_arrows.U[:k], groups[:, 0])
+        assert not np.any(figure.group_arrows.U[k:])
+        np.testing.assert_array_equal([figure.mean_arrow.U[0], figure.mean_arrow.V[0]], mean)
+        assert ("b cut to" in figure.right.get_title()) == (used < b)
+    assert ids(figure.fig) == before
+
+
+def test_png_bytes_is_a_png_of_the_canvas(data):
+    sf = eta_widget(*data, steps=3)
+    rgba = np.asarray(sf.fig.canvas.buffer_rgba())
+    png = png_bytes(rgba)
+    assert png.startswith(b"\x89PNG")
+    np.testing.assert_array_equal(decode(png), rgba.astype(np.int16))
 
 
 def test_regroup_is_the_average_of_averages():

@@ -101,8 +101,8 @@ def test_devices_draw_k_boxes_one_theta_k_slices_k_arrows(recorded, step):
     shown = texts(ax)
     assert [t for t in shown if t.startswith("rank ")] == [f"rank {i}: {B} examples" for i in range(K)]
     thetas = [t for t in shown if t.startswith("θ")]
-    w, b = run.params[step, 0]
-    assert thetas == [f"θ = (w {w:+.3f}, b {b:+.3f})"] * K  # the same θ in every box, from the record
+    w, c = run.params[step, 0]
+    assert thetas == [f"θ = (w {w:+.3f}, c {c:+.3f})"] * K  # the same θ in every box, from the record
     # Each box's dark dots are its own slice of the step's batch, b of them.
     slices = [c for c in ax.collections if not isinstance(c, Quiver) and c.get_sizes()[0] == 18]
     assert [len(c.get_offsets()) for c in slices] == [B] * K
@@ -227,10 +227,10 @@ def test_replica_params_touch_nothing_outside_and_work_with_ax_none(recorded):
 
 def test_recorded_ring_equals_dist_all_reduce_and_follows_the_ring(recorded):
     s = recorded["ring"]
-    assert s["equal"] and s["max_abs_diff"] == 0.0
-    np.testing.assert_array_equal(s["results"], s["all_reduce"])
-    np.testing.assert_array_equal(s["results"][0], s["inputs"].sum(axis=0))  # whole numbers: the sum is exact
-    entries = s["entries"]
+    assert s.equal and s.max_abs_diff == 0.0
+    np.testing.assert_array_equal(s.results, s.all_reduce)
+    np.testing.assert_array_equal(s.results[0], s.inputs.sum(axis=0))  # whole numbers: the sum is exact
+    entries = s.entries
     assert len(entries) == 2 * (K - 1) * K
     for rank in range(K):
         mine = [e for e in entries if e["src"] == rank]
@@ -240,20 +240,20 @@ def test_recorded_ring_equals_dist_all_reduce_and_follows_the_ring(recorded):
             assert sorted(e["step"] for e in mine if e["phase"] == phase) == list(range(K - 1))
     # Together the ranks send 2(k-1)/k of the message each, 2(k-1)·M in all.
     m = N_ELEMENTS * F32
-    assert s["message_bytes"] == m
-    assert s["bytes_sent"].sum() == 2 * (K - 1) * m
+    assert s.message_bytes == m
+    assert s.bytes_sent.sum() == 2 * (K - 1) * m
     # Each rank receives exactly what its left-hand neighbour sends.
-    np.testing.assert_array_equal(s["bytes_received"], np.roll(s["bytes_sent"], 1))
-    assert s["chunk_sizes"] == [3, 2, 2]
+    np.testing.assert_array_equal(s.bytes_received, np.roll(s.bytes_sent, 1))
+    assert list(s.chunk_sizes) == [3, 2, 2]
 
 
 def test_recorded_parameter_server_goes_through_rank_0(recorded):
     s = recorded["server"]
     m = N_ELEMENTS * F32
-    assert s["equal"]
-    assert len(s["entries"]) == 2 * (K - 1)
-    assert s["bytes_sent"][0] == s["bytes_received"][0] == (K - 1) * m
-    assert list(s["bytes_sent"][1:]) == [m] * (K - 1)
+    assert s.equal
+    assert len(s.entries) == 2 * (K - 1)
+    assert s.bytes_sent[0] == s.bytes_received[0] == (K - 1) * m
+    assert list(s.bytes_sent[1:]) == [m] * (K - 1)
 
 
 def test_ring_schedule_figure_has_one_cell_per_transfer(recorded):
@@ -264,9 +264,9 @@ def test_ring_schedule_figure_has_one_cell_per_transfer(recorded):
     assert len(cells) == 2 * (K - 1) * K
     assert len(ax.get_yticks()) == 2 * (K - 1) + 1  # 2(k-1) steps and the bytes row
     shown = texts(ax)
-    for e in s["entries"]:
+    for e in s.entries:
         assert f"chunk {e['chunk']} → rank {e['dst']}" in shown
-    assert [t for t in shown if t.startswith("sent ")] == [f"sent {int(b)} B" for b in s["bytes_sent"]]
+    assert [t for t in shown if t.startswith("sent ")] == [f"sent {int(b)} B" for b in s.bytes_sent]
     assert "2(k−1)/k·M" in ax.get_title() and "bit for bit" in ax.get_title()
     assert len(ax.get_legend().get_texts()) == K
     plt.close(fig)
@@ -362,6 +362,34 @@ def test_widget_blitted_frames_match_full_redraws(grid, make):
         assert_blit_is_right(sf, f"{make.__name__} {move}")
 
 
+@pytest.mark.parametrize("make", [devices_widget, all_reduce_widget])
+def test_grid_figure_update_shows_the_run_and_names_its_layout(grid, make):
+    figure = make(grid, k=4, b=8).view
+    before = [id(a) for a in figure.fig.findobj()]
+    for k, b, step in ((2, 16, 3), (1, 4, 0), (4, 8, 2)):
+        key = figure.update(k=k, b=b, step=step)
+        run = grid[(k, b)]
+        assert key == figure.holder.layout_key(run)
+        np.testing.assert_array_equal([uv(q) for q in quivers(figure.fig.axes[0], "local-")], run.local_grad[step])
+        assert figure.update(k=k, b=b, step=(step + 1) % 5) == key  # another step of the same run: same layout
+    assert [id(a) for a in figure.fig.findobj()] == before
+    assert figure.layouts() == [{"k": k, "b": b} for k, b in sorted(grid)]
+
+
+@pytest.mark.parametrize("make", [devices_widget, all_reduce_widget])
+def test_widget_moves_redraw_only_the_animated_artists(grid, make):
+    """Every run's background is drawn when the widget is built; a move of k, b or the step draws no whole figure."""
+    sf = make(grid, k=4, b=8)
+    full_draws = []
+    draw = sf.fig.canvas.draw
+    sf.fig.canvas.draw = lambda *args, **kwargs: (full_draws.append(1), draw(*args, **kwargs))
+    for move in ({"k": 2}, {"b": 16}, {"step": 3}, {"k": 1}, {"b": 4}, {"k": 4, "b": 8}, {"k": 3}):
+        sf.set(**move)
+    assert full_draws == []
+    sf.fig.canvas.draw = draw
+    assert_blit_is_right(sf, f"{make.__name__} after moves from prebuilt backgrounds")
+
+
 def test_widgets_check_their_data(grid):
     with pytest.raises(ValueError, match="k and b must be among"):
         devices_widget(grid, k=5)
@@ -405,9 +433,11 @@ def test_shipped_records_are_small():
 
 
 def test_regenerate_records_real_runs_that_load_back(tmp_path, monkeypatch):
+    from dpviz.runs import shipped as recorder
+
     plan = [("grid_k2_b4", dict(shipped.GRID, k=2, b=4, steps=2))]
-    monkeypatch.setattr(shipped, "planned", lambda: plan)
-    written = shipped.regenerate(tmp_path, progress=False)
+    monkeypatch.setattr(recorder, "planned", lambda: plan)
+    written = recorder.regenerate(tmp_path, progress=False)
     assert [p.name for p in written] == ["grid_k2_b4"]
     run = shipped.Run.load(written[0])
     run.check()

@@ -3,19 +3,22 @@
 Left, figure s01: one step's time on 1, 2, 4 and 8 devices and on the slider's k, as lavender
 compute (T_compute / k) and coral sync (T_comm from the cost model). Right, figure s02: the
 speedup S over k for the three preset links, for your α, β (black) with your k marked, and, when
-given, for α, β fitted to this machine's measured all-reduce times, with the speedups this
-machine's real runs measured as points. Everything on the figure is modeled except those points
-and the fitted α, β, and the figure says so::
+given, for α, β fitted to this machine's measured all-reduce times. All of these curves are
+modeled for the workload on the sliders. The speedups this machine's real runs measured are
+points, and they sit on a curve of their own (dash-dotted): the one modeled for their workload,
+the runs' own T_compute and gradient bytes M with the α, β fitted here, which no slider moves::
 
     costs_widget(measured_bench=BenchRecord.load("runs/bench"), measured_runs=runs)
 
-The preset menu sets α and β to a link's nominal numbers (the status line names their source);
-moving α or β afterwards turns the settings into your own; a preset move redraws the figure once.
-The figure is built once; each move only sets new widths, y-data and text on the artists already
-there, and only those are drawn again over a cached background. The axis limits stay put while
-the numbers fit them (the longest bar between about a fifth and two thirds of the time axis, the lowest S
-within four octaves of the speedup axis's floor); a move that leaves that range moves the limits
-and redraws the whole figure.
+:class:`CostsFigure` is the figure, built once; its ``update(k=, alpha=, beta=, m=, t_compute=,
+formula=, preset=)`` only sets new widths, y-data and text on the artists already there, which
+are drawn again over a cached background. The speedup axis is fixed from S = 1/32 to k_max (a
+curve below it runs off the bottom; the marker then points down); the time axis is redrawn with
+the bars, its end kept while the longest bar fills between a fifth and two thirds of it.
+
+:func:`costs_widget` is the control layer: the sliders and menus, and the preset menu setting α
+and β to a link's nominal numbers (the status line names their source); moving α or β
+afterwards turns the settings into your own. A preset move redraws the figure once.
 """
 
 from __future__ import annotations
@@ -24,18 +27,20 @@ import html
 
 import ipywidgets as widgets
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator
+from matplotlib.lines import TICKDOWN
+from matplotlib.ticker import FixedLocator, MaxNLocator
+from matplotlib.transforms import offset_copy
 
-from dpviz.theory import costmodel, timing
 from dpviz.checks import check_choice, check_int, check_real
-from dpviz.theory.links import PRESETS, SPEED_ORDER, Link
 from dpviz.plots import speedup as speedup_plot
-from dpviz.plots import timeline as timeline_plot
-from dpviz.plots.speedup import plot_speedup
+from dpviz.plots.speedup import plot_speedup, seconds_words
 from dpviz.plots.style import INK, REPLICA
-from dpviz.plots.timeline import plot_timelines, row_label, time_unit
-from dpviz.widgets.base import SliderFigure
+from dpviz.plots.timeline import TimelineBars, time_unit
+from dpviz.theory import costmodel, timing
+from dpviz.theory.links import PRESETS, SPEED_ORDER, Link
+from dpviz.widgets.base import SliderFigure, animate, find
 
 MACHINE = "this machine, fitted"
 YOURS = "your α, β"
@@ -49,7 +54,202 @@ T_COMPUTE_RANGE = (-4, 1)  # seconds
 ROUND_ENDS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
 ROOM = 1.5  # the axis is this much longer than the longest bar when it is set: room for the bar labels
 SHRINK = 3.0  # ... and is set again when the longest bar is shorter than the axis / (ROOM * SHRINK)
-OCTAVES = 4  # the speedup axis's floor is set again when the lowest S is this many octaves above it
+TIME_TICKS = MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10])  # where the time axis's ticks go
+SPEED_FLOOR = 2.0 ** -5  # the lowest tick of the speedup axis, unless a measured point is lower
+# Where the "S = ... at k" label may sit, in points from the marker, tried in turn: beside it, then
+# above it, first on the side facing the middle of the axis; the first that misses the legend wins.
+LABEL_SPOTS = ((12, -16), (12, 12), (12, -34), (12, 30))
+
+
+class CostsFigure:
+    """Figures s01 and s02 side by side, built once; :meth:`update` changes only their artists.
+
+    ``machine`` maps each cost-model formula to the :class:`~dpviz.theory.links.Link` fitted to
+    this machine's all-reduce times (it adds the preset :data:`MACHINE`); ``measured`` is a
+    :class:`~dpviz.theory.timing.MeasuredSpeedup` and ``workload`` the
+    :class:`~dpviz.theory.timing.Workload` of the same runs. With ``machine`` and ``workload`` the
+    measured points get the curve modeled for their own workload, for the formula in use.
+    """
+
+    def __init__(self, *, k_max: int = 64, machine: dict | None = None, measured=None, workload=None,
+                 figsize=(12.5, 6.4)):
+        self.k_max = check_int("k_max", k_max, low=8, high=4096)
+        self.ks = np.arange(1, self.k_max + 1)
+        self.machine = dict(machine or {})
+        self.presets = list(SPEED_ORDER) + ([MACHINE] if self.machine else [])
+        self.measured = measured
+        self.own = {}  # formula -> the measured runs' modeled curve: their T_compute and M, α, β fitted here
+        if workload is not None and self.machine:
+            self.own = {formula: timing.speedup_curves(self.ks, t_compute=workload.t_compute, m=workload.m,
+                                                       links=[link], formula=formula)
+                        for formula, link in self.machine.items()}
+        self.caption = ""  # HTML for the status line above the figure
+        self._measured_caption = self._measured_words(workload)
+        self._time = {}  # the time axis now: its end (s), unit and seconds per unit
+
+        self.fig = fig = Figure(figsize=figsize)
+        FigureCanvasAgg(fig)
+        self.ax_time, self.ax_speed = ax_time, ax_speed = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=[1.15, 1]))
+        fig.subplots_adjust(left=0.075, right=0.985, top=0.86, bottom=0.27, wspace=0.22)
+        # Drawn first with placeholder numbers; update() puts in the real ones.
+        rows, curves = self._numbers(k=self.k_max, alpha=1e-5, beta=1e9, m=1e8, t_compute=1.0, formula="ring")
+        self.bars = TimelineBars(ax_time, rows, fontsize=10, mark_source=False,
+                                 title="s01: one step on k devices, modeled: no step is shorter than its coral bar")
+        ax_time.set_yticks(ax_time.get_yticks(), [f"k = {k}" for k in FIXED_KS] + ["your k"])
+        # The time axis rescales with the numbers, so its ticks are drawn by hand, as artists that
+        # update() moves: redrawing them is cheap, redrawing a matplotlib Axis is not.
+        ax_time.tick_params(axis="x", bottom=False, labelbottom=False)
+        ax_time.set_xlabel("time for one training step", fontsize=10, loc="right")
+        ax_time.xaxis.labelpad = 16
+        at_axis = ax_time.get_xaxis_transform()  # x in data, y in axes fractions
+        self.ticks, = ax_time.plot([], [], linestyle="none", marker=TICKDOWN, markersize=3.5, markeredgewidth=0.8,
+                                   color=INK, transform=at_axis, clip_on=False)
+        below = offset_copy(at_axis, fig=fig, y=-5, units="points")
+        self.tick_labels = [ax_time.text(0, 0, "", transform=below, ha="center", va="top", fontsize=9, color=INK,
+                                         clip_on=False) for _ in range(8)]  # more than MaxNLocator(nbins=5) gives
+        plot_speedup(curves, measured=measured, measured_model=next(iter(self.own.values()), None), ax=ax_speed,
+                     fontsize=10, colours={YOURS: INK, MACHINE: REPLICA})
+        ax_speed.set_title("s02: speedup S against k", fontsize=11, loc="left")
+        self.lines = {name: find(ax_speed, f"{speedup_plot.GIDS['link']}:{name}") for name in curves.curves}
+        self.own_line = find(ax_speed, speedup_plot.GIDS["measured_model"]) if self.own else None
+        self.marker, = ax_speed.plot([1], [1.0], "o", markersize=11, markerfacecolor="white", markeredgecolor=INK,
+                                     markeredgewidth=2.2, zorder=6)
+        self.k_line = ax_speed.axvline(1, color=INK, linewidth=0.8, linestyle=":", zorder=1)
+        self.k_text = ax_speed.annotate("", (1, 1.0), xytext=LABEL_SPOTS[0], textcoords="offset points", fontsize=10,
+                                        color=INK, weight="bold", va="center", zorder=7)
+        self.headline = fig.text(0.01, 0.975, "", ha="left", va="top", fontsize=11, color=INK)
+        # The legends go under the Axes, where no bar, curve or label can run into them; the legend
+        # names the measured runs and the workload of their curve, so the note under s02 goes.
+        for ax, left in ((ax_time, -0.01), (ax_speed, -0.1)):  # s02's from under its tick labels: long entries
+            legend = ax.get_legend()
+            ax.legend(legend.legend_handles, [t.get_text() for t in legend.get_texts()], loc="upper left",
+                      bbox_to_anchor=(left, -0.11), ncol=2, fontsize=8, frameon=False, columnspacing=1.2)
+        find(ax_speed, speedup_plot.GIDS["note"]).set_text("")
+
+        # The speedup axis stays put: S from SPEED_FLOOR (or the lowest measured point) to k_max.
+        low = min(SPEED_FLOOR, float(np.min(measured.speedup)) if measured is not None else 1.0)
+        self.floor = float(2.0 ** np.floor(np.log2(low)))
+        ax_speed.yaxis.set_major_locator(FixedLocator(2.0 ** np.arange(np.log2(self.floor), np.log2(self.k_max) + 1)))
+        ax_speed.yaxis.set_major_formatter(speedup_plot.power_of_two)
+        ax_speed.set_ylim(self.floor / 1.5, self.k_max * 1.3)
+        ax_speed.set_xlim(1 / 1.15, self.k_max * 1.15)
+
+        # What update() changes is drawn on each move over a cached background, and so is what is drawn
+        # above it: the left spine over the bars; the measured points and their notes over the curves.
+        # The time axis moves with the bars, so it is redrawn too rather than making the background stale.
+        above = [a for a in ax_speed.get_children()
+                 if (a.get_gid() or "").startswith(("speedup.measured", "speedup.oversubscribed", "speedup.superlinear"))]
+        animate(*self.bars.compute, *self.bars.comm, *self.bars.labels, ax_time.spines["left"], self.ticks,
+                *self.tick_labels,
+                *self.lines.values(), *above, self.marker, self.k_line, self.k_text, self.headline)
+
+    def link_for(self, name: str, formula: str) -> Link:
+        """The link of preset ``name``; this machine's is fitted with ``formula``."""
+        return self.machine[formula] if name == MACHINE else PRESETS[name]
+
+    def on_preset(self, *, alpha: float, beta: float, formula: str, preset: str) -> bool:
+        """True while α and β still hold the chosen preset's numbers (as far as the sliders reach)."""
+        link = self.link_for(preset, formula)
+        return bool(np.isclose(alpha, _clip(link.alpha, ALPHA_RANGE)) and np.isclose(beta, _clip(link.beta, BETA_RANGE)))
+
+    def update(self, *, k: int, alpha: float, beta: float, m: float, t_compute: float, formula: str,
+               preset: str) -> None:
+        rows, curves = self._numbers(k=k, alpha=alpha, beta=beta, m=m, t_compute=t_compute, formula=formula,
+                                     preset=preset)
+        if self._time_view(max(row.t_step for row in rows)):
+            self._set_time_axis()
+        self.bars.show(rows, unit=self._time["unit"], suffix=f" at k = {k}")
+
+        for name, curve in curves.curves.items():
+            self.lines[name].set_ydata(curve.speedup)
+        if self.own_line is not None:
+            self.own_line.set_ydata(self.own[formula].curves[MACHINE].speedup)
+        s_now = float(curves.curves[YOURS].speedup[k - 1])
+        bottom = self.ax_speed.get_ylim()[0]
+        shown = max(s_now, bottom * 1.15)  # below the axis, the marker sits on its floor and points down
+        self.marker.set_data([k], [shown])
+        self.marker.set_marker("o" if s_now >= bottom * 1.15 else "v")
+        self.k_line.set_xdata([k, k])
+        self.k_text.xy = (k, shown)
+        self.k_text.set_text(f"S = {s_now:.3g} at k = {k}")
+        self._place_label(k)
+
+        t_comm_k = rows[-1].t_comm
+        on_preset = self.on_preset(alpha=alpha, beta=beta, formula=formula, preset=preset)
+        self.headline.set_text(
+            f"{preset if on_preset else 'your own α, β'}, k = {k}: S = {s_now:.3g} ({s_now / k:.0%} of k), "
+            f"capped by T_compute / T_comm = {_ratio(t_compute, t_comm_k)}"
+        )
+        now = f"α = {alpha * 1e6:.3g} µs, β = {beta / 1e9:.3g} GB/s, {formula} formula"
+        if on_preset:
+            link_words = f"{now}: preset {preset} ({self.link_for(preset, formula).source})"
+        else:
+            link_words = f"{now}: your own settings (moved away from the preset {preset})"
+        self.caption = (f"<b>{_html(self.headline.get_text())}</b><br>{_html(link_words)}<br>"
+                        f"modeled: {_html(speedup_plot.workload_words(curves))}{self._measured_caption}")
+
+    def _numbers(self, *, k, alpha, beta, m, t_compute, formula, preset=None):
+        """The rows of s01 (k = 1, 2, 4, 8 and yours) and the curves of s02 for these values."""
+        model = dict(t_compute=t_compute, alpha=alpha, beta=beta, m=m, formula=formula)
+        rows = timing.timeline_rows(FIXED_KS, **model) + timing.timeline_rows((k,), **model)
+        links = [PRESETS[name] for name in SPEED_ORDER]
+        if self.machine:
+            links.append(self.machine[formula])
+        links.append(Link(YOURS, alpha=alpha, beta=beta, source="the sliders"))
+        return rows, timing.speedup_curves(self.ks, t_compute=t_compute, m=m, links=links, formula=formula)
+
+    def _time_view(self, longest: float) -> bool:
+        """Keep the time axis while the longest bar (s) fits it well; else choose a new end. True if it moved."""
+        view = self._time
+        if "end" in view and view["end"] / (ROOM * SHRINK) <= longest <= view["end"] / ROOM:
+            return False
+        unit, scale = time_unit(longest)
+        view.update(end=_round_end(ROOM * longest / scale) * scale, unit=unit, scale=scale)
+        return True
+
+    def _set_time_axis(self) -> None:
+        """Move the time axis's end, ticks and tick labels to the view in ``self._time``; the last label has the unit."""
+        end = self._time["end"] / self._time["scale"]
+        self.ax_time.set_xlim(0, end)
+        values = [v for v in TIME_TICKS.tick_values(0, end) if -1e-9 <= v <= end * (1 + 1e-9)]
+        self.ticks.set_data(values, np.zeros(len(values)))
+        for i, label in enumerate(self.tick_labels):
+            label.set_visible(i < len(values))
+            if i < len(values):
+                label.set_x(values[i])
+                label.set_text(f"{values[i]:g}" + (f" {self._time['unit']}" if i == len(values) - 1 else ""))
+
+    def _place_label(self, k: int) -> None:
+        """Put the S label beside the marker, on the side facing the axis's middle, clear of the legend."""
+        renderer = self.fig.canvas.get_renderer()
+        legend = self.ax_speed.get_legend().get_window_extent(renderer)
+        inside = self.ax_speed.bbox
+        toward_middle = -1 if k > self.k_max ** 0.5 else 1  # past the middle of the log axis, write on the left
+        spots = [(side * dx, dy) for side in (toward_middle, -toward_middle) for dx, dy in LABEL_SPOTS]
+        for dx, dy in spots:
+            self.k_text.xyann = (dx, dy)
+            self.k_text.set_horizontalalignment("left" if dx > 0 else "right")
+            box = self.k_text.get_window_extent(renderer)
+            if not box.overlaps(legend) and inside.x0 <= box.x0 and box.x1 <= inside.x1 and \
+                    inside.y0 <= box.y0 and box.y1 <= inside.y1:
+                return
+        for dx, dy in spots:  # nothing fits inside the axes: at least keep off the legend
+            self.k_text.xyann = (dx, dy)
+            self.k_text.set_horizontalalignment("left" if dx > 0 else "right")
+            if not self.k_text.get_window_extent(renderer).overlaps(legend):
+                return
+
+    def _measured_words(self, workload) -> str:
+        """For the status line: which runs the points come from and, if drawn, what their own curve assumes."""
+        if self.measured is None:
+            return ""
+        m = self.measured
+        words = f"measured points: real runs on {m.host}, {m.cores} cores, global batch {m.global_batch}"
+        if self.own:
+            words += (f"; dash-dot, modeled for those runs: T_compute = {seconds_words(workload.t_compute)} "
+                      f"(their k = 1 step), M = {speedup_plot.bytes_words(workload.m)} (their gradient), "
+                      f"α, β fitted to this machine's all-reduce times")
+        return "<br>" + _html(words)
 
 
 def costs_widget(
@@ -65,28 +265,29 @@ def costs_widget(
 ) -> SliderFigure:
     """Build the chapter-06 figure and its controls; returns a :class:`SliderFigure` to display.
 
-    ``measured_bench`` (a BenchRecord) adds the preset "this machine, measured" with α, β fitted
+    ``measured_bench`` (a BenchRecord) adds the preset "this machine, fitted" with α, β fitted
     to its all-reduce times; ``measured_runs`` ({k: Run} sharing one global batch, k = 1 included)
-    adds this machine's measured speedups. ``t_compute`` (s), ``m`` (bytes), ``formula``, ``k`` and
-    ``preset`` set where the controls start.
+    adds this machine's measured speedups, and with ``measured_bench`` the curve modeled for those
+    runs' own T_compute and M. ``t_compute`` (s), ``m`` (bytes), ``formula``, ``k`` and ``preset``
+    set where the controls start.
     """
     k_max = check_int("k_max", k_max, low=8, high=4096)
     k = check_int("k", k, low=1, high=k_max)
     t_compute = check_real("t_compute", t_compute, low=10.0 ** T_COMPUTE_RANGE[0], high=10.0 ** T_COMPUTE_RANGE[1])
     m = check_real("m", m, low=10.0 ** M_RANGE[0], high=10.0 ** M_RANGE[1])
     check_choice("formula", formula, costmodel.FORMULAS)
-    fits = measured_bench.fits() if measured_bench is not None else {}
-    where = _where(measured_bench.meta) if measured_bench is not None else ""
-    presets = list(SPEED_ORDER) + ([MACHINE] if fits else [])
-    check_choice("preset", preset, presets)
-    measured = timing.measured_speedup(measured_runs) if measured_runs is not None else None
+    check_choice("preset", preset, list(SPEED_ORDER) + ([MACHINE] if measured_bench is not None else []))
+    machine = {}
+    if measured_bench is not None:
+        where = _where(measured_bench.meta)
+        machine = {name: timing.link_from_fit(fit, name=MACHINE, where=where)
+                   for name, fit in measured_bench.fits().items()}
+    measured = workload = None
+    if measured_runs is not None:
+        measured, workload = timing.measured_speedup(measured_runs), timing.measured_workload(measured_runs)
+    figure = CostsFigure(k_max=k_max, machine=machine, measured=measured, workload=workload)
 
-    def link_for(name, formula):
-        if name == MACHINE:
-            return timing.link_from_fit(fits[formula], name=MACHINE, where=where)
-        return PRESETS[name]
-
-    start = link_for(preset, formula)
+    start = figure.link_for(preset, formula)
     controls = {
         "k": widgets.IntSlider(value=k, min=1, max=k_max, description="k", continuous_update=False),
         "alpha": _log_slider("α (s)", _clip(start.alpha, ALPHA_RANGE), ALPHA_RANGE),
@@ -94,169 +295,17 @@ def costs_widget(
         "m": _log_slider("M (bytes)", m, M_RANGE),
         "t_compute": _log_slider("T_compute (s)", t_compute, T_COMPUTE_RANGE),
         "formula": widgets.Dropdown(options=list(costmodel.FORMULAS), value=formula, description="formula"),
-        "preset": widgets.Dropdown(options=presets, value=preset, description="link"),
+        "preset": widgets.Dropdown(options=figure.presets, value=preset, description="link"),
     }
 
-    def use_preset():
-        """The preset menu (or the formula, for the fitted preset) moves α and β to that link's numbers."""
-        link = link_for(controls["preset"].value, controls["formula"].value)
-        controls["alpha"].value = _clip(link.alpha, ALPHA_RANGE)
-        controls["beta"].value = _clip(link.beta, BETA_RANGE)
+    def linked(name: str, values: dict) -> dict:
+        """The preset menu (and the formula, for the fitted preset) moves α and β to that link's numbers."""
+        if name == "preset" or (name == "formula" and values["preset"] == MACHINE):
+            link = figure.link_for(values["preset"], values["formula"])
+            return {"alpha": _clip(link.alpha, ALPHA_RANGE), "beta": _clip(link.beta, BETA_RANGE)}
+        return {}
 
-    sf_box = []  # the SliderFigure, once built
-    menus = {"preset": _OneRedraw(sf_box, use_preset),
-             "formula": _OneRedraw(sf_box, lambda: controls["preset"].value == MACHINE and use_preset())}
-    for name, menu in menus.items():
-        controls[name].observe(menu.first, names="value")  # before the SliderFigure's own observer
-
-    ks = np.arange(1, k_max + 1)
-
-    def numbers(values):
-        rows = timing.timeline_rows(FIXED_KS, t_compute=values["t_compute"], alpha=values["alpha"],
-                                    beta=values["beta"], m=values["m"], formula=values["formula"])
-        rows += timing.timeline_rows((values["k"],), t_compute=values["t_compute"], alpha=values["alpha"],
-                                     beta=values["beta"], m=values["m"], formula=values["formula"])
-        links = [PRESETS[name] for name in SPEED_ORDER]
-        if fits:
-            links.append(link_for(MACHINE, values["formula"]))
-        links.append(Link(YOURS, alpha=values["alpha"], beta=values["beta"], source="the sliders"))
-        curves = timing.speedup_curves(ks, t_compute=values["t_compute"], m=values["m"], links=links,
-                                       formula=values["formula"])
-        return rows, curves
-
-    # --- build the figure once ---
-    fig = Figure(figsize=(12.5, 5.4))
-    ax_time, ax_speed = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=[1.15, 1]))
-    fig.subplots_adjust(left=0.075, right=0.985, top=0.84, bottom=0.17, wspace=0.22)
-    first = {name: c.value for name, c in controls.items()}
-    rows, curves = numbers(first)
-    plot_timelines(rows, ax=ax_time, fontsize=10, mark_source=False,
-                   title="s01: one step on k devices, modeled: no step is shorter than its coral bar")
-    ax_time.set_yticks(ax_time.get_yticks(), [f"k = {kk}" for kk in FIXED_KS] + ["your k"])
-    plot_speedup(curves, measured=measured, ax=ax_speed, fontsize=10, colours={YOURS: INK, MACHINE: REPLICA})
-    ax_speed.set_title("s02: speedup S against k", fontsize=11, loc="left")
-    marker, = ax_speed.plot([k], [1.0], "o", markersize=11, markerfacecolor="white", markeredgecolor=INK,
-                            markeredgewidth=2.2, zorder=6)
-    k_line = ax_speed.axvline(k, color=INK, linewidth=0.8, linestyle=":", zorder=1)
-    k_text = ax_speed.annotate("", (k, 1.0), xytext=(10, -14), textcoords="offset points", fontsize=10,
-                               color=INK, weight="bold", zorder=7)
-    headline = fig.text(0.01, 0.975, "", ha="left", va="top", fontsize=11, color=INK)
-    above_curves = [line for line in ax_speed.lines if line.get_zorder() > 2 and line is not marker]  # measured
-
-    compute_bars = [p for p in ax_time.patches if p.get_gid() == timeline_plot.GIDS["compute"]]
-    comm_bars = [p for p in ax_time.patches if p.get_gid() == timeline_plot.GIDS["comm"]]
-    bar_labels = [t for t in ax_time.texts if t.get_gid() == timeline_plot.GIDS["label"]]
-    link_lines = {line.get_gid().split(":", 1)[1]: line for line in ax_speed.lines
-                  if (line.get_gid() or "").startswith(speedup_plot.GIDS["link"] + ":")}
-    note = next(t for t in ax_speed.texts if t.get_gid() == speedup_plot.GIDS["note"])
-    # The workload is on the sliders and in the status line; under the plot only the measured points' run stays.
-    note.set_text(f"measured points: real runs on {measured.host}, {measured.cores} cores, "
-                  f"global batch {measured.global_batch}" if measured is not None else "")
-    floor = float(np.min(measured.speedup)) if measured is not None else 1.0
-    notes_at_points = [t for t in ax_speed.texts if t is not note and t is not k_text]  # "k > cores" and the like
-    # What update() changes is drawn on each move over a cached background, and so is what is drawn above
-    # it (the left spine over the bars; the measured points and their notes over the curves); the rest is
-    # drawn once.
-    for artist in (*compute_bars, *comm_bars, *bar_labels, ax_time.spines["left"], *link_lines.values(),
-                   *above_curves, *notes_at_points, marker, k_line, k_text, headline):
-        artist.set_animated(True)
-    view = {}  # the axis limits in the background: time axis end (s), its unit and scale, the lowest S tick
-
-    def update(values):
-        rows, curves = numbers(values)
-        longest = max(row.t_step for row in rows)
-        moved = _time_view(view, longest)
-        unit, scale = view["unit"], view["scale"]
-        for bar_c, bar_s, text, row in zip(compute_bars, comm_bars, bar_labels, rows):
-            bar_c.set_width(row.t_compute / scale)
-            bar_s.set_x(row.t_compute / scale)
-            bar_s.set_width(row.t_comm / scale)
-            text.set_x(row.t_step / scale)
-            text.set_text("  " + row_label(row, unit, scale, tag=False))
-        bar_labels[-1].set_text(f"  {row_label(rows[-1], unit, scale, tag=False)} at k = {values['k']}")
-
-        for name, curve in curves.curves.items():
-            link_lines[name].set_ydata(curve.speedup)
-        kk = values["k"]
-        s_now = float(curves.curves[YOURS].speedup[kk - 1])
-        marker.set_data([kk], [s_now])
-        k_line.set_xdata([kk, kk])
-        k_text.xy = (kk, s_now)
-        right = kk > k_max ** 0.5  # past the middle of the log axis, write the label on the left
-        k_text.set_horizontalalignment("right" if right else "left")
-        k_text.xyann = (-12, 12) if right else (12, -16)
-        k_text.set_text(f"S = {s_now:.3g} at k = {kk}")
-        low = min(floor, 1.0, *(float(c.speedup.min()) for c in curves.curves.values()))
-        moved |= _speed_view(view, low)
-
-        t_comm_k = rows[-1].t_comm
-        headline.set_text(
-            f"{values['preset'] if _on_preset(values, link_for) else 'your own α, β'}, k = {kk}: "
-            f"S = {s_now:.3g} ({s_now / kk:.0%} of k), capped by T_compute / T_comm = "
-            f"{_ratio(values['t_compute'], t_comm_k)}"
-        )
-        link_words = _link_words(values, link_for)
-        if sf_box:
-            sf_box[0].status.value = (f"<b>{html.escape(headline.get_text())}</b><br>{html.escape(link_words)}<br>"
-                                      f"modeled: {html.escape(speedup_plot.workload_words(curves))}")
-        if not moved:
-            return None
-        ax_time.set_xlim(0, view["end"] / scale)
-        ax_time.xaxis.label.set_text(f"time for one training step ({unit})")
-        ax_speed.yaxis.set_major_locator(FixedLocator(2.0 ** np.arange(np.log2(view["floor"]), np.log2(k_max) + 1)))
-        ax_speed.set_ylim(view["floor"] / 2, k_max * 1.3)
-        return "full"  # the limits moved: the background is drawn again
-
-    sf = SliderFigure(fig, controls, update, title="")
-    sf_box.append(sf)
-    for name, menu in menus.items():
-        controls[name].observe(menu.last, names="value")  # after it
-    update(sf.values)  # once more, now that the status line exists
-    return sf
-
-
-class _OneRedraw:
-    """One redraw for a menu whose change runs ``action``, which moves other controls (α and β).
-
-    Observe the menu with ``first`` before the SliderFigure observes it and with ``last`` after:
-    ``first`` opens :meth:`SliderFigure.hold` and runs the action, the SliderFigure's observer then
-    only collects the change, and ``last`` closes the hold, which updates and redraws once.
-    """
-
-    def __init__(self, sf_box: list, action):
-        self.sf_box, self.action, self.held = sf_box, action, []
-
-    def first(self, _change=None) -> None:
-        if self.sf_box:
-            hold = self.sf_box[0].hold()
-            hold.__enter__()
-            self.held.append(hold)
-        try:
-            self.action()
-        except BaseException:
-            self.last()
-            raise
-
-    def last(self, _change=None) -> None:
-        while self.held:
-            self.held.pop().__exit__(None, None, None)
-
-
-def _time_view(view: dict, longest: float) -> bool:
-    """Keep the time axis while the longest bar (s) fits it well; else choose a new end. True if it moved."""
-    if "end" in view and view["end"] / (ROOM * SHRINK) <= longest <= view["end"] / ROOM:
-        return False
-    unit, scale = time_unit(longest)
-    view.update(end=_round_end(ROOM * longest / scale) * scale, unit=unit, scale=scale)
-    return True
-
-
-def _speed_view(view: dict, low: float) -> bool:
-    """Keep the speedup axis's lowest tick while the lowest S sits just above it; else move it. True if it moved."""
-    if "floor" in view and view["floor"] <= low < view["floor"] * 2.0 ** OCTAVES:
-        return False
-    view["floor"] = float(2.0 ** np.floor(np.log2(low)))  # a power of two at or below every S
-    return True
+    return SliderFigure(figure, controls, linked=linked)
 
 
 def _round_end(x: float) -> float:
@@ -267,20 +316,9 @@ def _round_end(x: float) -> float:
     return float(next(end * decade for end in ROUND_ENDS if end * decade >= x * (1 - 1e-12)))
 
 
-def _on_preset(values, link_for) -> bool:
-    """True while α and β still hold the chosen preset's numbers."""
-    link = link_for(values["preset"], values["formula"])
-    return bool(np.isclose(values["alpha"], _clip(link.alpha, ALPHA_RANGE))
-                and np.isclose(values["beta"], _clip(link.beta, BETA_RANGE)))
-
-
-def _link_words(values, link_for) -> str:
-    """Which α, β are in use, and where they come from."""
-    preset = values["preset"]
-    now = f"α = {values['alpha'] * 1e6:.3g} µs, β = {values['beta'] / 1e9:.3g} GB/s, {values['formula']} formula"
-    if _on_preset(values, link_for):
-        return f"{now}: preset {preset} ({link_for(preset, values['formula']).source})"
-    return f"{now}: your own settings (moved away from the preset {preset})"
+def _html(words: str) -> str:
+    """Text for the HTML status line: <, > and & escaped; quotes, as in "NCCL's", stay as they are."""
+    return html.escape(words, quote=False)
 
 
 def _ratio(t_compute: float, t_comm: float) -> str:

@@ -11,10 +11,14 @@ components on the rest. Within one frame all arrows share a scale (the largest
 at which they all fit their boxes); gradients shrink a lot as the line fits, so
 each frame is rescaled and the printed numbers carry the sizes.
 
+:class:`GridFigure` is the figure: a :class:`~dpviz.plots.step4.DeviceBoxes` or
+:class:`~dpviz.plots.step5.AllReduceFunnel` over the grid, with ``update(k=, b=, step=)``.
 The artists that change with b and the step are marked animated, so that a
 :class:`~dpviz.widgets.base.SliderFigure` keeps the rest (box frames, legend)
-as a background and redraws only them; a move of k shows or hides boxes and
-moves the hub, so it asks for a full redraw (``layout_key``).
+as a background and redraws only them. A move of k shows or hides boxes and
+moves the hub, and a move of b changes the provenance note: each run has its own
+background (its ``layout_key``), drawn once when the widget is built, so that a
+move of k or b too redraws only the animated artists.
 
 No slider starts a run: every (k, b) it offers is a record in ``grid_runs``.
 """
@@ -26,7 +30,7 @@ from matplotlib.figure import Figure
 
 from dpviz.plots.step4 import DeviceBoxes, y_range
 from dpviz.plots.step5 import AllReduceFunnel
-from dpviz.widgets.base import SliderFigure
+from dpviz.widgets.base import SliderFigure, animate
 
 
 def _check_grid(grid_runs: dict, k: int, b: int) -> tuple[list, list, int]:
@@ -55,44 +59,46 @@ def _controls(ks, bs, steps, k, b, step) -> dict:
     }
 
 
-def _updater(figure, grid_runs: dict):
-    """The slider callback: show the chosen run; ask for a full redraw when its layout (k, mostly) changed."""
-    for artist in figure.changing_artists():
-        artist.set_animated(True)
-    shown = {"layout": None}
+class GridFigure:
+    """A Step 4 or Step 5 figure over runs recorded for a grid of (k, b), built once.
 
-    def update(values):
-        run = grid_runs[(values["k"], values["b"])]
-        figure.show(run, values["step"])
-        layout = figure.layout_key(run)
-        changed, shown["layout"] = layout != shown["layout"], layout
-        return "full" if changed else None
+    ``make(ax, slots)`` builds the artist holder (``DeviceBoxes`` or ``AllReduceFunnel`` with
+    ``slots`` boxes); ``update(k=, b=, step=)`` shows that run and step on it and returns the
+    holder's layout key, so that each run keeps a background of its own.
+    """
 
-    return update
+    def __init__(self, grid_runs: dict, make, *, figsize, margins: dict):
+        self.grid_runs = grid_runs
+        self.fig = Figure(figsize=figsize)
+        ax = self.fig.add_subplot()
+        self.fig.subplots_adjust(**margins)
+        self.holder = make(ax, max(k for k, _ in grid_runs))
+        animate(*self.holder.changing_artists())
+
+    def layouts(self) -> list[dict]:
+        """One set of values for each layout the controls can reach: one per run."""
+        return [{"k": k, "b": b} for k, b in sorted(self.grid_runs)]
+
+    def update(self, *, k: int, b: int, step: int):
+        run = self.grid_runs[(k, b)]
+        self.holder.show(run, step)
+        return self.holder.layout_key(run)
 
 
 def devices_widget(grid_runs: dict, *, k: int = 4, b: int = 8, step: int = 0, figsize=(10, 5.2)) -> SliderFigure:
     """Step 4 with sliders for k, b and the step, over ``grid_runs`` ({(k, b): Run}, e.g. ``shipped.grid_runs()``)."""
     ks, bs, steps = _check_grid(grid_runs, k, b)
-    fig = Figure(figsize=figsize)
-    ax = fig.add_subplot()
-    fig.subplots_adjust(left=0.01, right=0.99, top=0.91, bottom=0.14)
     any_run = next(iter(grid_runs.values()))
-    boxes = DeviceBoxes(ax, slots=max(ks), y_range=y_range(any_run))
-    update = _updater(boxes, grid_runs)
-
-    return SliderFigure(fig, _controls(ks, bs, steps, k, b, step), update,
+    figure = GridFigure(grid_runs, lambda ax, slots: DeviceBoxes(ax, slots=slots, y_range=y_range(any_run)),
+                        figsize=figsize, margins=dict(left=0.01, right=0.99, top=0.91, bottom=0.14))
+    return SliderFigure(figure, _controls(ks, bs, steps, k, b, step),
                         title="<b>Step 4</b>: every rank holds the same θ and sees its own slice; move k, b and the step.")
 
 
 def all_reduce_widget(grid_runs: dict, *, k: int = 4, b: int = 8, step: int = 0, figsize=(9, 6)) -> SliderFigure:
     """Step 5 with sliders for k, b and the step: k grey arrows into the red all-reduced one, and k red copies back."""
     ks, bs, steps = _check_grid(grid_runs, k, b)
-    fig = Figure(figsize=figsize)
-    ax = fig.add_subplot()
-    fig.subplots_adjust(left=0.01, right=0.99, top=0.93, bottom=0.13)
-    funnel = AllReduceFunnel(ax, slots=max(ks))
-    update = _updater(funnel, grid_runs)
-
-    return SliderFigure(fig, _controls(ks, bs, steps, k, b, step), update,
+    figure = GridFigure(grid_runs, lambda ax, slots: AllReduceFunnel(ax, slots=slots),
+                        figsize=figsize, margins=dict(left=0.01, right=0.99, top=0.93, bottom=0.13))
+    return SliderFigure(figure, _controls(ks, bs, steps, k, b, step),
                         title="<b>Step 5</b>: the all-reduce averages the k arrows and hands the result to every rank.")
