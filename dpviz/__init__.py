@@ -16,6 +16,8 @@ Three layers, and the theory beside the records::
 * :mod:`dpviz.widgets`   one figure class per slider panel (artists built once, ``update(**values)``), with controls.
 * :mod:`dpviz.figures`   one ``figure_<name>`` function per published figure, for the chapters and the CLI.
 * :mod:`dpviz.teaching`  self-check cards and the question bank.
+* :mod:`dpviz.exercises` the chapters' "your turn" exercises: ``check_<name>(fn)`` against recorded runs, the
+                         theory, or real ranks (the three collective ones, through :mod:`dpviz.runs.exercises`).
 * :mod:`dpviz.regenerate`, :mod:`dpviz.cli`  the main job (``./run``) and ``python -m dpviz``.
 * :mod:`dpviz.checks`, :mod:`dpviz.data`    argument checks and the seeded data sets, used by every layer.
 

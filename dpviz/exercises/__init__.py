@@ -1,0 +1,76 @@
+"""The chapters' "your turn" exercises and their checkers.
+
+Each chapter from 01 on ends with one to three small functions for the reader to write, each one
+something the chapter has just derived. ``check_<name>(fn)`` runs the reader's function against the
+real thing and answers in one or two sentences: what passed, or the first step, rank or element
+that is wrong with the value expected there. A stub that still raises ``NotImplementedError`` gets
+"not attempted yet", the same text every time, so the chapters pass nbval with their stubs in place.
+
+    from dpviz.exercises import check_sgd_step
+    print(check_sgd_step(sgd_step))
+
+=======  ==========================================  ====================================================
+chapter  the reader writes                           checked against
+=======  ==========================================  ====================================================
+01       ``sgd_step(theta, grad, eta)``              the line model's descent path
+02       ``mean_gradient(example_grads)``            a recorded run's whole-batch gradient
+03       ``weighted_mean(group_grads, group_sizes)`` the same, from groups of unequal size
+04       ``average_gradients(model_grads, k)``       3 real ranks: ``dist.all_reduce`` / k, the big batch
+05       ``reduce_scatter_step(chunks, rank, k, s)`` 3 real ranks: the library's ring, ``dist.all_reduce``
+06       ``t_comm_ring(k, M, alpha, beta)``,         :mod:`dpviz.theory.costmodel`
+         ``speedup(t_compute, k, t_comm)``
+07       ``data_parallel_step(theta, rank_grads, η)`` a recorded run on 4 real ranks
+09       ``lr_for_k(lr_base, k, rule)``,             :mod:`dpviz.theory.lr_rules`
+         ``warmup_lr(lr, step, warmup)``
+10       ``accumulated_gradient(micro_grads)``       a recorded run's whole-batch gradient
+11       ``wait_times(compute)``,                    :mod:`dpviz.theory.waiting`
+         ``staleness(t_grad)``
+12       ``bubble(p, m)``,                           :mod:`dpviz.theory.pipeline`;
+         ``gather_columns(y_block, world_size)``     3 real ranks: ``dist.all_gather``, the unsplit X W
+=======  ==========================================  ====================================================
+
+Every checker returns a :class:`~dpviz.exercises.verdict.Verdict`, a ``str`` with ``.passed``.
+The reference solutions are in :mod:`dpviz.exercises.solutions` and, for the three that run on
+ranks, :mod:`dpviz.runs.exercises`; the exercises' words and stubs are in
+:mod:`dpviz.exercises.catalogue`. Importing this package loads numpy only: torch is imported when a
+collective checker starts its ranks (see :mod:`dpviz.exercises.ranked` for how a notebook's
+function gets there).
+"""
+
+from dpviz.exercises.formulas import (
+    check_bubble,
+    check_lr_for_k,
+    check_speedup,
+    check_staleness,
+    check_t_comm_ring,
+    check_wait_times,
+    check_warmup_lr,
+)
+from dpviz.exercises.gradients import (
+    check_accumulated_gradient,
+    check_data_parallel_step,
+    check_mean_gradient,
+    check_sgd_step,
+    check_weighted_mean,
+)
+from dpviz.exercises.ranked import check_average_gradients, check_gather_columns, check_reduce_scatter_step
+from dpviz.exercises.verdict import Verdict
+
+__all__ = [
+    "Verdict",
+    "check_accumulated_gradient",
+    "check_average_gradients",
+    "check_bubble",
+    "check_data_parallel_step",
+    "check_gather_columns",
+    "check_lr_for_k",
+    "check_mean_gradient",
+    "check_reduce_scatter_step",
+    "check_sgd_step",
+    "check_speedup",
+    "check_staleness",
+    "check_t_comm_ring",
+    "check_wait_times",
+    "check_warmup_lr",
+    "check_weighted_mean",
+]

@@ -1,0 +1,165 @@
+"""Checkers for the formula exercises, against the formulas of :mod:`dpviz.theory` (numpy only).
+
+    print(check_t_comm_ring(t_comm_ring))   # chapter 06, against costmodel.t_comm_ring
+    print(check_speedup(speedup))           # chapter 06, against costmodel.speedup
+    print(check_lr_for_k(lr_for_k))         # chapter 09, against lr_rules.scaled_lr
+    print(check_warmup_lr(warmup_lr))       # chapter 09, against lr_rules.warmup_schedule
+    print(check_wait_times(wait_times))     # chapter 11, against waiting.straggler_step
+    print(check_staleness(staleness))       # chapter 11, against waiting.async_staleness
+    print(check_bubble(bubble))             # chapter 12, against pipeline.bubble_fraction
+
+The reader's function is called with plain Python numbers (lists for the per-rank ones), one case at
+a time, and each answer is compared with the library's to float rounding.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import dpviz.exercises.verdict as v
+from dpviz.theory import costmodel, lr_rules, pipeline, waiting
+
+COMM_CASES = (  # (k, M bytes, alpha seconds, beta bytes/second)
+    (4, 4e8, 5e-6, 1e11),
+    (8, 1e8, 2e-5, 1.25e9),
+    (2, 1e6, 1e-5, 1.25e9),
+    (3, 3e7, 1e-4, 1e9),
+    (1, 1e8, 1e-5, 1e9),
+)
+SPEEDUP_CASES = ((1.0, 4, 0.1), (0.5, 8, 0.05), (2.0, 2, 0.5), (0.3, 1, 0.0))  # (t_compute, k, t_comm), seconds
+LR_CASES = ((0.1, 4, "linear"), (0.1, 4, "sqrt"), (0.05, 8, "linear"), (0.05, 9, "sqrt"), (0.2, 1, "linear"))
+WARMUP = (0.4, 5, 8)  # (lr, warm-up steps, steps checked)
+WAIT_CASES = ([0.10, 0.10, 0.15, 0.10], [0.2, 0.05, 0.1], [0.12, 0.12], [0.3])  # compute seconds per rank
+STALENESS_CASES = ([0.01, 0.01, 0.01, 0.01], [0.01, 0.01, 0.05], [0.02, 0.04], [0.5])  # seconds per gradient
+BUBBLE_CASES = ((4, 8), (2, 1), (8, 32), (3, 4), (1, 4))  # (p stages, m micro-batches)
+
+
+def _comm_where(k, M, alpha, beta) -> str:
+    return f"at k = {k}, M = {M:g} bytes, α = {alpha:g} s, β = {beta:g} bytes/s"
+
+
+def check_t_comm_ring(t_comm_ring) -> v.Verdict:
+    """Chapter 06: ``t_comm_ring(k, M, alpha, beta)``, seconds for a ring all-reduce; against the cost model."""
+    name = v.require_function("check_t_comm_ring", t_comm_ring)
+    cases = [v.Case(c, costmodel.t_comm_ring(*c), _comm_where(*c)) for c in COMM_CASES]
+    mistakes = [
+        (costmodel.t_comm_notes, "That is the notes' formula, which prices a reduce-scatter alone, half of an "
+                                 "all-reduce: the ring then all-gathers, 2(k−1) steps in all."),
+        (costmodel.t_comm_halving_doubling, "That is the halving-doubling all-reduce (2 log2 k latencies); a ring "
+                                            "takes 2(k−1) steps, each paying α."),
+        (lambda k, M, a, b: (k - 1) * a + (k - 1) / k * M / b,
+         "That is one trip around the ring: an all-reduce makes two, a reduce-scatter and an all-gather."),
+        (lambda k, M, a, b: 2 * (k - 1) * a + 2 * (k - 1) * M / b,
+         "Each of the 2(k−1) steps sends one chunk of M/k bytes, not all M: the bandwidth term is 2(k−1)/k · M/β."),
+        (lambda k, M, a, b: 2 * (k - 1) * a + 2 * M / b,
+         "The bandwidth term is 2(k−1)/k · M/β: it vanishes at k = 1 and only approaches 2M/β for large k."),
+    ]
+    return v.run_cases(name, t_comm_ring, cases, mistakes=mistakes, returns="a number of seconds",
+                       success=f"it equals the cost model's ring all-reduce, 2(k−1)·α + 2(k−1)/k·M/β, in all "
+                               f"{len(cases)} cases, k = 1 included")
+
+
+def check_speedup(speedup) -> v.Verdict:
+    """Chapter 06: ``speedup(t_compute, k, t_comm)`` = T_compute / (T_compute/k + T_comm); against the cost model."""
+    name = v.require_function("check_speedup", speedup)
+    cases = [v.Case(c, costmodel.speedup(*c), f"at T_compute = {c[0]:g} s, k = {c[1]}, T_comm = {c[2]:g} s")
+             for c in SPEEDUP_CASES]
+    mistakes = [
+        (lambda t, k, c: t / (t + c), "The compute is shared: each of the k ranks does T_compute / k of it."),
+        (lambda t, k, c: (t / k + c) / t, "That is upside down: S is one rank's step time over k ranks' step time."),
+        (lambda t, k, c: float(k), "That leaves out T_comm: the sync is paid at every step, so S stays below k."),
+        (lambda t, k, c: t / (t / k), "That leaves out T_comm: the sync is paid at every step, so S stays below k."),
+    ]
+    return v.run_cases(name, speedup, cases, mistakes=mistakes, returns="a number, the speedup S",
+                       success=f"it equals the cost model's S = T_compute / (T_compute/k + T_comm) in all {len(cases)} cases")
+
+
+def check_lr_for_k(lr_for_k) -> v.Verdict:
+    """Chapter 09: ``lr_for_k(lr_base, k, rule)``, rule "linear" (×k) or "sqrt" (×√k); against lr_rules.scaled_lr."""
+    name = v.require_function("check_lr_for_k", lr_for_k)
+    cases = [v.Case(c, lr_rules.scaled_lr(c[0], c[2], c[1]), f"for lr_base = {c[0]:g}, k = {c[1]}, rule = {c[2]!r}")
+             for c in LR_CASES]
+    mistakes = [
+        (lambda lr, k, rule: lr * k, "The square-root rule multiplies by √k, not k."),
+        (lambda lr, k, rule: lr * (math.sqrt(k) if rule == "linear" else k),
+         "That is the other rule's rate: the linear rule multiplies by k, the square-root rule by √k."),
+        (lambda lr, k, rule: lr / (k if rule == "linear" else math.sqrt(k)),
+         "A bigger batch takes a bigger step: multiply the base rate, don't divide it."),
+        (lambda lr, k, rule: lr, "The rate must grow with k: ×k by the linear rule, ×√k by the square-root rule."),
+    ]
+    return v.run_cases(name, lr_for_k, cases, mistakes=mistakes, returns="a learning rate",
+                       success=f"both rules, ×k and ×√k, give the library's rates in all {len(cases)} cases")
+
+
+def check_warmup_lr(warmup_lr) -> v.Verdict:
+    """Chapter 09: ``warmup_lr(lr, step, warmup)``, the rate at step ``step`` (from 0); against lr_rules.warmup_schedule."""
+    name = v.require_function("check_warmup_lr", warmup_lr)
+    lr, warmup, steps = WARMUP
+    schedule = lr_rules.warmup_schedule(lr, steps, warmup)
+    cases = [v.Case((lr, t, warmup), schedule[t], f"at step {t} with lr = {lr:g} and warmup = {warmup}")
+             for t in range(steps)]
+    cases += [v.Case((lr, t, 0), lr, f"at step {t} with lr = {lr:g} and warmup = 0 (no warm-up)") for t in (0, 3)]
+    mistakes = [
+        (lambda lr, t, w: lr * t / w if t < w else lr,
+         "Step 0 must already move: step t takes lr·(t + 1)/warmup, so the first step uses lr/warmup, not 0."),
+        (lambda lr, t, w: lr * (t + 1) / w, "After the warm-up the rate stays at lr: it must stop growing."),
+        (lambda lr, t, w: lr * min(t, w) / w if w else lr,
+         "Step 0 must already move: step t takes lr·(t + 1)/warmup, so the first step uses lr/warmup, not 0."),
+    ]
+    return v.run_cases(name, warmup_lr, cases, mistakes=mistakes, returns="a learning rate",
+                       success=f"it ramps to lr over {warmup} steps and then holds it, as lr_rules.warmup_schedule "
+                               "does, and with warmup = 0 it gives lr from the first step")
+
+
+def check_wait_times(wait_times) -> v.Verdict:
+    """Chapter 11: ``wait_times(compute)``, each rank's wait at the all-reduce; against waiting.straggler_step."""
+    name = v.require_function("check_wait_times", wait_times)
+    cases = [v.Case((list(c),), waiting.straggler_step(0.0, c, 0.0).wait,
+                    f"for ranks computing {', '.join(f'{t:g}' for t in c)} s,") for c in WAIT_CASES]
+    mistakes = [
+        (lambda c: np.asarray(c) - np.min(c), "That is how far each rank is behind the fastest; the wait is how long "
+                                              "it sits idle until the slowest arrives: the largest time minus its own."),
+        (lambda c: np.full(len(c), np.max(c) - np.min(c)), "Each rank waits a different time: the largest compute time "
+                                                           "minus its own, so the slowest waits 0."),
+        (lambda c: np.max(c) - np.mean(c) + 0 * np.asarray(c), "Each rank waits the largest time minus its own."),
+    ]
+    return v.run_cases(name, wait_times, cases, mistakes=mistakes, returns="one wait per rank, in seconds",
+                       success=f"in all {len(cases)} cases every rank waits what waiting.straggler_step says: "
+                               "the slowest rank's time minus its own")
+
+
+def check_staleness(staleness) -> v.Verdict:
+    """Chapter 11: ``staleness(t_grad)``, each worker's typical staleness in async SGD; against waiting.async_staleness."""
+    name = v.require_function("check_staleness", staleness)
+    cases = [v.Case((list(c),), waiting.async_staleness(c),
+                    f"for workers taking {', '.join(f'{t:g}' for t in c)} s per gradient,") for c in STALENESS_CASES]
+    mistakes = [
+        (lambda t: np.asarray(t) * np.sum(1 / np.asarray(t)),
+         "That counts the worker's own update too: sum t_i / t_j over the other workers only, j ≠ i."),
+        (lambda t: np.full(len(t), len(t) - 1.0), "k − 1 holds only when all workers are equally fast: a slow worker "
+                                                  "sees more updates land meanwhile, Σ_{j≠i} t_i / t_j."),
+        (lambda t: np.full(len(t), float(len(t))), "k − 1 other workers can update meanwhile, and only for equal speeds: "
+                                                   "in general Σ_{j≠i} t_i / t_j."),
+    ]
+    return v.run_cases(name, staleness, cases, mistakes=mistakes, returns="one staleness per worker, in updates",
+                       success=f"in all {len(cases)} cases it gives waiting.async_staleness: k − 1 for equal workers, "
+                               "more for the slow ones")
+
+
+def check_bubble(bubble) -> v.Verdict:
+    """Chapter 12: ``bubble(p, m)`` = (p − 1)/(m + p − 1); against pipeline.bubble_fraction."""
+    name = v.require_function("check_bubble", bubble)
+    cases = [v.Case(c, pipeline.bubble_fraction(*c), f"for p = {c[0]} stages and m = {c[1]} micro-batches")
+             for c in BUBBLE_CASES]
+    mistakes = [
+        (lambda p, m: (p - 1) / m, "That is idle time over busy time; the fraction is of the whole run, "
+                                   "m + p − 1 slots: (p − 1)/(m + p − 1)."),
+        (lambda p, m: m / (m + p - 1), "That is the busy share; the bubble is the rest, (p − 1)/(m + p − 1)."),
+        (lambda p, m: p / (m + p - 1), "A stage idles p − 1 slots (filling and draining the pipe), not p."),
+        (lambda p, m: (p - 1) / (m + p), "The run lasts m + p − 1 slots, not m + p."),
+    ]
+    return v.run_cases(name, bubble, cases, mistakes=mistakes, returns="a fraction between 0 and 1",
+                       success=f"it equals pipeline.bubble_fraction, (p − 1)/(m + p − 1), in all {len(cases)} cases, "
+                               "0 for one stage included")

@@ -1,0 +1,303 @@
+"""Checkers for the exercises that are collectives: the reader's function runs on k real ranks.
+
+    print(check_average_gradients(average_gradients))      # chapter 04
+    print(check_reduce_scatter_step(reduce_scatter_step))  # chapter 05
+    print(check_gather_columns(gather_columns))            # chapter 12
+
+How "against the real thing" stays honest from a notebook: a function defined in a notebook cell
+cannot be unpickled by a spawned rank, so the checker sends its *source* (``inspect.getsource``,
+which works for notebook cells because IPython keeps their text) and each of k real gloo ranks
+compiles it, with ``torch``, ``dist``, ``math`` and ``np`` in scope, and calls it on real data: the
+MLP's real gradients, a tensor cut into k chunks, a column block of a real layer's output. Beside
+it each rank runs the real collective (``dist.all_reduce``, the library's ring, ``dist.all_gather``)
+on the same data, and sends both back as numpy arrays; this module compares them and words the
+answer. The ranks' ``dist`` passes every call to ``torch.distributed`` and notes each send and
+receive, so a wrong ring step can be named by the neighbour or chunk it used.
+
+A stub (its body only raises NotImplementedError) is recognised from its source without starting
+any rank, so a chapter with its stubs in place runs in no time and prints the same line every time.
+This module imports torch only inside the checkers, when ranks are about to start.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from dpviz.checks import check_int, check_real
+import dpviz.exercises.verdict as v
+
+K = 3  # ranks: with 3, an off-by-one chunk index or a divide by k - 1 cannot pass by coincidence
+STALL_TIMEOUT = 15.0  # seconds a rank may sit in a send or receive that never completes
+NAMES_IN_SCOPE = "torch, dist (torch.distributed), math and np"
+
+
+def check_average_gradients(average_gradients, *, k: int = K, stall_timeout: float = STALL_TIMEOUT) -> v.Verdict:
+    """Chapter 04: ``average_gradients(model_grads, world_size)`` on k real ranks, against dist.all_reduce / k."""
+    return _check_one("average_gradients", "check_average_gradients", average_gradients, k, stall_timeout)
+
+
+def check_reduce_scatter_step(reduce_scatter_step, *, k: int = K, stall_timeout: float = STALL_TIMEOUT) -> v.Verdict:
+    """Chapter 05: ``reduce_scatter_step(chunks, rank, world_size, step)``, k-1 steps on k real ranks, against the ring."""
+    return _check_one("reduce_scatter_step", "check_reduce_scatter_step", reduce_scatter_step, k, stall_timeout)
+
+
+def check_gather_columns(gather_columns, *, k: int = K, stall_timeout: float = STALL_TIMEOUT) -> v.Verdict:
+    """Chapter 12: ``gather_columns(y_block, world_size)`` on k real ranks, against dist.all_gather and X W."""
+    return _check_one("gather_columns", "check_gather_columns", gather_columns, k, stall_timeout)
+
+
+def check_many(candidates, *, k: int = K, stall_timeout: float = STALL_TIMEOUT) -> list[v.Verdict]:
+    """Check several ``(exercise, function)`` pairs in one launch of k ranks (one verdict each, in order).
+
+    The public checkers call this with one pair. Several share one start of the ranks (seconds),
+    which the tests use; every function must then finish on every rank, since one that hangs
+    stalls the rest.
+    """
+    k = check_int("k", k, low=2, high=8)
+    stall_timeout = check_real("stall_timeout", stall_timeout, low=0, low_open=True)
+    verdicts, tasks, slots = [None] * len(candidates), [], []
+    for i, (exercise, fn) in enumerate(candidates):
+        name = getattr(fn, "__name__", exercise)
+        if v.is_stub(fn):
+            verdicts[i] = v.not_attempted(name)
+            continue
+        source = v.source_of(fn)
+        if source is None:
+            verdicts[i] = v.failed(name, "its source text could not be read, and the ranks need it to run it",
+                                   "Define it with def in a notebook cell or a .py file, then check it again.")
+            continue
+        tasks.append((exercise, name, source))
+        slots.append(i)
+    if not tasks:
+        return verdicts
+
+    from dpviz.runs import exercises as ranks  # torch: only now that ranks will run
+    from dpviz.runs.launch import RankTimeout, launch
+
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"k=\d+ ranks share")  # nothing here is timed
+            results = launch(ranks.exercise_worker, k, args=(tasks,), backend="gloo", threads=1,
+                             stall_timeout=stall_timeout)
+    except RankTimeout as e:
+        stuck_at = None if e.steps is None or len(tasks) > 1 else min(e.steps) + 1
+        for (exercise, name, _), i in zip(tasks, slots):
+            verdicts[i] = _hang(exercise, name, k, stuck_at)
+        return verdicts
+    for j, ((exercise, name, _), i) in enumerate(zip(tasks, slots)):
+        per_rank = [results[r][j] for r in range(k)]
+        verdicts[i] = JUDGES[exercise](name, per_rank, k)
+    return verdicts
+
+
+def _check_one(exercise, checker, fn, k, stall_timeout) -> v.Verdict:
+    v.require_function(checker, fn)
+    return check_many([(exercise, fn)], k=k, stall_timeout=stall_timeout)[0]
+
+
+def _hang(exercise, name, k, stuck_at) -> v.Verdict:
+    if exercise == "reduce_scatter_step":
+        where = "the ranks got stuck" + (f" in step {stuck_at}" if stuck_at is not None else "")
+        return v.failed(name, f"{where}: a send or a receive found no partner",
+                        "Each step every rank sends one chunk to right = (rank + 1) % world_size "
+                        "and receives one from left = (rank - 1) % world_size.")
+    return v.failed(name, f"the ranks got stuck inside {name}: a collective that not every rank made, "
+                    "or a send without its receive", "Every rank must make the same calls, in the same order.")
+
+
+def _outcome(name, per_rank, call) -> v.Verdict | None:
+    """The verdict when some rank's call raised (NotImplementedError: not attempted), else None."""
+    if any(res.get("not_attempted") for res in per_rank):
+        return v.not_attempted(name)
+    for rank, res in enumerate(per_rank):
+        if res.get("error"):
+            where = call(rank, res)
+            text = f"{name} raised {res['error']} on rank {rank}" + (f" ({where})" if where else "") + "."
+            if res["error"].startswith("NameError"):
+                text += (f" The ranks receive only the function's own source, with {NAMES_IN_SCOPE} in scope: "
+                         "define or import anything else inside it.")
+            return v.Verdict(text, v.FAILED)
+    return None
+
+
+# --- chapter 04: average_gradients ---------------------------------------------------------------
+
+
+def judge_average_gradients(name, per_rank, k) -> v.Verdict:
+    known = _outcome(name, per_rank, lambda r, res: "")
+    if known:
+        return known
+    n_tensors = len(per_rank[0]["expected"])
+    for rank, res in enumerate(per_rank):
+        for t, (got, expected) in enumerate(zip(res["got"], res["expected"])):
+            if got.shape != expected.shape:
+                return v.failed(name, f"on rank {rank}, gradient tensor {t} came back with shape {v.shape_words(got.shape)}; "
+                                f"expected {v.shape_words(expected.shape)}",
+                                "Average each tensor as it is, in place or returned in a list of the same tensors.")
+            where = v.first_mismatch(got, expected)
+            if where is None:
+                continue
+            hint = _average_hint(res, rank, t, k)
+            return v.failed(name, f"on rank {rank}, element {v.index_words(where)} of gradient tensor {t} (shape "
+                            f"{v.shape_words(expected.shape)}) is {v.num(got[where])}, expected "
+                            f"{v.num(expected[where])}, the mean over the {k} ranks", hint)
+    big_ok = all(v.close(e, b, rtol=1e-4) for res in per_rank for e, b in zip(res["expected"], res["big"]))
+    if not big_ok:
+        raise RuntimeError("dist.all_reduce / k differs from the big batch's gradient: the check itself is broken.")
+    return v.passed(name, f"on {k} real ranks every one of the {n_tensors} gradient tensors equals dist.all_reduce's sum "
+                    f"divided by k on every rank, which is the gradient of all {per_rank[0]['examples']} examples in one batch "
+                    "to within float rounding")
+
+
+def _average_hint(res, rank, t, k) -> str:
+    got, expected, local = res["got"][t], res["expected"][t], res["local"][t]
+    if v.close(got, local):
+        return ("It is still this rank's own gradient: nothing was exchanged (dist.all_reduce sums the tensor over "
+                "the ranks, in place).")
+    if v.close(got, local / k):
+        return "It is this rank's own gradient divided by k: all-reduce it first, so that it holds the sum over the ranks."
+    r = v.ratio(got, expected)
+    if r is not None and abs(r - k) < 1e-3:
+        return f"It is the sum over the ranks, {k} times the mean: divide by world_size."
+    if r is not None and abs(r - k / (k - 1)) < 1e-3:
+        return f"It is the sum divided by {k - 1}: divide by world_size, the number of ranks that added in, {k}."
+    if r is not None and abs(r - 1 / k) < 1e-3:
+        return "It is the mean divided by k once more: divide by world_size only once."
+    return ""
+
+
+# --- chapter 05: reduce_scatter_step --------------------------------------------------------------
+
+
+def ring_states(inputs) -> np.ndarray:
+    """The ring's reduce-scatter on ``inputs`` (k, n), step by step: (k-1, k, n) states after each step.
+
+    At step s rank r sends chunk (r - s) mod k to its right neighbour, which adds it into the
+    same chunk of its own: (r' - s - 1) mod k for r' = r + 1.
+    """
+    inputs = np.asarray(inputs, dtype=np.float64)
+    k, n = inputs.shape
+    bounds = _chunk_bounds(n, k)
+    state, states = inputs.copy(), []
+    for s in range(k - 1):
+        new = state.copy()
+        for r in range(k):
+            right, c = (r + 1) % k, (r - s) % k
+            lo, hi = bounds[c]
+            new[right, lo:hi] += state[r, lo:hi]
+        state = new
+        states.append(state.copy())
+    return np.array(states)
+
+
+def _chunk_bounds(n, k):
+    """[lo, hi) of each of the k chunks torch.tensor_split makes of n elements."""
+    sizes = [n // k + (1 if i < n % k else 0) for i in range(k)]
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    return [(int(starts[i]), int(starts[i + 1])) for i in range(k)]
+
+
+def judge_reduce_scatter_step(name, per_rank, k) -> v.Verdict:
+    known = _outcome(name, per_rank, lambda r, res: f"{name}(chunks, rank={r}, world_size={k}, step={res.get('step', 0)})")
+    if known:
+        return known
+    inputs = np.array([res["input"] for res in per_rank], dtype=np.float64)
+    expected = ring_states(inputs)
+    n = inputs.shape[1]
+    bounds = _chunk_bounds(n, k)
+    # the simulation above is the library's ring; both must agree with the real collectives
+    ring = np.array([res["ring"] for res in per_rank])
+    truth = per_rank[0]["truth"]
+    if not np.array_equal(expected[-1], ring) or any(
+        not np.array_equal(ring[r, slice(*bounds[(r + 1) % k])], truth[slice(*bounds[(r + 1) % k])]) for r in range(k)
+    ):
+        raise RuntimeError("the ring's reduce-scatter disagrees with its simulation or with dist.all_reduce.")
+    for s in range(k - 1):
+        for r in range(k):
+            got = np.asarray(per_rank[r]["states"][s], dtype=np.float64)
+            if got.shape != expected[s, r].shape:
+                return v.failed(name, f"after step {s}, rank {r}'s chunks hold {got.size} numbers in all; "
+                                f"expected {n}", "Add what arrives into one chunk; keep every chunk's length.")
+            where = v.first_mismatch(got, expected[s, r])
+            if where is None:
+                continue
+            i = where[0]
+            c = next(j for j, (lo, hi) in enumerate(bounds) if lo <= i < hi)
+            prev = inputs if s == 0 else expected[s - 1]  # every rank's state before this step
+            hint = _ring_hint(per_rank[r]["log"][s], got, prev, bounds, r, s, k)
+            return v.failed(name, f"after step {s}, rank {r}'s chunk {c} has {v.num(got[i])} at element "
+                            f"{i - bounds[c][0]}, expected {v.num(expected[s, r, i])}", hint)
+    return v.passed(name, f"on {k} real ranks, {k - 1} steps leave every rank's chunks as the ring's reduce-scatter "
+                    "does, step by step, and chunk (rank + 1) % k holds dist.all_reduce's sum")
+
+
+def _ring_hint(log, got, prev, bounds, r, s, k) -> str:
+    """Which part of step ``s`` rank ``r`` got wrong, from what it sent and which chunk it changed; "" if unclear."""
+    left, right = (r - 1) % k, (r + 1) % k
+    send_c, recv_c = (r - s) % k, (r - s - 1) % k
+    sends = [(peer, c) for op, peer, c in log if op == "send"]
+    recvs = [peer for op, peer, c in log if op == "recv"]
+    changed = [j for j, (lo, hi) in enumerate(bounds) if not np.array_equal(got[lo:hi], prev[r, lo:hi])]
+    if not sends and not recvs and not changed:  # (a function that imports dist itself sends unseen, but changes chunks)
+        return f"Rank {r} sent and received nothing in step {s}: each step sends one chunk right and receives one from the left."
+    if sends and sends[0][0] != right:
+        return f"Rank {r} sent to rank {sends[0][0]}; a ring step sends to the right neighbour, (rank + 1) % k = {right}."
+    if recvs and recvs[0] not in (left, -1):
+        return f"Rank {r} received from rank {recvs[0]}; a ring step receives from the left neighbour, (rank - 1) % k = {left}."
+    if sends and sends[0][1] >= 0 and sends[0][1] != send_c:
+        which = "its own chunk" if s == 0 else "the one it added into at the step before"
+        return f"Rank {r} sent chunk {sends[0][1]}; at step {s} it sends chunk (rank - step) % k = {send_c}, {which}."
+    stray = [j for j in changed if j != recv_c]
+    if stray:
+        return (f"Rank {r} changed chunk {stray[0]}; what arrives from the left at step {s} belongs in chunk "
+                f"(rank - step - 1) % k = {recv_c}.")
+    lo, hi = bounds[recv_c]
+    if np.array_equal(got[lo:hi], prev[left, lo:hi]):
+        return f"Chunk {recv_c} holds what arrived, alone: add it to the rank's own chunk {recv_c} instead of replacing it."
+    return ""
+
+
+# --- chapter 12: gather_columns -------------------------------------------------------------------
+
+
+def judge_gather_columns(name, per_rank, k) -> v.Verdict:
+    known = _outcome(name, per_rank, lambda r, res: "")
+    if known:
+        return known
+    for rank, res in enumerate(per_rank):
+        got, expected, block = res["got"], res["gathered"], res["block"]
+        if got is None:
+            return v.failed(name, f"on rank {rank} it returned {res.get('returned_type', 'None')}; expected a tensor "
+                            f"of shape {v.shape_words(expected.shape)}", "Return the whole Y, the k blocks side by side.")
+        if got.shape != expected.shape:
+            rows, cols = block.shape
+            hint = ""
+            if got.shape == (k * rows, cols):
+                hint = "The blocks are stacked as rows: they are column blocks, so put them side by side (dim=1)."
+            elif got.shape == block.shape:
+                hint = "That is the rank's own block: gather the other ranks' blocks with dist.all_gather."
+            return v.failed(name, f"on rank {rank} it returned shape {v.shape_words(got.shape)}; expected "
+                            f"{v.shape_words(expected.shape)}", hint)
+        where = v.first_mismatch(got, expected)
+        if where is None:
+            continue
+        cols = block.shape[1]
+        j = where[1] // cols
+        owner = next((q for q in range(k) if v.close(got[:, j * cols:(j + 1) * cols], per_rank[q]["block"])), None)
+        hint = (f"Columns {j * cols}–{(j + 1) * cols - 1} hold rank {owner}'s block; block j belongs to rank j, "
+                "so keep the blocks in rank order.") if owner is not None and owner != j else ""
+        return v.failed(name, f"on rank {rank}, Y[{where[0]}, {where[1]}] is {v.num(got[where])}, expected "
+                        f"{v.num(expected[where])}", hint)
+    if not all(v.close(res["gathered"], res["full"]) for res in per_rank):
+        raise RuntimeError("dist.all_gather of the blocks differs from X W: the check itself is broken.")
+    return v.passed(name, f"on {k} real ranks every rank's Y equals what dist.all_gather assembles, which is the "
+                    "unsplit layer's X W to within float rounding")
+
+
+JUDGES = {
+    "average_gradients": judge_average_gradients,
+    "reduce_scatter_step": judge_reduce_scatter_step,
+    "gather_columns": judge_gather_columns,
+}

@@ -1,0 +1,75 @@
+"""Reference solutions of the exercises that run in the notebook's own process (numpy only).
+
+Each is written the way a reader could write it after the chapter, and each is what its checker
+accepts. The collective exercises' solutions run inside ranks, so they live with the ranks, in
+:mod:`dpviz.runs.exercises`. A teacher who hands out the chapters can show these after the class.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def sgd_step(theta, grad, eta):
+    """Chapter 01: one step downhill, θ ← θ − η ∇θL."""
+    return np.asarray(theta) - eta * np.asarray(grad)
+
+
+def mean_gradient(example_grads):
+    """Chapter 02: the batch's gradient is the mean of its b per-example gradients (rows)."""
+    return np.mean(example_grads, axis=0)
+
+
+def weighted_mean(group_grads, group_sizes):
+    """Chapter 03: groups of b_i examples, each with its mean gradient g_i: Σ b_i g_i / Σ b_i."""
+    sizes = np.asarray(group_sizes, dtype=float)
+    return sizes @ np.asarray(group_grads) / sizes.sum()
+
+
+def t_comm_ring(k, M, alpha, beta):
+    """Chapter 06: a ring all-reduce of M bytes over k ranks, 2(k−1)·α + 2(k−1)/k · M/β seconds."""
+    return 2 * (k - 1) * alpha + 2 * (k - 1) / k * M / beta
+
+
+def speedup(t_compute, k, t_comm):
+    """Chapter 06: S = T_compute / (T_compute / k + T_comm)."""
+    return t_compute / (t_compute / k + t_comm)
+
+
+def data_parallel_step(theta, rank_grads, eta):
+    """Chapter 07: every rank steps with the mean of the k ranks' gradients (the all-reduce divided by k)."""
+    return np.asarray(theta) - eta * np.mean(rank_grads, axis=0)
+
+
+def lr_for_k(lr_base, k, rule):
+    """Chapter 09: the rate for a batch k times larger: ×k by the linear rule, ×√k by the square-root rule."""
+    return lr_base * (k if rule == "linear" else math.sqrt(k))
+
+
+def warmup_lr(lr, step, warmup):
+    """Chapter 09: a linear warm-up over ``warmup`` steps (step counted from 0), then the full rate."""
+    return lr * (step + 1) / warmup if step < warmup else lr
+
+
+def accumulated_gradient(micro_grads):
+    """Chapter 10: m micro-batch gradients (rows) added up, then divided by m."""
+    return np.sum(micro_grads, axis=0) / len(micro_grads)
+
+
+def wait_times(compute):
+    """Chapter 11: how long each rank waits at the all-reduce for the slowest one."""
+    compute = np.asarray(compute, dtype=float)
+    return compute.max() - compute
+
+
+def staleness(t_grad):
+    """Chapter 11: worker i's typical staleness, Σ_{j≠i} t_i / t_j updates, in asynchronous SGD."""
+    t = np.asarray(t_grad, dtype=float)
+    return t * np.sum(1.0 / t) - 1.0
+
+
+def bubble(p, m):
+    """Chapter 12: the idle share of a pipeline of p stages fed m micro-batches, (p − 1)/(m + p − 1)."""
+    return (p - 1) / (m + p - 1)
