@@ -9,6 +9,7 @@ package never imports torch.
 * :mod:`dpviz.records.bench`     ``BenchRecord``: all-reduce seconds over k, M and implementation
 * :mod:`dpviz.records.schedule`  ``Schedule``: a hand-written all-reduce's transfers
 * :mod:`dpviz.records.batchnorm` ``BatchNormRun``: a batch-norm layer under data parallelism, per-shard against all-reduced statistics
+* :mod:`dpviz.records.accumulation`  ``AccumulationRun``: m micro-batches per update, one all-reduce or m
 * :mod:`dpviz.records.shipped`   the real runs shipped with the package for the sliders
 """
 
@@ -16,6 +17,7 @@ from dpviz.records.bench import BenchRecord
 from dpviz.records.run import Run, rel_err
 from dpviz.records.schedule import Schedule
 from dpviz.records.batchnorm import BatchNormRun
+from dpviz.records.accumulation import AccumulationRun
 from dpviz.records.schema import KINDS, load, provenance
 
-__all__ = ["BatchNormRun", "BenchRecord", "KINDS", "Run", "Schedule", "load", "provenance", "rel_err"]
+__all__ = ["AccumulationRun", "BatchNormRun", "BenchRecord", "KINDS", "Run", "Schedule", "load", "provenance", "rel_err"]

@@ -153,6 +153,28 @@ def lr_sqrt(lr_base, k):
     return _out(np.sqrt(_k(k)) * _positive("lr_base", lr_base))
 
 
+ACCUMULATION_SYNCS = ("accumulate", "every")  # one all-reduce per update (DDP's no_sync), or one per micro-batch
+
+
+def accumulation_allreduces(m, *, sync="accumulate"):
+    """All-reduce calls per update when a rank accumulates ``m`` micro-batches: 1, or m with ``sync="every"``."""
+    check_choice("sync", sync, ACCUMULATION_SYNCS)
+    m = _checked("m", m, check_int, low=1)
+    return _out(np.ones_like(m, dtype=float) if sync == "accumulate" else np.asarray(m, dtype=float))
+
+
+def accumulation_update_time(m, t_micro, t_comm, *, sync="accumulate"):
+    """Seconds per update for a rank that runs ``m`` micro-batches of ``t_micro`` seconds each, one after another.
+
+    ``t_comm`` is one all-reduce of the gradient (0 for one process). Accumulating first costs
+    ``m * t_micro + t_comm``; all-reducing after every micro-batch costs ``m * (t_micro + t_comm)``.
+    The compute, ``m * t_micro``, is the same either way: the micro-batches never run at once.
+    """
+    t_micro, t_comm = _nonneg("t_micro", t_micro), _nonneg("t_comm", t_comm)
+    calls = accumulation_allreduces(m, sync=sync)
+    return _out(np.multiply(_checked("m", m, check_int, low=1), t_micro) + np.multiply(calls, t_comm))
+
+
 @dataclass(frozen=True, eq=False)
 class Fit:
     """alpha and beta fitted to measured all-reduce times, with how well they reproduce them."""
