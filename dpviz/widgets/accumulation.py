@@ -49,7 +49,9 @@ class AccumulationFigure:
         source_note(ax, f"Shipped runs: {first.setting()}; every rank 1 thread; "
                         f"medians of {first.steps - 1} updates after the first")
         ax.texts[-1].set_position((0, -84))  # below the legend
-        animate(*self.bars.changing_artists())
+        # Each (k, m) has a background of its own, drawn with its labels and totals; only the bars are
+        # redrawn over it on a move (text is the slow part of a draw).
+        animate(*[bar for kinds in self.bars.bars for bar in kinds.values()])
         self.caption = ""
 
     def layouts(self) -> list[dict]:
