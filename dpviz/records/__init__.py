@@ -10,6 +10,9 @@ package never imports torch.
 * :mod:`dpviz.records.schedule`  ``Schedule``: a hand-written all-reduce's transfers
 * :mod:`dpviz.records.batchnorm` ``BatchNormRun``: a batch-norm layer under data parallelism, per-shard against all-reduced statistics
 * :mod:`dpviz.records.accumulation`  ``AccumulationRun``: m micro-batches per update, one all-reduce or m
+* :mod:`dpviz.records.pipeline`  ``PipelineRun``: one step of an MLP cut into p stages on m micro-batches (chapter 12)
+* :mod:`dpviz.records.tensor_parallel` ``TensorSplit``: a linear layer split by columns and by rows over k ranks (chapter 12)
+* :mod:`dpviz.records.zero`      ``ZeroRun``: plain data parallelism beside sharded Adam state, ZeRO-1 (chapter 12)
 * :mod:`dpviz.records.shipped`   the real runs shipped with the package for the sliders
 """
 
@@ -18,6 +21,9 @@ from dpviz.records.run import Run, rel_err
 from dpviz.records.schedule import Schedule
 from dpviz.records.batchnorm import BatchNormRun
 from dpviz.records.accumulation import AccumulationRun
+from dpviz.records.pipeline import PipelineRun
+from dpviz.records.tensor_parallel import TensorSplit
+from dpviz.records.zero import ZeroRun
 from dpviz.records.schema import KINDS, load, provenance
 
-__all__ = ["AccumulationRun", "BatchNormRun", "BenchRecord", "KINDS", "Run", "Schedule", "load", "provenance", "rel_err"]
+__all__ = ["PipelineRun", "TensorSplit", "ZeroRun", "AccumulationRun", "BatchNormRun", "BenchRecord", "KINDS", "Run", "Schedule", "load", "provenance", "rel_err"]
