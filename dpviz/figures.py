@@ -310,3 +310,220 @@ GROUPS.append(FigureGroup(
     draw=draw_accumulation,
     verify=verify_accumulation,
 ))
+
+
+# --- chapter 09: a bigger batch wants a bigger step ------------------------------------------------
+
+from dpviz.plots.lr import (  # noqa: E402  (kept with the chapter's figures it serves)
+    K1_COLOUR, WARMUP_COLOURS, plot_loss_curves, plot_paths, plot_rule_curves, plot_step_gaps, plot_twin_distance,
+)
+from dpviz.records.lr_grid import LrGrid  # noqa: E402
+from dpviz.theory import lr_rules  # noqa: E402
+
+LR_STEMS = ("lr_line", "lr_mlp")  # the figure records: one grid per model (dpviz.runs.lr_sweep.FIGURE_STEMS)
+
+
+def _lr_footer(fig, *grids) -> None:
+    """Which runs made the figure, one line per grid, from the records."""
+    fig.text(0.01, 0.005, "\n".join(f"Runs: {grid.describe()}" for grid in grids), fontsize=9, color="#556476",
+             ha="left", va="bottom")
+
+
+def figure_lr_loss_curves(line: LrGrid, mlp: LrGrid, *, k: int = 4) -> Figure:
+    """Chapter 09: k = 1 at η beside k ranks at ×1, ×√k and ×k, against examples seen and against steps, both models."""
+    fig = Figure(figsize=(14, 10.4))
+    axes = fig.subplots(2, 2)
+    fig.subplots_adjust(left=0.07, right=0.985, top=0.88, bottom=0.12, hspace=0.38, wspace=0.2)
+    for row, grid in enumerate((line, mlp)):
+        for col, against in enumerate(("examples", "steps")):
+            plot_rule_curves(grid, k=k, against=against, ax=axes[row, col], fontsize=13, note=False)
+    words = [f"{grid.model_short}: ×√k {grid.examples_ratio(k=k, rule='sqrt'):.2g}×, ×1 {grid.examples_ratio(k=k, rule='x1'):.2g}×"
+             for grid in (line, mlp)]
+    fig.suptitle(f"The same examples on k = {k} ranks: with ×k the big batch keeps pace with one rank, example for example.\n"
+                 f"The gentler rules need more examples to reach the same loss ({'; '.join(words)}).",
+                 fontsize=15, x=0.01, ha="left")
+    _lr_footer(fig, line, mlp)
+    return fig
+
+
+def _path_surface(grid: LrGrid, rows) -> tuple:
+    """Contours under the line model's paths: the loss on the grid's own data set, over the paths' extent."""
+    x, y = line_data(grid.meta["dataset_size"], seed=grid.meta["seed"])
+    theta = np.concatenate([grid.params[r, : grid.steps[r] + 1] for r in rows])
+    theta = theta[np.isfinite(theta).all(axis=1)]
+    lo, hi = theta.min(axis=0), theta.max(axis=0)
+    pad = 0.25 * (hi - lo) + 0.1
+    ws = np.linspace(lo[0] - pad[0], hi[0] + pad[0], 160)
+    cs = np.linspace(lo[1] - pad[1], hi[1] + pad[1], 160)
+    return ws, cs, lr_rules.line_loss_surface(x, y, ws, cs)
+
+
+def figure_lr_linear_rule(line: LrGrid, mlp: LrGrid, *, k: int = 4, small: float = 4.0, large: float = 64.0,
+                          big_steps: int = 6) -> Figure:
+    """Chapter 09: one step of k·η against k steps of η, from the same θ: in the (w, c) plane, and measured on every run."""
+    fig = Figure(figsize=(17.5, 6.8))
+    axes = fig.subplots(1, 3, width_ratios=(1, 1, 1.15))
+    fig.subplots_adjust(left=0.05, right=0.985, top=0.79, bottom=0.2, wspace=0.25)
+    gaps = {}
+    for ax, multiplier in zip(axes[:2], (small, large)):
+        row = line.index(k=k, multiplier=multiplier)
+        twin = int(line.twin[row])
+        eta = line.small_step_rate(row)
+        shown = None if multiplier == small else big_steps * k * line.meta["b"]
+        plot_paths(line, [twin, row], surface=_path_surface(line, [twin, row]), max_examples=shown,
+                   colours=[K1_COLOUR, WARMUP_COLOURS[0]], ax=ax, fontsize=13, note=False,
+                   labels=[f"k=1: {k} steps of η={eta:.3g}", f"k={k}: 1 step of {k}η={k * eta:.3g}"])
+        gaps[multiplier] = line.median_relative_gap(row)
+        what = "whole run" if shown is None else f"first {big_steps} big steps"
+        ax.set_title(f"line model, ×{multiplier:g} ({what})", fontsize=14, loc="left")
+    x, _ = line_data(line.meta["dataset_size"], seed=line.meta["seed"])
+    lam = lr_rules.line_curvatures(x)
+    rates = np.geomspace(0.002, 2.0 / lam[0] / k * 1.2, 80)
+    bowl = (rates, {f"line's bowl, k={k}, λ = {lam[0]:.2f}": lr_rules.bowl_step_gap(rates, k, lam[0]),
+                    f"line's bowl, k={k}, λ = {lam[1]:.2f}": lr_rules.bowl_step_gap(rates, k, lam[1])})
+    plot_step_gaps([line, mlp], bowl=bowl, ax=axes[2], fontsize=13, note=False)
+    fig.suptitle(f"The linear rule: one step of {k}η on the mean of {k} batches lands where {k} steps of η land, while η is small.\n"
+                 f"From the same θ they land {gaps[small]:.0%} of a step apart at η = {line.small_step_rate(line.index(k=k, multiplier=small)):.3g}"
+                 f" (median), {gaps[large]:.0%} at η = {line.small_step_rate(line.index(k=k, multiplier=large)):.3g}: "
+                 f"there the big steps overshoot the valley.", fontsize=15, x=0.01, ha="left")
+    _lr_footer(fig, line, mlp)
+    return fig
+
+
+def _warmup_words(warmup: int) -> str:
+    return f"warm-up {warmup} steps" if warmup else "no warm-up"
+
+
+def figure_lr_warmup(line: LrGrid, mlp: LrGrid, *, k: int = 4, rescued: float = 64.0, limit: float = 128.0,
+                     mlp_limit: float = 64.0, x_max: int = 384) -> Figure:
+    """Chapter 09: where the linear rule lags, a short warm-up rescues it; past the curvature limit it only postpones the blow-up."""
+    fig = Figure(figsize=(15, 11.4))
+    axes = fig.subplots(2, 2)
+    fig.subplots_adjust(left=0.07, right=0.985, top=0.88, bottom=0.12, hspace=0.4, wspace=0.2)
+    warmups = list(line.meta["warmups"])
+    rows = [line.index(k=k, multiplier=rescued, warmup=w) for w in warmups]
+    twin = int(line.twin[rows[0]])
+    colours = [WARMUP_COLOURS[i % len(WARMUP_COLOURS)] for i in range(len(rows))]
+    styles = [dict(lw=4.5, alpha=0.45, zorder=2)] + [{} for _ in rows]
+    floor = 1.5 * line.final_loss(twin)
+    reach = {w: line.examples_to_reach(r, floor) for w, r in zip(warmups, rows)}
+    best = min((w for w in warmups if w), key=lambda w: reach[w])
+    words = [_warmup_words(w) for w in warmups]
+    plot_loss_curves(line, [twin, *rows], colours=[K1_COLOUR, *colours], styles=styles, x_max=x_max, ax=axes[0, 0],
+                     labels=[f"twin: {line.label(twin)}", *words], fontsize=13, note=False,
+                     title=f"line model, k={k}, ×{rescued:g} (η={line.meta['base_lr'] * rescued:.3g}): the loss")
+    plot_twin_distance(line, rows, colours=colours, x_max=x_max, ax=axes[0, 1], fontsize=13, note=False, labels=words,
+                       title=f"… and its distance to the twin, k=1 at η={line.small_step_rate(rows[0]):.3g}")
+    at = {}
+    for ax, grid, multiplier in ((axes[1, 0], line, limit), (axes[1, 1], mlp, mlp_limit)):
+        runs = [grid.index(k=k, multiplier=multiplier, warmup=w) for w in grid.meta["warmups"]]
+        at[grid.meta["model"]] = steps = [int(grid.diverged_at[r]) for r in runs]
+        plot_loss_curves(grid, runs, against="steps", ax=ax, fontsize=13, note=False, legend_loc="upper right",
+                         labels=[_warmup_words(w) for w in grid.meta["warmups"]],
+                         title=f"{grid.model_short}, k={k}, ×{multiplier:g} (η={grid.meta['base_lr'] * multiplier:.3g}): past the limit")
+        finite = grid.loss[runs][np.isfinite(grid.loss[runs])]
+        ax.set_ylim(finite.min() / 2, finite.max() * 1e4)  # room above the curves for the legend
+        ax.set_xlim(0, max(steps) * 1.15 + 2)
+    limit_rate = lr_rules.stability_limit(line_data(line.meta["dataset_size"], seed=line.meta["seed"])[0])
+    fig.suptitle(f"Warm-up shortens the first, overshooting steps: at ×{rescued:g} the loss is within 1.5× its floor after "
+                 f"{reach[best]:.0f} examples with {best} warm-up steps, {reach[0]:.0f} without.\n"
+                 f"It cannot make a rate past the curvature limit safe (line model: η = {line.meta['base_lr'] * limit:.3g} > "
+                 f"2/λ_max = {limit_rate:.2f}): every warm-up only postpones the blow-up.", fontsize=15, x=0.01, ha="left")
+    _lr_footer(fig, line, mlp)
+    return fig
+
+
+def draw_lr(records: dict) -> dict:
+    """Chapter 09's figures from the grids {"lr_line": LrGrid, "lr_mlp": LrGrid}."""
+    line, mlp = records["lr_line"], records["lr_mlp"]
+    return {
+        "lr_loss_curves": (figure_lr_loss_curves(line, mlp), [line, mlp]),
+        "lr_linear_rule": (figure_lr_linear_rule(line, mlp), [line, mlp]),
+        "lr_warmup": (figure_lr_warmup(line, mlp), [line, mlp]),
+    }
+
+
+def verify_lr(records: dict) -> str:
+    """Chapter 09's claims, asserted on the figure records; one line for the terminal."""
+    line, mlp = records["lr_line"], records["lr_mlp"]
+    return "learning-rate rules: " + " ".join(lr_claims(line, mlp))
+
+
+def lr_claims(line: LrGrid, mlp: LrGrid, *, k: int = 4) -> list[str]:
+    """Assert what chapter 09 claims on two grids that hold its runs; returns one sentence per claim."""
+    said = []
+    for grid in (line, mlp):
+        grid.check()
+        ratios = {rule: grid.examples_ratio(k=k, rule=rule) for rule in ("x1", "sqrt", "linear")}
+        for rule, ratio in ratios.items():
+            expected = k / lr_rules.multiplier(rule, k)
+            assert abs(ratio / expected - 1) <= 0.15, f"{grid.model_words}, {rule}: {ratio:.2f}× the examples, not {expected:g}×"
+        one, same = grid.curve(grid.index(k=1, multiplier=1.0)), grid.curve(grid.rule_index(k=k, rule="x1"))
+        by_step = float(np.max(np.abs(same / one[: len(same)] - 1)))
+        assert by_step < 0.15, f"{grid.model_words}: ×1 on {k} ranks is {by_step:.0%} off one rank, step for step"
+        said.append(f"{_capital(grid.model_words)}: to reach k=1's loss, k={k} needed {ratios['linear']:.2f}× its examples with ×k, "
+                    f"{ratios['sqrt']:.2f}× with ×√k, {ratios['x1']:.2f}× with ×1 (which stays within {by_step:.0%} of "
+                    f"k=1 step for step).")
+        rows = [grid.index(k=k, multiplier=m) for m in grid.meta["multipliers"]]
+        rows = [r for r in rows if not grid.diverged(r)]
+        gaps = {float(grid.multiplier[r]): grid.median_relative_gap(r) for r in rows}
+        doublings = [gaps[2 * m] / gaps[m] for m in gaps if 2 * m in gaps]
+        assert all(1.5 <= d <= 2.5 for d in doublings), f"{grid.model_words}: gap ratios per doubling of the rate {doublings}"
+        said.append(f"{_capital(grid.model_words)}: the one-step gap grew {min(doublings):.2f}× to {max(doublings):.2f}× with each "
+                    f"doubling of the rate.")
+    x, _ = line_data(line.meta["dataset_size"], seed=line.meta["seed"])
+    lam = lr_rules.line_curvatures(x)
+    for r in (line.index(k=k, multiplier=m) for m in line.meta["multipliers"]):
+        if line.diverged(r):
+            continue
+        eta, gap = line.small_step_rate(r), line.median_relative_gap(r)
+        assert lr_rules.bowl_step_gap(eta, k, lam[1]) <= gap <= lr_rules.bowl_step_gap(eta, k, lam[0]), \
+            f"line model at small rate {eta:g}: gap {gap:.3f} outside the bowl's two curvatures"
+        early, late = np.nanmedian(line.relative_gap(r)[:10]), np.nanmedian(line.relative_gap(r)[10:])
+        assert 0.75 <= early / late <= 1.33, f"line model at small rate {eta:g}: gap {early:.3f} early, {late:.3f} later"
+    for r in (mlp.index(k=k, multiplier=m) for m in mlp.meta["multipliers"]):
+        if not mlp.diverged(r):
+            early, late = np.nanmedian(mlp.relative_gap(r)[:10]), np.nanmedian(mlp.relative_gap(r)[10:])
+            assert early <= 1.05 * late, f"MLP at small rate {mlp.small_step_rate(r):g}: gap {early:.3f} early, {late:.3f} later"
+    small, large = (line.median_relative_gap(line.index(k=k, multiplier=m)) for m in (4.0, 64.0))
+    assert small < 0.1 < 0.3 < large, f"one-step gaps {small:.2f} at ×4 and {large:.2f} at ×64"
+    said.append(f"Line model: one big step against {k} small ones from the same θ, {small:.0%} of a step apart at ×4, "
+                f"{large:.0%} at ×64; every run's gap between the bowl's two modeled curves, and about as large in its "
+                f"first 10 steps as later (the MLP's: no larger early than later).")
+    plain = line.index(k=k, multiplier=64.0, warmup=0)
+    twin = int(line.twin[plain])
+    distance = line.twin_distance[plain, : line.steps[plain] + 1]
+    early, late = float(np.max(distance[1:6])), float(np.median(distance[line.steps[plain] // 2:]))
+    assert early > 5 * late, f"line model, ×64: distance to the twin {early:.2f} early, {late:.2f} later"
+    said.append(f"Line model, ×64: up to {early:.2f} from its twin in the first 5 steps, {late:.2f} (median) in its second half.")
+    floor = 1.5 * line.final_loss(twin)
+    reach = {w: line.examples_to_reach(line.index(k=k, multiplier=64.0, warmup=w), floor) for w in line.meta["warmups"]}
+    twin_reach, big_step = line.examples_to_reach(twin, floor), k * line.meta["b"]
+    assert reach[3] < reach[0] and reach[3] <= twin_reach + big_step, f"warm-up 3 did not rescue ×64: {reach}, twin {twin_reach}"
+    longest = max(line.meta["warmups"])
+    if longest > 3:
+        assert reach[longest] > reach[3], f"a {longest}-step warm-up was not slower than a 3-step one: {reach}"
+    said.append(f"Line model, ×64: within 1.5× the floor after {reach[3]:.0f} examples with a 3-step warm-up (its twin: "
+                f"{twin_reach:.0f}, so within one big step of {big_step}), {reach[0]:.0f} without"
+                + (f", {reach[longest]:.0f} with {longest} steps." if longest > 3 else "."))
+    for grid, multiplier in ((line, 128.0), (mlp, 64.0)):
+        runs = [grid.index(k=k, multiplier=multiplier, warmup=w) for w in grid.meta["warmups"]]
+        at = [int(grid.diverged_at[r]) for r in runs]
+        assert min(at) >= 0, f"{grid.model_words}, ×{multiplier:g}: a warm-up prevented the divergence"
+        assert all(a < b for a, b in zip(at, at[1:])), f"{grid.model_words}, ×{multiplier:g}: a longer warm-up blew up sooner: {at}"
+        said.append(f"{_capital(grid.model_words)}, ×{multiplier:g}: diverged with every warm-up ({', '.join(map(str, grid.meta['warmups']))} "
+                    f"steps), at steps {', '.join(map(str, at))}.")
+    return said
+
+
+def _capital(words: str) -> str:
+    return words[:1].upper() + words[1:]
+
+
+GROUPS.append(FigureGroup(
+    name="lr",
+    stems=LR_STEMS,
+    record="dpviz.runs.lr_sweep:record_figure_records",
+    draw=draw_lr,
+    verify=verify_lr,
+))

@@ -56,7 +56,7 @@ def test_records_behind_the_committed_figures_pass_their_checks(drawn):
 
 def test_committed_manifest_lists_every_figure_with_its_files():
     manifest = json.loads((ROOT / "figures" / "manifest.json").read_text())
-    assert set(manifest) == EXPECTED
+    assert EXPECTED <= set(manifest)  # and each chapter group's figures past Step 6 (dpviz.figures.GROUPS)
     for name, entry in manifest.items():
         for file in entry["files"]:
             assert (ROOT / "figures" / file).is_file(), file

@@ -27,7 +27,8 @@ def one_sentence(message: str) -> bool:
 def test_every_shipped_and_figure_record_loads_as_its_kind():
     stems = sorted({p.with_suffix("") for p in [*FIGURE_RECORDS.glob("*.json"), *shipped.RECORDS_DIR.glob("*.json")]})
     kinds = {type(load(s)).__name__ for s in stems}
-    assert kinds == {"Run", "BenchRecord", "Schedule"} and len(stems) == 18 + 9
+    # the chapters past Step 6 add kinds and records of their own (lr_grid: chapter 09)
+    assert {"Run", "BenchRecord", "Schedule"} <= kinds and len(stems) >= 18 + 9
 
 
 def test_round_trip_keeps_every_array_and_field(run, tmp_path):

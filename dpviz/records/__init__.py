@@ -13,6 +13,7 @@ package never imports torch.
 * :mod:`dpviz.records.pipeline`  ``PipelineRun``: one step of an MLP cut into p stages on m micro-batches (chapter 12)
 * :mod:`dpviz.records.tensor_parallel` ``TensorSplit``: a linear layer split by columns and by rows over k ranks (chapter 12)
 * :mod:`dpviz.records.zero`      ``ZeroRun``: plain data parallelism beside sharded Adam state, ZeRO-1 (chapter 12)
+* :mod:`dpviz.records.lr_grid`   ``LrGrid``: training runs over k, learning-rate rule and warm-up (chapter 09)
 * :mod:`dpviz.records.shipped`   the real runs shipped with the package for the sliders
 """
 
@@ -24,6 +25,7 @@ from dpviz.records.accumulation import AccumulationRun
 from dpviz.records.pipeline import PipelineRun
 from dpviz.records.tensor_parallel import TensorSplit
 from dpviz.records.zero import ZeroRun
+from dpviz.records.lr_grid import LrGrid
 from dpviz.records.schema import KINDS, load, provenance
 
-__all__ = ["PipelineRun", "TensorSplit", "ZeroRun", "AccumulationRun", "BatchNormRun", "BenchRecord", "KINDS", "Run", "Schedule", "load", "provenance", "rel_err"]
+__all__ = ["PipelineRun", "TensorSplit", "ZeroRun", "AccumulationRun", "BatchNormRun", "BenchRecord", "KINDS", "LrGrid", "Run", "Schedule", "load", "provenance", "rel_err"]

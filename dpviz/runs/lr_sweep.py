@@ -1,0 +1,383 @@
+"""Real data-parallel training over k, learning-rate rule and warm-up: the runs behind chapter 09.
+
+    from dpviz.runs.lr_sweep import record_lr_grid
+    grid = record_lr_grid(model="line", ks=(1, 4), multipliers=(1, 4), warmups=(0,))
+    print(grid.check())
+
+    python -m dpviz.runs.lr_sweep                # records the shipped grids again (about a minute)
+    python -m dpviz.runs.lr_sweep --out my_runs  # or somewhere else; LrGrid.shipped("line", "my_runs")
+
+One launch per k: its k ranks train every (multiplier, warm-up) run of the grid in turn, each
+from the same starting θ, with plain SGD whose rate follows the warm-up schedule, all-reducing
+their gradients at every step. Every run sees ``examples`` examples from one seeded stream of
+batches of b: rank r takes batch k·t + r at step t. Along the way each run records
+
+* the loss on the whole data set before every step (every rank computes it, so all of them
+  agree, to the bit, on when a run has diverged and stops);
+* the linear rule's error, measured where it happens: rank 0 also takes, from the same θ, the
+  k small steps of rate lr/k on the k shards one after another, and records how far from the
+  real step they land (``step_gap``);
+* the distance to the run's twin, the run on one rank at rate lr/k that the linear rule says it
+  imitates, after as many examples. The k = 1 launch goes first and hands its trajectories on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import math
+import platform
+import socket
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from dpviz.checks import check_choice, check_int, check_real
+from dpviz.data import line_data, teacher_data
+from dpviz.records.lr_grid import MODELS, SHIPPED_DIR, LrGrid, shipped_name
+from dpviz.runs import launch as launcher
+from dpviz.runs import optim
+from dpviz.runs.models import build_model, flat_grad, set_flat_grad
+from dpviz.theory import lr_rules
+
+SQRT2 = math.sqrt(2.0)
+KS = (1, 2, 4)
+MULTIPLIERS = (1.0, SQRT2, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)  # ×1, ×√2, and powers of two up to far too much
+WARMUPS = (0, 3, 10, 30)
+DIVERGE_FACTOR = 1e4
+
+
+@dataclass
+class LrGridConfig:
+    model: str = "line"                 # "line" (two parameters) or "mlp"
+    ks: tuple = KS                      # ranks, one launch each
+    multipliers: tuple = MULTIPLIERS    # target rate / base_lr, one run each (per k and warm-up)
+    warmups: tuple = WARMUPS            # warm-up lengths, steps
+    warmup_multipliers: tuple | None = None  # the multipliers run with every warm-up (the rest only without); None: all
+    b: int = 8                          # examples per rank per step
+    examples: int = 3200                # examples each run sees: k ranks take examples / (k·b) steps
+    base_lr: float = 0.01               # η, the rate at multiplier 1
+    width: int = 64                     # hidden units per layer (mlp only)
+    depth: int = 2                      # hidden layers (mlp only)
+    d_in: int = 16                      # input features (mlp only)
+    dataset_size: int = 512             # examples in the data set; the loss is measured on all of them
+    seed: int = 0                       # seeds the data, the model and the stream of batches
+    backend: str = "auto"               # "auto", "gloo" or "nccl"
+    threads: int = 1                    # intra-op threads per rank (1: runs on different k compare fairly)
+    stall_timeout: float = 120.0        # seconds a rank may go without finishing a step
+
+    def __post_init__(self):
+        check_choice("model", self.model, MODELS)
+        self.ks = tuple(check_int("ks entries", k, low=1, high=64) for k in _nonempty("ks", self.ks))
+        self.multipliers = tuple(check_real("multipliers entries", float(m), low=0, low_open=True)
+                                 for m in _nonempty("multipliers", self.multipliers))
+        self.warmups = tuple(check_int("warmups entries", w, low=0) for w in _nonempty("warmups", self.warmups))
+        if 0 not in self.warmups:
+            raise ValueError(f"warmups must include 0 (every multiplier runs without warm-up); got {self.warmups}.")
+        if self.warmup_multipliers is not None:
+            self.warmup_multipliers = tuple(float(m) for m in self.warmup_multipliers)
+            for m in self.warmup_multipliers:
+                if not any(math.isclose(m, v, rel_tol=1e-9) for v in self.multipliers):
+                    raise ValueError(f"warmup_multipliers entries must be among the multipliers {self.multipliers}; got {m:g}.")
+        for name in ("ks", "multipliers", "warmups"):
+            values = getattr(self, name)
+            if len(set(values)) != len(values):
+                raise ValueError(f"{name} must not repeat a value; got {values}.")
+        self.b = check_int("b", self.b, low=1)
+        self.examples = check_int("examples", self.examples, low=1)
+        self.base_lr = check_real("base_lr", self.base_lr, low=0, low_open=True)
+        self.dataset_size = check_int("dataset_size", self.dataset_size, low=1)
+        self.threads = check_int("threads", self.threads, low=1, high=4096)
+        self.stall_timeout = check_real("stall_timeout", self.stall_timeout, low=0, low_open=True)
+        check_choice("backend", self.backend, launcher.BACKENDS)
+        for k in self.ks:
+            if k * self.b > self.dataset_size:
+                raise ValueError(f"b must be at most dataset_size / k = {self.dataset_size // k} for k={k}; got b={self.b}.")
+            if self.examples % (k * self.b):
+                raise ValueError(f"examples must be a multiple of k·b = {k * self.b} (k={k}, b={self.b}); got {self.examples}.")
+        shortest = self.steps(max(self.ks))
+        for w in self.warmups:
+            if w > shortest:
+                raise ValueError(
+                    f"warmups entries must be at most {shortest}, the steps of the shortest run (k={max(self.ks)}); got {w}."
+                )
+
+    def steps(self, k: int) -> int:
+        """Optimizer steps of a run on k ranks."""
+        return self.examples // (k * self.b)
+
+    def runs(self, k: int) -> list[tuple[float, int]]:
+        """The (multiplier, warm-up) of every run on k ranks, in the grid's order."""
+        return [(m, w) for m in self.multipliers for w in self.warmups if w == 0 or self.warmed(m)]
+
+    def warmed(self, multiplier: float) -> bool:
+        """Whether ``multiplier`` is run with every warm-up, or only without."""
+        return self.warmup_multipliers is None or any(math.isclose(multiplier, m, rel_tol=1e-9) for m in self.warmup_multipliers)
+
+    def twin_multiplier(self, k: int, multiplier: float) -> float | None:
+        """The k = 1 multiplier the linear rule pairs with (k, multiplier), if the grid has it."""
+        if k == 1 or 1 not in self.ks:
+            return None
+        for m in self.multipliers:
+            if math.isclose(m * k, multiplier, rel_tol=1e-9):
+                return m
+        return None
+
+
+def _nonempty(name, values) -> tuple:
+    values = tuple(values) if not isinstance(values, (str, bytes)) else None
+    if not values:
+        raise ValueError(f"{name} must list at least one value; got {values!r}.")
+    return values
+
+
+def load_data(config: LrGridConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    if config.model == "line":
+        x, y = line_data(config.dataset_size, seed=config.seed)
+    else:
+        x, y = teacher_data(config.dataset_size, config.d_in, seed=config.seed)
+    return torch.from_numpy(x), torch.from_numpy(y)
+
+
+def stream_rows(config: LrGridConfig, j: int) -> np.ndarray:
+    """Rows of small batch ``j`` of the run's stream: the data set shuffled once per epoch, cut into batches of b."""
+    per_epoch = config.dataset_size // config.b
+    epoch, position = divmod(j, per_epoch)
+    order = np.random.default_rng([config.seed, epoch]).permutation(config.dataset_size)
+    return order[position * config.b:(position + 1) * config.b]
+
+
+def make_model(config: LrGridConfig) -> torch.nn.Module:
+    return build_model(config.model, d_in=config.d_in, width=config.width, depth=config.depth, seed=config.seed)
+
+
+def mse(pred, target):
+    return torch.mean((pred - target) ** 2)
+
+
+def flat(model) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+def distance(a: torch.Tensor, b: torch.Tensor) -> float:
+    """|a − b|, in float64."""
+    return float(torch.linalg.vector_norm(a.double() - b.double()))
+
+
+def lr_worker(rank: int, world_size: int, config: LrGridConfig, runs: list, twins: dict, keep: set) -> list[dict]:
+    """One rank of a k-rank launch: train every run of ``runs`` ((multiplier, warm-up) pairs) in turn.
+
+    ``twins`` maps a run's position to its twin's parameters at every k-th state (numpy, (steps+1, P));
+    ``keep`` holds the positions whose whole parameter history rank 0 returns. Returns numpy only.
+    """
+    k = world_size
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    x_all, y_all = (a.to(device) for a in load_data(config))
+    steps = config.steps(k)
+    scratch = make_model(config).to(device) if rank == 0 and k > 1 else None
+    done = 0
+    out = []
+    for position, (multiplier, warmup) in enumerate(runs):
+        lrs = lr_rules.warmup_schedule(config.base_lr * multiplier, steps, warmup)
+        model = make_model(config).to(device)  # the same θ(0) in every run and every rank: built from the seed
+        optimizer = optim.SGD(model.parameters(), lr=float(lrs[0]))
+        twin = torch.from_numpy(twins[position]).to(device) if position in twins else None
+        loss = np.full(steps + 1, np.nan, np.float32)
+        length, gap = np.full(steps, np.nan, np.float32), np.full(steps, np.nan, np.float32)
+        travel, twin_dist = np.full(steps + 1, np.nan, np.float32), np.full(steps + 1, np.nan, np.float32)
+        used = np.full(steps, np.nan)
+        history = [] if rank == 0 and position in keep else None
+        fingerprint = hashlib.sha1()
+        theta0 = theta = flat(model).clone()
+        diverged_at = -1
+        start = time.perf_counter()
+        for t in range(steps + 1):
+            with torch.no_grad():
+                loss[t] = mse(model(x_all), y_all).item()  # every rank: the same bits, so the same decision below
+            travel[t] = distance(theta, theta0)
+            if twin is not None and t < len(twin):  # a twin that diverged stopped early
+                twin_dist[t] = distance(theta, twin[t])
+            if history is not None:
+                history.append(theta.cpu().numpy().copy())
+            if not math.isfinite(loss[t]) or loss[t] > DIVERGE_FACTOR * loss[0]:
+                diverged_at, loss[t + 1:] = t, np.inf  # the loss that gave it away stays, when it is a number
+                loss[t] = loss[t] if math.isfinite(loss[t]) else np.inf
+                break
+            if t == steps:
+                break
+            rows = torch.from_numpy(stream_rows(config, k * t + rank)).to(device)
+            model.zero_grad(set_to_none=False)
+            mse(model(x_all[rows]), y_all[rows]).backward()
+            g = flat_grad(model)
+            if k > 1:
+                dist.all_reduce(g)
+                g /= k
+            set_flat_grad(model, g)
+            optimizer.lr = used[t] = float(lrs[t])
+            optimizer.step()
+            after = flat(model).clone()
+            length[t] = distance(after, theta)
+            if scratch is not None:
+                gap[t] = distance(after, small_steps(scratch, theta, config, k, t, used[t] / k, x_all, y_all))
+            fingerprint.update(memoryview(after.cpu().numpy()).cast("B"))
+            theta = after
+            done += 1
+            launcher.report_progress(done)
+        result = {
+            "lr": used, "loss": loss, "step_length": length, "step_gap": gap, "travel": travel,
+            "twin_distance": twin_dist, "diverged_at": diverged_at, "digest": fingerprint.hexdigest(),
+            "seconds": time.perf_counter() - start, "device": "cpu" if device.type == "cpu" else torch.cuda.get_device_name(device),
+        }
+        if history is not None:
+            result["params"] = np.stack(history)
+        out.append(result)
+    return out
+
+
+def small_steps(scratch, theta, config, k, t, lr, x_all, y_all) -> torch.Tensor:
+    """Where k plain steps of ``lr`` land from θ = ``theta``, taking the k shards of step t one after another."""
+    torch.nn.utils.vector_to_parameters(theta.clone(), scratch.parameters())
+    for i in range(k):
+        rows = torch.from_numpy(stream_rows(config, k * t + i)).to(theta.device)
+        scratch.zero_grad(set_to_none=False)
+        mse(scratch(x_all[rows]), y_all[rows]).backward()
+        with torch.no_grad():
+            for p in scratch.parameters():
+                p.add_(p.grad, alpha=-lr)
+    return flat(scratch)
+
+
+def record_lr_grid(config: LrGridConfig | None = None, *, progress: bool = False, **overrides) -> LrGrid:
+    """Launch one process group per k and train every run of the grid; return the :class:`LrGrid`.
+
+    Keyword overrides build the config: ``record_lr_grid(model="mlp", ks=(1, 4), warmups=(0, 10))``.
+    """
+    config = LrGridConfig(**{**(asdict(config) if config else {}), **overrides})
+    # k = 1 goes first: its un-warmed runs are the twins of the others, so it keeps their trajectories.
+    partners = {config.twin_multiplier(k, m) for k in config.ks for m in config.multipliers} - {None}
+    histories = {}  # multiplier -> the k = 1 run's parameters at every state
+    rows, results, devices = [], {}, set()
+    for k in sorted(config.ks):
+        runs = config.runs(k)
+        steps = config.steps(k)
+        twins, keep = {}, set()
+        for position, (multiplier, warmup) in enumerate(runs):
+            partner = config.twin_multiplier(k, multiplier)
+            if partner is not None:
+                twins[position] = histories[partner][::k][: steps + 1]
+            if config.model == "line" or (k == 1 and warmup == 0 and multiplier in partners):
+                keep.add(position)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"k=\d+ ranks share")  # nothing here is timed
+            results[k] = launcher.launch(
+                lr_worker, k, args=(config, runs, twins, keep), backend=launcher.resolve_backend(config.backend, k),
+                threads=config.threads, stall_timeout=config.stall_timeout, total_steps=steps * len(runs),
+                progress=progress,
+            )
+        for position, (multiplier, warmup) in enumerate(runs):
+            mine = results[k][0][position]
+            devices.add(mine["device"])
+            if k == 1 and warmup == 0 and "params" in mine:
+                histories[multiplier] = mine["params"]
+            rows.append((k, position, multiplier, warmup))
+    return assemble(config, rows, results, sorted(devices))
+
+
+def assemble(config: LrGridConfig, rows: list, results: dict, devices: list) -> LrGrid:
+    """Stack every run's arrays (rank 0's, with every rank's fingerprint compared) into one :class:`LrGrid`."""
+    n_runs, t_max = len(rows), max(config.steps(k) for k in config.ks)
+    n_params = sum(p.numel() for p in make_model(config).parameters())
+
+    def padded(width, dtype):
+        return np.full((n_runs, width), np.nan, dtype)
+
+    arrays = {
+        "k": np.array([r[0] for r in rows], np.int64),
+        "multiplier": np.array([r[2] for r in rows], np.float64),
+        "warmup": np.array([r[3] for r in rows], np.int64),
+        "steps": np.array([config.steps(r[0]) for r in rows], np.int64),
+        "lr": padded(t_max, np.float64), "loss": padded(t_max + 1, np.float32),
+        "step_length": padded(t_max, np.float32), "step_gap": padded(t_max, np.float32),
+        "travel": padded(t_max + 1, np.float32), "twin_distance": padded(t_max + 1, np.float32),
+        "twin": np.full(n_runs, -1, np.int64), "diverged_at": np.full(n_runs, -1, np.int64),
+        "replicas_identical": np.zeros(n_runs, bool), "seconds": np.zeros(n_runs),
+    }
+    if config.model == "line":
+        arrays["params"] = np.full((n_runs, t_max + 1, n_params), np.nan, np.float32)
+    for i, (k, position, multiplier, warmup) in enumerate(rows):
+        ranks = [per_rank[position] for per_rank in results[k]]
+        mine, n = ranks[0], config.steps(k)
+        for name in ("lr", "step_length", "step_gap"):
+            arrays[name][i, :n] = mine[name]
+        for name in ("loss", "travel", "twin_distance"):
+            arrays[name][i, : n + 1] = mine[name]
+        arrays["diverged_at"][i] = mine["diverged_at"]
+        arrays["replicas_identical"][i] = len({r["digest"] for r in ranks}) == 1
+        arrays["seconds"][i] = mine["seconds"]
+        if "params" in arrays:
+            arrays["params"][i, : len(mine["params"])] = mine["params"]
+        partner = config.twin_multiplier(k, multiplier)
+        if partner is not None:
+            arrays["twin"][i] = next(j for j, r in enumerate(rows) if r[0] == 1 and r[2] == partner and r[3] == 0)
+    meta = dict(
+        model=config.model, width=config.width, depth=config.depth, d_in=config.d_in, n_params=int(n_params),
+        optimizer="sgd", base_lr=config.base_lr, b=config.b, examples=config.examples, ks=sorted(config.ks),
+        multipliers=list(config.multipliers), warmups=list(config.warmups),
+        warmup_multipliers=None if config.warmup_multipliers is None else list(config.warmup_multipliers), seed=config.seed,
+        dataset_size=config.dataset_size, diverge_factor=DIVERGE_FACTOR,
+        backend=",".join(sorted({launcher.resolve_backend(config.backend, k) for k in config.ks})), device=", ".join(devices),
+        threads_per_rank=config.threads, torch_version=torch.__version__, host=socket.gethostname(),
+        platform=platform.platform(), cores=launcher.cpu_count(), date=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    )
+    return LrGrid(meta, arrays)
+
+
+# --- the grids shipped with dpviz, and the ones behind figures/ ---
+
+SHIPPED = {  # model -> the settings of its shipped grid (the sliders of chapter 09 browse them)
+    "line": dict(model="line"),
+    "mlp": dict(model="mlp"),
+}
+# What the figures draw and lr_claims asserts: the rules' multipliers at k = 4, the rates in between for the
+# gap against the rate, and warm-ups only where they matter (×64, ×128), so that ./run records it in under a minute.
+FIGURE_GRID = dict(ks=(1, 4), multipliers=(1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0), warmups=(0, 3, 30),
+                   warmup_multipliers=(64.0, 128.0))
+QUICK_FIGURE_GRID = dict(FIGURE_GRID, warmups=(0, 3), examples=1600)
+FIGURE_STEMS = ("lr_line", "lr_mlp")
+
+
+def record_figure_records(*, quick: bool = False, progress: bool = True) -> dict:
+    """Fresh grids for the chapter-09 figures, {stem: LrGrid}: k = 1 and 4, the multipliers and warm-ups they draw."""
+    settings = QUICK_FIGURE_GRID if quick else FIGURE_GRID
+    return {stem: record_lr_grid(model=model, progress=progress, **settings)
+            for stem, model in zip(FIGURE_STEMS, ("line", "mlp"))}
+
+
+def regenerate(out_dir=SHIPPED_DIR, *, progress: bool = True) -> list[Path]:
+    """Record the shipped grids afresh and save them under ``out_dir``; returns the record stems written."""
+    written = []
+    for model, settings in SHIPPED.items():
+        grid = record_lr_grid(progress=progress, **settings)
+        grid.check()
+        written.append(grid.save(Path(out_dir) / shipped_name(model)))
+    return written
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m dpviz.runs.lr_sweep",
+                                     description="Record the learning-rate grids that chapter 09's sliders browse.")
+    parser.add_argument("--out", default=str(SHIPPED_DIR), help="folder to write the records into")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    for stem in regenerate(args.out):
+        print(f"wrote {stem}.npz and {stem}.json")
+    print(f"in {time.perf_counter() - start:.0f} s on {launcher.cpu_count()} cores")
+
+
+if __name__ == "__main__":
+    main()
