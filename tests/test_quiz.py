@@ -159,7 +159,74 @@ def _expect_limits(p):
     return {"s": s, "ceiling_last": p["t_compute"] / p["t_comms"][-1]}
 
 
+def _lr_grid(model):
+    from dpviz.records.lr_grid import LrGrid
+
+    return LrGrid.shipped(model)
+
+
+def _expect_lr_rules_09(p):
+    return {"x1": p["lr_base"], "sqrt": p["lr_base"] * math.sqrt(p["k"]), "linear": p["lr_base"] * p["k"],
+            "root": math.sqrt(p["k"])}
+
+
+def _examples_to(grid, row, target):
+    loss = grid.loss[row, : grid.steps[row] + 1]
+    hit = np.flatnonzero(np.isfinite(loss) & (loss <= target))
+    return hit[0] * grid.k[row] * grid.meta["b"] if hit.size else math.inf
+
+
+def _expect_examples_09(p):
+    grid = _lr_grid(p["model"])
+    row = {(int(k), round(float(m), 6), int(w)): i for i, (k, m, w) in enumerate(zip(grid.k, grid.multiplier, grid.warmup))}
+    ref = row[(1, 1.0, 0)]
+    target = grid.loss[ref, round(grid.steps[ref] / 8)]
+    out = {}
+    for rule, m in (("x1", 1.0), ("sqrt", math.sqrt(p["k"])), ("linear", float(p["k"]))):
+        out[rule] = _examples_to(grid, row[(p["k"], round(m, 6), 0)], target) / _examples_to(grid, ref, target)
+    assert abs(out["linear"] - 1) < 0.15 and abs(out["x1"] / p["k"] - 1) < 0.15  # the card's point
+    return out | {"root": math.sqrt(p["k"])}
+
+
+def _expect_gap_09(p):
+    from dpviz.data import line_data
+
+    x = line_data()[0][:, 0].astype(float)
+    h = 2 * np.array([[np.mean(x * x), np.mean(x)], [np.mean(x), 1.0]])
+    lam = sorted(np.linalg.eigvalsh(h), reverse=True)
+    grid, k = _lr_grid("line"), p["k"]
+    etas, measured = [], []
+    for m in p["multipliers"]:
+        (r,) = np.flatnonzero((grid.k == k) & (grid.multiplier == m) & (grid.warmup == 0))
+        n = grid.steps[r]
+        etas.append(grid.meta["base_lr"] * m / k)
+        measured.append(float(np.median(grid.step_gap[r, :n].astype(float) / grid.step_length[r, :n])))
+    modeled = [abs((1 - e * lam[0]) ** k - (1 - k * e * lam[0])) / (k * e * lam[0]) for e in etas]
+    limit = 2 / lam[0]
+    return {"lam": lam, "limit": limit, "etas": etas, "modeled": modeled, "measured": measured,
+            "big": [k * e for e in etas]}
+
+
+def _expect_warmup_09(p):
+    return {"rates": [p["lr"] * min(1.0, (t + 1) / p["warmup"]) for t in range(p["steps"])]}
+
+
+def _expect_diverge_09(p):
+    grid = _lr_grid(p["model"])
+    rows = [int(np.flatnonzero((grid.k == p["k"]) & (grid.multiplier == p["multiplier"]) & (grid.warmup == w))[0])
+            for w in grid.meta["warmups"]]
+    steps = [int(grid.diverged_at[r]) for r in rows]
+    assert min(steps) >= 0  # the card's point: every warm-up diverged
+    return {"warmups": grid.meta["warmups"], "steps": steps, "lr": grid.meta["base_lr"] * p["multiplier"],
+            "total": int(grid.steps[rows[0]])}
+
+
 EXPECTED = {
+    "09-num-rules": _expect_lr_rules_09,
+    "09-num-examples": _expect_examples_09,
+    "09-num-gap": _expect_gap_09,
+    "09-num-warmup": _expect_warmup_09,
+    "09-num-diverge": _expect_diverge_09,
     "13-num-half": _expect_half,
     "13-num-k1": _expect_k1,
     "13-num-fraction": _expect_fraction,
@@ -281,8 +348,9 @@ def test_bert_example_is_not_presented_as_measured():
 
 
 def test_lr_contrast_is_linear_against_square_root():
-    text = ALL_TEXT["08-why-linear-rule"]
+    text = ALL_TEXT["13-why-linear-rule"]
     assert "×√k" in text and "k·η" in text
+    assert "√k" in ALL_TEXT["09-why-sqrt"] and "×k" in ALL_TEXT["09-why-sqrt"]
     assert not re.search(r"\bby k, not k\b|\bk, not k\b", " ".join(ALL_TEXT.values()))
 
 
