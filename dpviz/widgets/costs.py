@@ -154,8 +154,7 @@ class CostsFigure:
 
     def update(self, *, k: int, alpha: float, beta: float, m: float, t_compute: float, formula: str,
                preset: str) -> None:
-        rows, curves = self._numbers(k=k, alpha=alpha, beta=beta, m=m, t_compute=t_compute, formula=formula,
-                                     preset=preset)
+        rows, curves = self._numbers(k=k, alpha=alpha, beta=beta, m=m, t_compute=t_compute, formula=formula)
         if self._time_view(max(row.t_step for row in rows)):
             self._set_time_axis()
         self.bars.show(rows, unit=self._time["unit"], suffix=f" at k = {k}")
@@ -188,7 +187,7 @@ class CostsFigure:
         self.caption = (f"<b>{_html(self.headline.get_text())}</b><br>{_html(link_words)}<br>"
                         f"modeled: {_html(speedup_plot.workload_words(curves))}{self._measured_caption}")
 
-    def _numbers(self, *, k, alpha, beta, m, t_compute, formula, preset=None):
+    def _numbers(self, *, k, alpha, beta, m, t_compute, formula):
         """The rows of s01 (k = 1, 2, 4, 8 and yours) and the curves of s02 for these values."""
         model = dict(t_compute=t_compute, alpha=alpha, beta=beta, m=m, formula=formula)
         rows = timing.timeline_rows(FIXED_KS, **model) + timing.timeline_rows((k,), **model)
