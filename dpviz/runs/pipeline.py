@@ -273,11 +273,15 @@ def record_pipeline(config: PipelineConfig | None = None, *, progress: bool = Fa
     return record_pipelines([config], progress=progress)[0]
 
 
+GRID_REPEATS = 5  # timed steps per shipped run: recorded once, so a few more chances of an undisturbed one
+
+
 def record_grid(out=RECORDS_DIR, *, ps=GRID_P, ms=GRID_M, progress: bool = True) -> list[Path]:
     """Record the shipped grid: every p, m and schedule, one launch per p; write each record under ``out``."""
     written = []
     for p in ps:
-        configs = [PipelineConfig(p=p, m=m, schedule=s, keep_grads=False) for m in ms for s in theory.SCHEDULES]
+        configs = [PipelineConfig(p=p, m=m, schedule=s, keep_grads=False, repeats=GRID_REPEATS)
+                   for m in ms for s in theory.SCHEDULES]
         for config, run in zip(configs, record_pipelines(configs, progress=progress)):
             run.check()
             written.append(run.save(Path(out) / grid_name(p, config.m, config.schedule)))
