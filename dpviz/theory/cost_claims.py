@@ -1,0 +1,85 @@
+"""What the chapter-06 figures claim in their titles, checked on the numbers they draw (numpy only).
+
+* s01 says compute shrinks as 1/k: :func:`compute_shrinks` asks it of measured rows, where there is a
+  core per rank (with more ranks than cores the ranks take turns, and nothing need shrink).
+* s01 and s02 compare timings across k: :func:`threads_per_rank` refuses runs whose ranks had
+  different numbers of intra-op threads, since then k = 1 is not the baseline of k = 2.
+* s02 says a slower link peels away from S = k sooner: :func:`slower_peels_sooner` checks it on
+  the drawn curves, fast to slow: at every k the slower link's S is no higher, and the k where it
+  first falls below :data:`EFFICIENCY` of the ideal comes no later.
+
+Each function returns one line saying what it checked, or raises ``AssertionError`` naming the
+first number that contradicts the claim.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+EFFICIENCY = 0.9  # a curve has "peeled away" from S = k where S/k first drops below this
+
+
+def threads_per_rank(runs) -> int:
+    """The one number of intra-op threads every rank of every run had; raises if the runs differ."""
+    runs = list(runs.values()) if isinstance(runs, Mapping) else list(runs)
+    threads = {int(run.k): run.meta.get("threads_per_rank") for run in runs}
+    values = set(threads.values())
+    if None in values:
+        raise AssertionError(f"every run must record threads_per_rank to be compared across k; got {threads}.")
+    if len(values) != 1:
+        raise AssertionError(f"timings compared across k need the same threads per rank at every k; got {threads} "
+                             "(k: threads): k = 1 with more threads is another machine, not the baseline.")
+    return values.pop()
+
+
+def compute_shrinks(times, *, cores: int) -> str:
+    """Measured compute per rank falls as k grows, for the measured k with a core per rank (k <= cores).
+
+    ``times`` maps k to a StepTimes (or anything with ``t_compute``), as
+    :func:`dpviz.theory.timing.measured_step_times` returns.
+    """
+    ks = sorted(k for k in times if k <= cores)
+    if len(ks) < 2:
+        raise ValueError(f"times must hold at least two k <= cores ({cores}) to compare; got {sorted(times)}.")
+    compute = [float(times[k].t_compute) for k in ks]
+    for (k0, c0), (k1, c1) in zip(zip(ks, compute), zip(ks[1:], compute[1:])):
+        if not c1 < c0:
+            raise AssertionError(f"compute per rank did not shrink from k = {k0} ({c0 * 1e3:.3g} ms) to k = {k1} "
+                                 f"({c1 * 1e3:.3g} ms): the machine was busy, or the ranks shared cores.")
+    pairs = ", ".join(f"{c * 1e3:.3g} ms at k = {k}" for k, c in zip(ks, compute))
+    return f"compute per rank shrinks with k while k <= {cores} cores: {pairs}"
+
+
+def peel_off(k, s, *, efficiency: float = EFFICIENCY) -> float:
+    """The first k at which S/k drops below ``efficiency`` (inf if it never does on the k given)."""
+    k, s = np.asarray(k, float), np.asarray(s, float)
+    below = np.flatnonzero(s / k < efficiency)
+    return float(k[below[0]]) if below.size else np.inf
+
+
+def slower_peels_sooner(k, curves, *, efficiency: float = EFFICIENCY) -> str:
+    """Check s02's title on the curves drawn: ``curves`` maps link names to S over ``k``, fast to slow."""
+    k = np.asarray(k, float)
+    names = list(curves)
+    if len(names) < 2:
+        raise ValueError(f"curves must hold at least two links to compare; got {names}.")
+    peels = {name: peel_off(k, curves[name], efficiency=efficiency) for name in names}
+    for fast, slow in zip(names, names[1:]):
+        s_fast, s_slow = np.asarray(curves[fast], float), np.asarray(curves[slow], float)
+        above = np.flatnonzero(s_slow > s_fast * (1 + 1e-9))
+        if above.size:
+            i = int(above[0])
+            raise AssertionError(f"the slower link {slow!r} has S = {s_slow[i]:.3g} above {fast!r}'s {s_fast[i]:.3g} "
+                                 f"at k = {k[i]:g}: the title's claim does not hold on this figure.")
+        if peels[slow] > peels[fast]:
+            raise AssertionError(f"{slow!r} leaves S = k at k = {peels[slow]:g}, later than {fast!r} "
+                                 f"(k = {peels[fast]:g}): the title's claim does not hold on this figure.")
+    words = ", ".join(f"{name} at k = {peels[name]:g}" if np.isfinite(peels[name]) else f"{name} not by k = {k.max():g}"
+                      for name in names)
+    return (f"fast to slow, each link's S is at or below the faster one's at every k, and falls below "
+            f"{efficiency:.0%} of S = k no later: {words}")
+
+
+__all__ = ["EFFICIENCY", "threads_per_rank", "compute_shrinks", "peel_off", "slower_peels_sooner"]
