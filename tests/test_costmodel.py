@@ -194,8 +194,10 @@ def test_link_presets():
     betas = [PRESETS[name].beta for name in SPEED_ORDER]
     assert betas == sorted(betas, reverse=True)
     for name, link in PRESETS.items():
-        assert link.name == name and "nominal" in link.source
+        assert link.name == name and "α" in link.source and "β" in link.source  # each number with its source
         assert link.alpha > 0 and link.beta > 0
+    for fast, slow in zip(SPEED_ORDER, SPEED_ORDER[1:]):  # the faster link is faster in both
+        assert PRESETS[fast].alpha < PRESETS[slow].alpha and PRESETS[fast].beta > PRESETS[slow].beta
 
 
 def test_costmodel_needs_neither_torch_nor_matplotlib():
