@@ -240,6 +240,37 @@ EXPECTED = {
     "06-num-limits": _expect_limits,
 }
 
+def _expect_bubble_12(p):
+    return {"bubble": [(p["p"] - 1) / (m + p["p"] - 1) for m in p["ms"]]}
+
+
+def _expect_too_big_12(p):
+    n, k, limit = p["n_params"], p["k"], p["memory_gb"] * 1e9
+    plain, zero1 = 16 * n, (4 + 4) * n + 8 * math.ceil(n / k)  # float32 θ and g, Adam's m and v (sharded in ZeRO-1)
+    fewest = lambda total: next(j for j in range(1, 1000) if total(j) <= limit)  # noqa: E731
+    return {
+        "per_param": 16.0,
+        "plain_gb": plain / 1e9,
+        "zero1_gb": zero1 / 1e9,
+        "zero1_per_param": 8 + 8 / k,
+        "fewest_zero1": fewest(lambda j: 8 * n + 8 * math.ceil(n / j)),
+        "fewest_zero3": fewest(lambda j: 16 * math.ceil(n / j)),
+    }
+
+
+def _expect_tensor_bytes_12(p):
+    b, w, layers, k = p["batch"], p["width"], p["layers"], p["k"]
+    gather, reduce = (k - 1) / k * b * w * 4, 2 * (k - 1) / k * b * w * 4  # all-gather of Y, all-reduce of dX
+    tp, dp = layers * (gather + reduce), 2 * (k - 1) / k * layers * w * w * 4
+    return {"tp_gb": tp / 1e9, "dp_gb": dp / 1e9, "tp_calls": 2 * layers, "ratio": tp / dp}
+
+
+EXPECTED.update({
+    "12-num-bubble": _expect_bubble_12,
+    "12-num-too-big": _expect_too_big_12,
+    "12-num-tensor-bytes": _expect_tensor_bytes_12,
+})
+
 NUMERIC = [card for card in ALL_CARDS if card.numeric]
 
 

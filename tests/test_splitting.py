@@ -443,8 +443,8 @@ def test_chapter_12_numeric_cards_are_computed_by_the_library():
     bubble = cards["12-num-bubble"].values()
     assert bubble["bubble"] == [3 / 4, 3 / 7, 3 / 19, 3 / 67]
     big = cards["12-num-too-big"].values()
-    assert big["plain_gb"] == pytest.approx(7e9 * 16 / 1e9) and big["plain_fits"] == "does not fit"
-    assert big["zero1_gb"] == pytest.approx(7e9 * (4 + 4 + 8 / 8) / 1e9) and big["zero1_fits"] == "fits"
+    assert big["plain_gb"] == pytest.approx(7e9 * 16 / 1e9) and big["plain_gb"] > 80
+    assert big["zero1_gb"] == pytest.approx(7e9 * (4 + 4 + 8 / 8) / 1e9) and big["zero1_gb"] <= 80
     assert big["fewest_zero1"] == 3  # 4 + 4 + 8/3 bytes per parameter is the first to fit in 80 GB
     tensor = cards["12-num-tensor-bytes"].values()
     per_layer = 16384 * 4096 * 4 * (1 / 2 + 1)  # all-gather of Y, then all-reduce of dX, k = 2

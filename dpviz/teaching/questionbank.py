@@ -1125,10 +1125,7 @@ def training_memory(n_params, memory_gb, k):
     plain = memory.bytes_per_rank(n_params, k, zero_stage=0)["total"]
     zero1 = memory.bytes_per_rank(n_params, k, zero_stage=1)["total"]
     limit = memory_gb * 1e9
-    words = {True: "fits", False: "does not fit"}
     return {
-        "plain_fits": words[plain <= limit],
-        "zero1_fits": words[zero1 <= limit],
         "per_param": memory.bytes_per_parameter(1, zero_stage=0),
         "plain_gb": plain / 1e9,
         "zero1_gb": zero1 / 1e9,
@@ -1241,10 +1238,10 @@ _CH12 = [
         "A model of {n_params:,} parameters is trained with Adam in float32 on devices of {memory_gb:g} GB. "
         "How much does one device hold for parameters, gradients and Adam state under plain data "
         "parallelism, and with ZeRO-1 on k = {k} devices?",
-        "Plain: {per_param:g} bytes per parameter, {plain_gb:.0f} GB on every device whatever k, so it "
-        "{plain_fits}. ZeRO-1 on {k}: {zero1_per_param:g} bytes per parameter, {zero1_gb:.0f} GB, which "
-        "{zero1_fits} (activations aside). ZeRO-1 needs at least {fewest_zero1} devices here; sharding everything "
-        "(stage 3) at least {fewest_zero3}.",
+        "Plain: {per_param:g} bytes per parameter, {plain_gb:.0f} GB on every device against {memory_gb:g} GB "
+        "of memory; that number does not depend on k, so more devices never make it fit. ZeRO-1 on {k}: "
+        "{zero1_per_param:g} bytes per parameter, {zero1_gb:.0f} GB (activations aside). The fewest devices on "
+        "which ZeRO-1 fits: {fewest_zero1}; sharding everything (stage 3): {fewest_zero3}.",
         "numeric", "12", "12-num-too-big",
         compute=training_memory, params={"n_params": 7_000_000_000, "memory_gb": 80, "k": 8},
     ),
