@@ -9,4 +9,8 @@
 * :mod:`dpviz.runs.schedule`      recording a hand-written all-reduce's transfers
 * :mod:`dpviz.runs.shipped`       recording again the runs shipped for the sliders
 * :mod:`dpviz.runs.figure_inputs` recording every run behind the published figures
+* :mod:`dpviz.runs.pipeline`      pipeline stages over point-to-point sends, timed pass by pass (chapter 12)
+* :mod:`dpviz.runs.tensor_parallel` a linear layer split by columns and by rows over k ranks (chapter 12)
+* :mod:`dpviz.runs.zero`          plain data parallelism beside sharded Adam state, ZeRO-1 (chapter 12)
+* :mod:`dpviz.runs.splitting`     recording the runs behind chapter 12's figures
 """
