@@ -125,15 +125,20 @@ def plot_staleness(record, *, modeled=None, modeled_label: str = "modeled mean �
                label=f"worker {w} ({delays[w - 1] * 1e3:g} ms per gradient)")
         bottom += counts
     if modeled is not None:
-        groups = {}
-        for w, tau in enumerate(np.asarray(modeled), start=1):
-            groups.setdefault(round(float(tau), 1), []).append(w)
-        for tau, workers in groups.items():
+        groups = []  # workers whose marks would overlap share one label, at their mean
+        for tau, w in sorted((float(tau), w) for w, tau in enumerate(np.asarray(modeled), start=1)):
+            if groups and tau - groups[-1][0][-1] < 0.6:
+                groups[-1][0].append(tau)
+                groups[-1][1].append(w)
+            else:
+                groups.append(([tau], [w]))
+        for taus, workers in groups:
+            tau = float(np.mean(taus))
             ax.plot([tau], [0], marker="^", markersize=11, color=SLATE, clip_on=False, zorder=5)
-            ax.annotate("w" + ",".join(map(str, workers)), (tau, 0), xytext=(0, -22), textcoords="offset points",
+            ax.annotate("w" + ",".join(map(str, workers)), (tau, 0), xytext=(0, -30), textcoords="offset points",
                         ha="center", fontsize=fontsize - 2, color=SLATE, annotation_clip=False)
         ax.plot([], [], "^", color=SLATE, label=modeled_label)
-    ax.set_xlabel("staleness τ (updates between pull and push)", fontsize=fontsize, labelpad=16)
+    ax.set_xlabel("staleness τ (updates between pull and push)", fontsize=fontsize, labelpad=24)
     ax.set_ylabel("updates", fontsize=fontsize)
     ax.tick_params(labelsize=fontsize - 1)
     ax.set_ylim(0, bottom.max() * 1.7 if bottom.size else 1)

@@ -23,8 +23,9 @@ from matplotlib.patches import Patch
 from dpviz.plots.style import CORAL, GREY, IDEAL_STYLE, INK, LAVENDER, SLATE, get_ax
 
 KINDS = ("compute", "delay", "wait", "comm")
-COLOURS = {"compute": LAVENDER, "delay": LAVENDER, "wait": "#d9d9d9", "comm": CORAL}
-HATCHES = {"delay": "xxx"}
+DELAY = "#7d6cc9"  # a deeper lavender: compute time, but time the rank was told to waste
+COLOURS = {"compute": LAVENDER, "delay": DELAY, "wait": "#d9d9d9", "comm": CORAL}
+HATCHES = {}  # none: a hatch costs a slider move a few milliseconds per redraw
 WORDS = {
     "compute": "compute (forward + backward)",
     "delay": "injected delay d (sleep)",

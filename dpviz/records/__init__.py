@@ -14,6 +14,9 @@ package never imports torch.
 * :mod:`dpviz.records.tensor_parallel` ``TensorSplit``: a linear layer split by columns and by rows over k ranks (chapter 12)
 * :mod:`dpviz.records.zero`      ``ZeroRun``: plain data parallelism beside sharded Adam state, ZeRO-1 (chapter 12)
 * :mod:`dpviz.records.lr_grid`   ``LrGrid``: training runs over k, learning-rate rule and warm-up (chapter 09)
+* :mod:`dpviz.records.straggler` ``StragglerRecord``: one rank sleeps a delay d, the others wait in the all-reduce (chapter 11)
+* :mod:`dpviz.records.overlap`   ``OverlapRecord``: all-reduces started from backward hooks, per parameter, in buckets, DDP (chapter 11)
+* :mod:`dpviz.records.async_sgd` ``AsyncRecord``: a parameter server applying gradients on arrival, with staleness τ (chapter 11)
 * :mod:`dpviz.records.shipped`   the real runs shipped with the package for the sliders
 """
 
@@ -26,6 +29,9 @@ from dpviz.records.pipeline import PipelineRun
 from dpviz.records.tensor_parallel import TensorSplit
 from dpviz.records.zero import ZeroRun
 from dpviz.records.lr_grid import LrGrid
+from dpviz.records.straggler import StragglerRecord
+from dpviz.records.overlap import OverlapRecord
+from dpviz.records.async_sgd import AsyncRecord
 from dpviz.records.schema import KINDS, load, provenance
 
-__all__ = ["PipelineRun", "TensorSplit", "ZeroRun", "AccumulationRun", "BatchNormRun", "BenchRecord", "KINDS", "LrGrid", "Run", "Schedule", "load", "provenance", "rel_err"]
+__all__ = ["AsyncRecord", "OverlapRecord", "StragglerRecord", "PipelineRun", "TensorSplit", "ZeroRun", "AccumulationRun", "BatchNormRun", "BenchRecord", "KINDS", "LrGrid", "Run", "Schedule", "load", "provenance", "rel_err"]

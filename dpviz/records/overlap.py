@@ -45,8 +45,9 @@ KIND = Kind(
         "and each way's gradients compared with the serial all-reduce's.",
     arrays=(
         Array("mode", ("R",), "str", "the way of syncing, one of serial, per_parameter, one_buffer, buckets, ddp"),
-        Array("n_buckets", ("R",), "int64", "all-reduce calls per step in each mode"),
-        Array("bucket_bytes", ("R", "Bmax"), "int64", "bytes in each bucket, in the order they were sent (0: none)"),
+        Array("n_buckets", ("R",), "int64",
+              "all-reduce calls per step in each mode (the most in any step: DDP rebuilds its buckets after the first)"),
+        Array("bucket_bytes", ("R", "Bmax"), "int64", "bytes in each bucket of the last step, in the order they were sent (0: none)"),
         Array("t_forward_end", ("R", "steps", "k"), "float64", "when the forward pass ended, seconds after the step began"),
         Array("t_grads_ready", ("R", "steps", "k"), "float64",
               "when backward produced the last parameter's gradient, seconds after the step began"),

@@ -146,9 +146,14 @@ def _serve(config, k) -> dict:
     start = time.monotonic()
     message = torch.zeros(_PUSH, dtype=torch.float64)
 
+    in_flight = []  # replies not yet taken by their worker: (work, tensor), the tensor kept alive until sent
+
     def reply(worker, stop=False):
+        # Non-blocking: gloo's send waits for the receiver, and a slow or stuck worker must not stop the server.
         theta = states[-1]
-        dist.send(torch.tensor([theta[0].item(), theta[1].item(), len(states) - 1, float(stop)], dtype=torch.float64), dst=worker)
+        message = torch.tensor([theta[0].item(), theta[1].item(), len(states) - 1, float(stop)], dtype=torch.float64)
+        in_flight[:] = [(work, t) for work, t in in_flight if not work.is_completed()]
+        in_flight.append((dist.isend(message, dst=worker), message))
 
     def apply(grad):
         for p, g in zip(model.parameters(), grad):
@@ -194,6 +199,8 @@ def _serve(config, k) -> dict:
             last = len(states) - 1 == config.updates
             for worker in range(1, k + 1):
                 reply(worker, stop=last)
+    for work, _ in in_flight:
+        work.wait()
     return {
         "worker": np.array(log["worker"], dtype=np.int64),
         "staleness": np.array(log["staleness"], dtype=np.int64),
@@ -252,9 +259,18 @@ def record_async(config: AsyncConfig | None = None, *, progress: bool = False, *
 
     ``record_async(k=3, mode="sync", delays=(0.004, 0.004, 0.02))`` builds the config for you.
     """
-    config = AsyncConfig(**{**(asdict(config) if config else {}), **overrides})
+    config = make_config(config, **overrides)
     results = launcher.launch(async_worker, config.k + 1, args=(config,), backend="gloo", threads=1,
                               total_steps=config.updates, progress=progress)
+    return assemble(config, results)
+
+
+def make_config(config: AsyncConfig | None = None, **overrides) -> AsyncConfig:
+    return AsyncConfig(**{**(asdict(config) if config else {}), **overrides})
+
+
+def assemble(config: AsyncConfig, results: list[dict]) -> AsyncRecord:
+    """The record from the server's and the workers' results, adding plain SGD and the fresh gradients (this process)."""
     server, workers = results[SERVER], results[1:]
     states = server["states"]
     t = config.updates

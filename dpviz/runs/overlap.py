@@ -11,9 +11,9 @@ rest of the backward pass run while the bytes travel. That is the idea behind
 ``torch.nn.parallel.DistributedDataParallel``: it copies gradients into *buckets* of about 25 MiB
 in the order they become ready and all-reduces each bucket when it is full.
 
-Each mode (see :mod:`dpviz.records.overlap`) starts from the same θ0 and trains on the same batches,
-so their gradients can be compared step by step, and each rank times every all-reduce from its
-start to the moment its future completes.
+Each mode (see :mod:`dpviz.records.overlap`) trains its own copy of the model from the same θ0 on
+the same batches, the modes taking turns step by step, so their gradients can be compared step by
+step; each rank times every all-reduce from its start to the moment its future completes.
 """
 
 from __future__ import annotations
@@ -201,8 +201,65 @@ def _digest(t: torch.Tensor) -> bytes:
     return hashlib.sha1(memoryview(t.contiguous().numpy()).cast("B")).hexdigest().encode()
 
 
+class _Mode:
+    """One way of syncing, on its own copy of the model (built from the seed, so every copy starts at θ0)."""
+
+    def __init__(self, mode: str, config: OverlapConfig, world_size: int):
+        self.mode, self.world_size = mode, world_size
+        self.model = build_model("mlp", d_in=config.d_in, width=config.width, depth=config.depth, seed=config.seed)
+        self.params = list(self.model.parameters())
+        self.sizes = [p.numel() for p in self.params]
+        self.net, self.sync, self.ddp_state = self.model, None, None
+        if mode == "ddp":
+            self.net, self.ddp_state = _ddp(self.model, config.bucket_cap_bytes)
+        elif mode != "serial":
+            cap = {"per_parameter": 1, "one_buffer": sum(self.sizes) * 4 + 1, "buckets": config.bucket_cap_bytes}[mode]
+            self.sync = _HookedSync(self.params, make_buckets(self.sizes, cap), world_size)
+        self.timeline, self.ready_at = None, 0.0
+        if self.sync is None:  # the hooked modes note when the last gradient is ready themselves
+            for p in self.params:
+                p.register_post_accumulate_grad_hook(self._note_ready)
+        self.sgd = optim.SGD(self.params, lr=config.lr)
+
+    def _note_ready(self, p):
+        self.ready_at = self.timeline.now()
+
+    def step(self, x, y) -> tuple:
+        """One timed SGD step; returns (timeline, forward end, grads ready, synced, step end), seconds."""
+        for p in self.params:
+            p.grad = None
+        self.timeline = timeline = _Timeline()
+        if self.sync is not None:
+            self.sync.begin(timeline)
+        if self.ddp_state is not None:
+            self.ddp_state["timeline"] = timeline
+        loss = torch.mean((self.net(x) - y) ** 2)
+        forward_end = timeline.now()
+        loss.backward()
+        if self.sync is not None:
+            self.sync.finish()
+            self.ready_at = self.sync.ready_at
+        if self.mode == "serial":
+            g = flat_grad(self.model)
+            i = timeline.started(g.numel() * 4)
+            dist.all_reduce(g)
+            timeline.finished(i)
+            g /= self.world_size
+            offset = 0
+            for p in self.params:
+                p.grad.copy_(g[offset:offset + p.numel()].view_as(p))
+                offset += p.numel()
+        synced = timeline.now()
+        self.sgd.step()
+        return timeline, forward_end, self.ready_at, synced, timeline.now()
+
+
 def overlap_worker(rank: int, world_size: int, config: OverlapConfig) -> dict:
-    """One rank: every mode in turn, ``steps`` SGD steps each from θ0 on the same batches, timed."""
+    """One rank: ``steps`` SGD steps of every mode from θ0 on the same batches, timed.
+
+    The modes take turns step by step (step 0 of each, then step 1 of each, ...), so that anything
+    else the machine is doing slows them alike rather than whichever mode it happened to meet.
+    """
     x_all, y_all = (torch.from_numpy(a) for a in teacher_data(config.b * world_size * 4, config.d_in, seed=config.seed))
     n_modes, steps = len(config.modes), config.steps
     times = {name: np.zeros((n_modes, steps)) for name in ("t_forward_end", "t_grads_ready", "t_synced", "t_step_end")}
@@ -212,77 +269,36 @@ def overlap_worker(rank: int, world_size: int, config: OverlapConfig) -> dict:
     n_buckets = np.zeros(n_modes, np.int64)
     digests = np.zeros((n_modes, steps), "S40")
     rel_diff = np.zeros((n_modes, steps))
-    reference = []  # the serial mode's gradient at each step
     head = np.zeros((n_modes, 4), np.float32)
+    modes = [_Mode(mode, config, world_size) for mode in config.modes]  # "serial" first: the reference
+
     done = 0
-
-    for r, mode in enumerate(config.modes):
-        model = build_model("mlp", d_in=config.d_in, width=config.width, depth=config.depth, seed=config.seed)
-        params = list(model.parameters())
-        sizes = [p.numel() for p in params]
-        net, sync, ddp_state = model, None, None
-        if mode == "ddp":
-            net, ddp_state = _ddp(model, config.bucket_cap_bytes)
-        elif mode != "serial":
-            cap = {"per_parameter": 1, "one_buffer": sum(sizes) * 4 + 1, "buckets": config.bucket_cap_bytes}[mode]
-            sync = _HookedSync(params, make_buckets(sizes, cap), world_size)
-        ready = {"at": 0.0}
-        clocks = [] if sync is not None else [p.register_post_accumulate_grad_hook(
-            lambda p: ready.__setitem__("at", timeline.now())) for p in params]
-        sgd = optim.SGD(params, lr=config.lr)
-        dist.barrier()
-        for step in range(steps):
-            start = ((step * world_size + rank) * config.b) % len(x_all)
-            x, y = x_all[start:start + config.b], y_all[start:start + config.b]
-            for p in params:
-                p.grad = None
-            timeline = _Timeline()
-            if sync is not None:
-                sync.begin(timeline)
-            if ddp_state is not None:
-                ddp_state["timeline"] = timeline
-            loss = torch.mean((net(x) - y) ** 2)
-            forward_end = timeline.now()
-            loss.backward()
-            if sync is not None:
-                sync.finish()
-                grads_ready = sync.ready_at
-            else:
-                grads_ready = ready["at"]
-            if mode == "serial":
-                g = flat_grad(model)
-                i = timeline.started(g.numel() * 4)
-                dist.all_reduce(g)
-                timeline.finished(i)
-                g /= world_size
-                offset = 0
-                for p in params:
-                    p.grad.copy_(g[offset:offset + p.numel()].view_as(p))
-                    offset += p.numel()
-            synced = timeline.now()
-            sgd.step()
-            step_end = timeline.now()
-
-            g = flat_grad(model)
+    for step in range(steps):
+        start = ((step * world_size + rank) * config.b) % len(x_all)
+        x, y = x_all[start:start + config.b], y_all[start:start + config.b]
+        reference = None
+        for r, mode in enumerate(modes):
+            dist.barrier()  # both ranks start the step together: a wait in it is this step's, not a leftover
+            timeline, *moments = mode.step(x, y)
+            g = flat_grad(mode.model)
             digests[r, step] = _digest(g)
-            if mode == "serial":
-                reference.append(g)
-            scale = reference[step].abs().max().item() or 1.0
-            rel_diff[r, step] = (g - reference[step]).abs().max().item() / scale
+            reference = g if reference is None else reference
+            rel_diff[r, step] = (g - reference).abs().max().item() / (reference.abs().max().item() or 1.0)
             if step == 0 and rank == 0:
                 head[r] = g[:4].numpy()
-            for name, value in zip(times, (forward_end, grads_ready, synced, step_end)):
+            for name, value in zip(times, moments):
                 times[name][r, step] = value
             nb = len(timeline.starts)
             comm_start[r, step, :nb], comm_end[r, step, :nb] = timeline.starts, timeline.ends
-            n_buckets[r], bucket_bytes[r, :nb] = nb, timeline.sizes
+            n_buckets[r] = max(n_buckets[r], nb)  # DDP rebuilds its buckets after the first step
+            bucket_bytes[r, :] = 0
+            bucket_bytes[r, :nb] = timeline.sizes
             launcher.report_progress(done)
             done += 1
-        for handle in clocks:
-            handle.remove()
-        if sync is not None:
-            sync.remove()
-        del net
+    for mode in modes:
+        if mode.sync is not None:
+            mode.sync.remove()
+    sizes = modes[0].sizes
     return dict(times, comm_start=comm_start, comm_end=comm_end, bucket_bytes=bucket_bytes, n_buckets=n_buckets,
                 grad_digest=digests, grad_rel_diff=rel_diff, grad_head=head, n_params=sum(sizes), n_tensors=len(sizes),
                 threads=torch.get_num_threads())
@@ -293,9 +309,18 @@ def record_overlap(config: OverlapConfig | None = None, *, progress: bool = Fals
 
     ``record_overlap(k=2, steps=8, bucket_mb=1.0)`` builds the config for you.
     """
-    config = OverlapConfig(**{**(asdict(config) if config else {}), **overrides})
+    config = make_config(config, **overrides)
     results = launcher.launch(overlap_worker, config.k, args=(config,), backend="gloo", threads=config.threads,
                               total_steps=len(config.modes) * config.steps, progress=progress)
+    return assemble(config, results)
+
+
+def make_config(config: OverlapConfig | None = None, **overrides) -> OverlapConfig:
+    return OverlapConfig(**{**(asdict(config) if config else {}), **overrides})
+
+
+def assemble(config: OverlapConfig, results: list[dict]) -> OverlapRecord:
+    """The record from the ranks' results, in rank order."""
     width = max(int(r["n_buckets"].max()) for r in results)
     arrays = {name: np.stack([r[name] for r in results], axis=2)
               for name in ("t_forward_end", "t_grads_ready", "t_synced", "t_step_end", "grad_digest", "grad_rel_diff")}

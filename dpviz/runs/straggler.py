@@ -119,10 +119,19 @@ def record_straggler(config: StragglerConfig | None = None, *, progress: bool = 
 
     ``record_straggler(k=2, delays=(0.0, 0.05), slow_ranks=(1,))`` builds the config for you.
     """
-    config = StragglerConfig(**{**(asdict(config) if config else {}), **overrides})
-    settings = config.settings()
+    config = make_config(config, **overrides)
     results = launcher.launch(straggler_worker, config.k, args=(config,), backend="gloo", threads=config.threads,
-                              total_steps=len(settings) * config.steps, progress=progress)
+                              total_steps=len(config.settings()) * config.steps, progress=progress)
+    return assemble(config, results)
+
+
+def make_config(config: StragglerConfig | None = None, **overrides) -> StragglerConfig:
+    return StragglerConfig(**{**(asdict(config) if config else {}), **overrides})
+
+
+def assemble(config: StragglerConfig, results: list[dict]) -> StragglerRecord:
+    """The record from the ranks' results, in rank order."""
+    settings = config.settings()
     arrays = {name: np.stack([r[name] for r in results], axis=-1) for name in ("t_begin", "t_enter", "t_exit", "slept")}
     arrays["delay"] = np.array([d for d, _ in settings], dtype=np.float64)
     arrays["slow_rank"] = np.array([r for _, r in settings], dtype=np.int64)

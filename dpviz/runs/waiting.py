@@ -12,6 +12,7 @@ What is recorded:
   times slower, the same number of gradients in each.
 
 ``record_figure_records`` makes the (shorter) records behind figures/waiting_*.png; ``./run`` calls it.
+``record_live`` runs the chapter's three short live runs in one launch.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from pathlib import Path
 from dpviz.records.async_sgd import SHIPPED as ASYNC_SHIPPED
 from dpviz.records.overlap import SHIPPED as OVERLAP_SHIPPED
 from dpviz.records.straggler import RECORDS_DIR, SHIPPED_KS, shipped_name
+from dpviz.runs import async_sgd, overlap, straggler
+from dpviz.runs import launch as launcher
 from dpviz.runs.async_sgd import record_async
 from dpviz.runs.overlap import record_overlap
 from dpviz.runs.straggler import record_straggler
@@ -32,6 +35,42 @@ SLOW_DELAYS = (0.004, 0.004, 0.02)  # seconds per gradient: worker 3 is five tim
 ASYNC = dict(k=3, delays=SLOW_DELAYS, lr=0.05, b=8, seed=0)
 OVERLAP_STEPS = 12  # per mode, the first 2 left out of medians
 SYNC_UPDATES = 30  # the async run makes k times as many updates: the same number of gradients in each
+
+
+LIVE_STRAGGLER = dict(k=2, delays=(0.0, 0.05), slow_ranks=(1,), steps=10)
+LIVE_OVERLAP = dict(k=2, steps=3, warmup=1, modes=("serial", "per_parameter", "one_buffer", "buckets"))
+LIVE_ASYNC = dict(k=1, updates=30)
+
+
+def live_worker(rank: int, world_size: int, configs: tuple) -> dict:
+    """One of the 2 processes of :func:`record_live`: the straggler, the overlap and the async run, one after another."""
+    straggler_config, overlap_config, async_config = configs
+    return {
+        "straggler": straggler.straggler_worker(rank, world_size, straggler_config),
+        "overlap": overlap.overlap_worker(rank, world_size, overlap_config),
+        "async": async_sgd.async_worker(rank, world_size, async_config),
+    }
+
+
+def record_live(*, straggler_config=None, overlap_config=None, async_config=None, progress: bool = False) -> tuple:
+    """Chapter 11's three short runs in one process group of 2: ``(StragglerRecord, OverlapRecord, AsyncRecord)``.
+
+    The same runs as ``record_straggler``, ``record_overlap`` and ``record_async`` with these settings
+    (by default: k = 2, d = 0 and 50 ms on rank 1; k = 2, the four hand-written modes, 3 steps; one
+    worker and the server, 30 updates), but the processes start once instead of three times: starting
+    a process and importing torch is most of what a short run costs.
+    """
+    configs = (straggler.make_config(straggler_config, **({} if straggler_config else LIVE_STRAGGLER)),
+               overlap.make_config(overlap_config, **({} if overlap_config else LIVE_OVERLAP)),
+               async_sgd.make_config(async_config, **({} if async_config else LIVE_ASYNC)))
+    sizes = {"straggler_config.k": configs[0].k, "overlap_config.k": configs[1].k, "async_config.k + 1": configs[2].k + 1}
+    if len(set(sizes.values())) != 1:
+        raise ValueError(f"straggler_config.k, overlap_config.k and async_config.k + 1 must be equal (one process group); "
+                         f"got {sizes}.")
+    results = launcher.launch(live_worker, configs[0].k, args=(configs,), backend="gloo", threads=1, progress=progress)
+    return (straggler.assemble(configs[0], [r["straggler"] for r in results]),
+            overlap.assemble(configs[1], [r["overlap"] for r in results]),
+            async_sgd.assemble(configs[2], [r["async"] for r in results]))
 
 
 def record_figure_records(*, quick: bool = False, progress: bool = False) -> dict:
@@ -60,9 +99,9 @@ def regenerate(out_dir=RECORDS_DIR, *, progress: bool = True) -> list[Path]:
             sweep = record_straggler(k=k, delays=DELAYS, slow_ranks=tuple(range(k)), steps=6, progress=progress)
             print(sweep.check())
             written.append(sweep.save(out_dir / shipped_name(k)))
-        overlap = record_overlap(k=2, steps=OVERLAP_STEPS, progress=progress)
-        print(overlap.check())
-        written.append(overlap.save(out_dir / OVERLAP_SHIPPED))
+        overlap_run = record_overlap(k=2, steps=OVERLAP_STEPS, progress=progress)
+        print(overlap_run.check())
+        written.append(overlap_run.save(out_dir / OVERLAP_SHIPPED))
         for mode, name in ASYNC_SHIPPED.items():
             updates = SYNC_UPDATES * (ASYNC["k"] if mode == "async" else 1)
             run = record_async(mode=mode, updates=updates, progress=progress, **ASYNC)

@@ -85,11 +85,12 @@ class StragglerFigure:
         self.fig = fig = Figure(figsize=figsize)
         FigureCanvasAgg(fig)
         self.ax_measured, self.ax_modeled = fig.subplots(2, 1)
-        fig.subplots_adjust(left=0.13, right=0.98, top=0.88, bottom=0.2, hspace=0.32)
+        fig.subplots_adjust(left=0.13, right=0.98, top=0.88, bottom=0.16, hspace=0.32)
         self.bars, self.ticks, self.rank_labels, self.titles = {}, {}, {}, {}
         for name, ax in (("measured", self.ax_measured), ("modeled", self.ax_modeled)):
             self.bars[name] = StragglerBars(ax, slots=slots, fontsize=fontsize)
             ax.tick_params(axis="y", left=False, labelleft=False)
+            ax.spines["left"].set_visible(False)  # the bars start on it, and are redrawn over it on every move
             self.ticks[name] = _TimeTicks(ax, fontsize=fontsize, labelled=name == "modeled")
             if name == "modeled":
                 ax.set_xlabel("time (ms), the same scale in both", fontsize=fontsize - 1, loc="right")
@@ -100,11 +101,14 @@ class StragglerFigure:
             self.titles[name] = ax.set_title("", fontsize=fontsize, loc="left")
         self.note = self.ax_measured.text(0.99, 1.02, "", transform=self.ax_measured.transAxes, ha="right", va="bottom",
                                           fontsize=fontsize - 2, color=SLATE)
-        self.headline = fig.text(0.01, 0.985, "", ha="left", va="top", fontsize=fontsize + 1, color=INK, weight="bold")
+        # The headline stays put (the status line above the figure carries the numbers): each text redrawn on a
+        # move costs about a millisecond.
+        fig.text(0.01, 0.985, "One rank sleeps d per step: every rank's step takes as long as the slowest rank's",
+                 ha="left", va="top", fontsize=fontsize + 1, color=INK, weight="bold")
         fig.legend(handles=legend_handles(), loc="lower center", ncol=4, fontsize=fontsize - 2, frameon=False)
         animate(*[a for name in self.bars for a in (*self.bars[name].artists(), *self.ticks[name].artists(),
                                                      *self.rank_labels[name], self.titles[name])],
-                self.note, self.headline)
+                self.note)
 
     def options(self) -> tuple[list, list]:
         """The ks and the delays (seconds) every sweep offers."""
@@ -128,19 +132,18 @@ class StragglerFigure:
             self.bars[name].ax.set_ylim(k - 0.4, -0.6)
             for r, label in enumerate(self.rank_labels[name]):
                 label.set_visible(r < k)
-                label.set_text(f"rank {r}" + (" (slow)" if r == slow_rank and delay > 0 else ""))
         wait = float(sweep.measured_wait()[s])
         measured_step = float(sweep.median_step()[s])
-        self.titles["measured"].set_text(f"measured: others waited {wait * 1e3:.1f} ms; step {measured_step * 1e3:.1f} ms (medians)")
-        self.titles["modeled"].set_text(f"modeled: others wait {float(step.wait.max()) * 1e3:.1f} ms; step "
-                                        f"{step.t_step * 1e3:.1f} ms (compute {sweep.median_compute() * 1e3:.2g} ms, "
-                                        f"all-reduce {sweep.median_transfer() * 1e3:.2g} ms, from this run)")
-        self.note.set_text(f"k = {k} ranks on {sweep.meta['cores']} cores: they take turns on the CPU, the model does not"
+        modeled_wait = float(step.wait.max())
+        self.titles["measured"].set_text(f"measured: others waited {wait * 1e3:.1f} ms, a step took {measured_step * 1e3:.1f} ms")
+        self.titles["modeled"].set_text(f"modeled: others wait {modeled_wait * 1e3:.1f} ms, a step takes {step.t_step * 1e3:.1f} ms")
+        self.note.set_text(f"k = {k} ranks on {sweep.meta['cores']} cores: they take turns on the CPU; the model does not"
                            if sweep.oversubscribed else "")
-        self.headline.set_text(f"k = {k}, rank {slow_rank} sleeps d = {delay * 1e3:g} ms per step: "
-                               f"every rank's step takes as long as the slowest rank's")
-        self.caption = (f"<b>{html.escape(self.headline.get_text())}</b><br>"
-                        f"{html.escape(self.titles['measured'].get_text())}. {html.escape(self.note.get_text())}<br>"
+        headline = f"k = {k}, rank {slow_rank} sleeps d = {delay * 1e3:g} ms per step"
+        self.caption = (f"<b>{html.escape(headline)}</b>: the others waited {wait * 1e3:.1f} ms (median, measured), "
+                        f"{modeled_wait * 1e3:.1f} ms modeled. {html.escape(self.note.get_text())}<br>"
+                        f"model: compute {sweep.median_compute() * 1e3:.2g} ms and all-reduce "
+                        f"{sweep.median_transfer() * 1e3:.2g} ms, the run's medians, with the slow rank d late<br>"
                         f"record: {html.escape(sweep.describe())}")
 
 
