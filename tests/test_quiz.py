@@ -271,6 +271,33 @@ EXPECTED.update({
     "12-num-tensor-bytes": _expect_tensor_bytes_12,
 })
 
+
+def _expect_straggler_11(p):
+    k, t, d, c = p["k"], p["t_compute"], p["delay"], p["t_comm"]
+    step = t + d + c  # the late rank's compute, then the all-reduce, for every rank
+    return {"t_step_ms": step * 1e3, "t_base_ms": (t + c) * 1e3, "wait_ms": d * 1e3, "others": k - 1,
+            "idle": (k - 1) * d / (k * step), "slowdown": step / (t + c)}
+
+
+def _expect_overlap_11(p):
+    f, b, c = p["t_forward"], p["t_backward"], p["t_comm"]
+    serial, best = f + b + c, f + max(b, c)
+    return {"serial_ms": serial * 1e3, "best_ms": best * 1e3, "saving_ms": (serial - best) * 1e3,
+            "saving": (serial - best) / serial}
+
+
+def _expect_async_11(p):
+    t = list(p["t_grad"])
+    tau = [sum(t[i] / t[j] for j in range(len(t)) if j != i) for i in range(len(t))]
+    return {"tau": tau, "sync_rate": 1 / max(t), "async_rate": sum(1 / x for x in t), "sync_grads": len(t) / max(t)}
+
+
+EXPECTED.update({
+    "11-num-straggler": _expect_straggler_11,
+    "11-num-overlap": _expect_overlap_11,
+    "11-num-async": _expect_async_11,
+})
+
 NUMERIC = [card for card in ALL_CARDS if card.numeric]
 
 
