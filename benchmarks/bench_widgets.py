@@ -48,7 +48,8 @@ from pathlib import Path
 
 TARGET_MEDIAN_MS = 30.0  # every control's median move
 TARGET_P90_MS = 60.0  # ... and its 90th percentile
-WIDGETS = ("eta_widget", "batch_widget", "average_widget", "costs_widget", "devices_widget", "all_reduce_widget")
+WIDGETS = ("eta_widget", "batch_widget", "average_widget", "costs_widget", "devices_widget", "all_reduce_widget",
+           "straggler_widget")
 
 # Runs in the kernel once: the helpers that move controls and summarise sf.timings.
 KERNEL_SETUP = r'''
@@ -145,6 +146,11 @@ KERNEL_CELLS = {
         from dpviz.records import shipped
         from dpviz.widgets.step45 import all_reduce_widget
         _measure("all_reduce_widget", all_reduce_widget(shipped.grid_runs()), MOVES)
+    """,
+    "straggler_widget": """
+        from dpviz.records.straggler import shipped_straggler
+        from dpviz.widgets.waiting import straggler_widget
+        _measure("straggler_widget", straggler_widget(shipped_straggler()), MOVES)
     """,
 }
 
