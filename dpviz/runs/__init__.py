@@ -13,4 +13,8 @@
 * :mod:`dpviz.runs.tensor_parallel` a linear layer split by columns and by rows over k ranks (chapter 12)
 * :mod:`dpviz.runs.zero`          plain data parallelism beside sharded Adam state, ZeRO-1 (chapter 12)
 * :mod:`dpviz.runs.splitting`     recording the runs behind chapter 12's figures
+* :mod:`dpviz.runs.straggler`     one rank sleeps a delay d before the all-reduce; everyone's moments recorded (chapter 11)
+* :mod:`dpviz.runs.overlap`       all-reduces started from backward hooks: per parameter, one buffer, buckets; DDP timed (chapter 11)
+* :mod:`dpviz.runs.async_sgd`     a parameter server and k workers, asynchronous or synchronous, with staleness (chapter 11)
+* :mod:`dpviz.runs.waiting`       chapter 11's live runs in one launch, its figure records and its shipped runs
 """

@@ -8,4 +8,5 @@
 * :mod:`dpviz.theory.tensor_parallel`  bytes each rank sends for a linear layer split by columns or rows, and for data parallelism
 * :mod:`dpviz.theory.memory`     bytes one rank holds for parameters, gradients and optimizer state, plain and sharded (ZeRO)
 * :mod:`dpviz.theory.lr_rules`   learning-rate rules (×1, ×√k, ×k), linear warm-up, the line model's curvature limit
+* :mod:`dpviz.theory.waiting`    the straggler's step, the bounds of overlap, asynchronous staleness and update rates
 """
