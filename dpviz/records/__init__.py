@@ -17,6 +17,7 @@ package never imports torch.
 * :mod:`dpviz.records.straggler` ``StragglerRecord``: one rank sleeps a delay d, the others wait in the all-reduce (chapter 11)
 * :mod:`dpviz.records.overlap`   ``OverlapRecord``: all-reduces started from backward hooks, per parameter, in buckets, DDP (chapter 11)
 * :mod:`dpviz.records.async_sgd` ``AsyncRecord``: a parameter server applying gradients on arrival, with staleness τ (chapter 11)
+* :mod:`dpviz.records.published` ``PublishedAllReduce``: all-reduce times measured by others on real GPU systems, with sources (chapter 06)
 * :mod:`dpviz.records.shipped`   the real runs shipped with the package for the sliders
 """
 
@@ -32,6 +33,7 @@ from dpviz.records.lr_grid import LrGrid
 from dpviz.records.straggler import StragglerRecord
 from dpviz.records.overlap import OverlapRecord
 from dpviz.records.async_sgd import AsyncRecord
+from dpviz.records.published import PublishedAllReduce
 from dpviz.records.schema import KINDS, load, provenance
 
-__all__ = ["AsyncRecord", "OverlapRecord", "StragglerRecord", "PipelineRun", "TensorSplit", "ZeroRun", "AccumulationRun", "BatchNormRun", "BenchRecord", "KINDS", "LrGrid", "Run", "Schedule", "load", "provenance", "rel_err"]
+__all__ = ["PublishedAllReduce", "AsyncRecord", "OverlapRecord", "StragglerRecord", "PipelineRun", "TensorSplit", "ZeroRun", "AccumulationRun", "BatchNormRun", "BenchRecord", "KINDS", "LrGrid", "Run", "Schedule", "load", "provenance", "rel_err"]
