@@ -20,7 +20,7 @@ from dpviz.runs.training import record_run
 # The runs behind s01 and s02. Every k runs with the same intra-op threads per rank (one), so k = 1 is a fair
 # baseline: with more threads it would be a different machine. The global batch is large enough that one rank's
 # compute (tens of ms) dwarfs the all-reduce of the 21 kB gradient (well under a ms on one machine), so splitting
-# it pays at k = 2 even on a busy 2-core machine (benchmarks/bench_speedup.py measures S(2) with this workload).
+# it pays at k = 2 unless other work takes the cores (benchmarks/bench_speedup.py measures S(2) with this workload).
 MLP = dict(model="mlp", width=64, depth=2, global_batch=16384, dataset_size=16384, steps=8, threads=1)
 SCHEDULE_ELEMENTS = 12  # a tensor of 12 float32: 4 chunks of 3 for k = 4
 
