@@ -405,8 +405,9 @@ _CH05 = [
 _CH06 = [
     Card(
         "Why does a faster link, NVLink or InfiniBand, raise the speedup?",
-        "A larger β shrinks the M/β part of T_comm, the coral bar of the timelines, so more of the "
-        "k-fold saving in compute shows up in the step time.",
+        "A larger β shrinks the M/β part of T_comm and a smaller α its 2(k−1)·α part: the coral bar of the "
+        "timelines gets shorter, so more of the k-fold saving in compute shows up in the step time. A link "
+        "is only faster if it wins on both, since a small gradient's sync is mostly latency.",
         "why", "06", "06-faster-link",
     ),
     Card(
@@ -446,6 +447,22 @@ _CH06 = [
         "{ceiling_last:.3g}, and S below 1 means a step slower than on one device.",
         "numeric", "06", "06-num-limits",
         compute=sync_limits, params={"t_compute": 1.0, "k": 16, "t_comms": (0.0, 0.001, 0.1, 1.0)},
+    ),
+    Card(
+        "A preset once gave NVLink α = 3 µs and β = 300 GB/s, and InfiniBand α = 1.5 µs and β = 12.5 GB/s. "
+        "For a 21 kB gradient, why did the NVLink speedup curve peak below the InfiniBand one?",
+        "A 21 kB gradient is latency-bound: the ring's 2(k−1)·α is far larger than its 2(k−1)/k·M/β on "
+        "either link, so the link with the larger α syncs more slowly whatever its β. A faster link must be "
+        "faster in α as well as β; chapter 06 takes both from cited sources and checks its title on the curves.",
+        "why", "06", "06-latency-bound",
+    ),
+    Card(
+        "A fit to all-reduce times of 4 KiB to 4 MiB gives β = 23 GB/s, but the 4 MiB message took no longer "
+        "than the 4 KiB one. What is wrong with reading 23 GB/s as the link's bandwidth?",
+        "Times that do not rise with M never showed the bandwidth term, so β is whatever the noise gives. "
+        "Trust β only when the times rise with M over the fitted range and the largest message's transfer "
+        "term is at least half its time; chapter 06 checks both and draws the residuals under the fit.",
+        "spot the error", "06", "06-trust-fit",
     ),
 ]
 
