@@ -1,0 +1,261 @@
+"""Chapter 06's claims on the shipped records: fair timings across k, presets ordered, titles true of what they draw,
+fits checked before they are trusted, and published all-reduce times from real GPU systems with their sources."""
+
+import json
+import re
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from dpviz import figures  # noqa: E402
+from dpviz.plots import speedup as speedup_plot  # noqa: E402
+from dpviz.records import load  # noqa: E402
+from dpviz.records.figure_set import load_inputs  # noqa: E402
+from dpviz.records.published import (  # noqa: E402
+    CSV_PATH, SYSTEMS, PublishedAllReduce, check_rows, published_allreduce, read_table,
+)
+from dpviz.theory import alpha_beta, cost_claims, costmodel, timing  # noqa: E402
+from dpviz.theory.links import PRESETS, SPEED_ORDER, Link  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDS = ROOT / "figures" / "records"
+CHAPTER = ROOT / "notebooks" / "06_sync_costs_time.ipynb"
+
+
+@pytest.fixture(scope="module")
+def inputs():
+    return load_inputs(RECORDS)
+
+
+@pytest.fixture(scope="module")
+def published():
+    return published_allreduce()
+
+
+# --- item 1: fair timings across k, on the shipped figure records ---------------------------------------------
+
+
+def test_figure_records_give_every_rank_one_thread_at_every_k(inputs):
+    assert cost_claims.threads_per_rank(inputs.mlp) == 1
+    assert all(run.meta["threads_per_rank"] == 1 for run in inputs.mlp.values())
+
+
+def test_figure_records_compute_per_rank_shrinks_from_k1_to_k2(inputs):
+    times = timing.measured_step_times(inputs.mlp)
+    assert times[2].t_compute < 0.75 * times[1].t_compute, (times[1].t_compute, times[2].t_compute)
+    assert "shrinks" in cost_claims.compute_shrinks(times, cores=inputs.mlp[1].meta["cores"])
+
+
+def test_figure_records_sync_is_small_next_to_compute_at_k2(inputs):
+    times = timing.measured_step_times(inputs.mlp)
+    assert times[2].t_compute > times[2].t_comm  # the workload was chosen so that compute dominates at k = 2
+    assert timing.measured_speedup(inputs.mlp).speedup[1] > 1.0
+
+
+def test_threads_per_rank_refuses_runs_with_other_threads():
+    runs = [SimpleNamespace(k=1, meta={"threads_per_rank": 2}), SimpleNamespace(k=2, meta={"threads_per_rank": 1})]
+    with pytest.raises(AssertionError, match="same threads per rank"):
+        cost_claims.threads_per_rank(runs)
+
+
+def test_compute_shrinks_names_the_k_that_did_not():
+    times = {1: SimpleNamespace(t_compute=4.6e-3), 2: SimpleNamespace(t_compute=6.8e-3), 4: SimpleNamespace(t_compute=1e-3)}
+    with pytest.raises(AssertionError, match="k = 1 .* k = 2"):
+        cost_claims.compute_shrinks(times, cores=2)
+    with pytest.raises(ValueError, match="times must hold"):
+        cost_claims.compute_shrinks({1: times[1]}, cores=2)
+
+
+def test_s01_footer_says_threads_per_rank_and_title_is_true(inputs):
+    fig = figures.figure_s01_sync_timelines(inputs.mlp, inputs.bench)
+    ax = fig.axes[0]
+    notes = " ".join(t.get_text() for t in ax.texts)
+    assert "1 intra-op thread per rank at every k" in notes
+    assert f"global batch {inputs.mlp[1].meta['global_batch']}" in notes
+    assert "compute shrinks as 1/k" in ax.get_title(loc="left")  # the shipped records are fair ones
+
+
+# --- item 2: presets ordered, and s02's title true of its curves ----------------------------------------------------
+
+
+def test_link_presets_are_ordered_fast_to_slow_in_both_alpha_and_beta():
+    for fast, slow in zip(SPEED_ORDER, SPEED_ORDER[1:]):
+        assert PRESETS[fast].alpha < PRESETS[slow].alpha, (fast, slow)
+        assert PRESETS[fast].beta > PRESETS[slow].beta, (fast, slow)
+    for link in PRESETS.values():
+        assert "α" in link.source and "β" in link.source  # each number has its source
+
+
+def test_s02_title_claim_holds_on_the_drawn_curves(inputs):
+    fig = figures.figure_s02_speedup(inputs.mlp, inputs.bench)
+    ax = fig.axes[0]
+    assert "slower link peels away from S = k sooner" in ax.get_title(loc="left")
+    drawn = {line.get_gid().split(":", 1)[1]: np.asarray(line.get_ydata()) for line in ax.lines
+             if (line.get_gid() or "").startswith(speedup_plot.GIDS["link"] + ":")}
+    assert list(drawn) == list(SPEED_ORDER)
+    for fast, slow in zip(SPEED_ORDER, SPEED_ORDER[1:]):
+        assert (drawn[slow] <= drawn[fast]).all()
+    assert "no later" in cost_claims.slower_peels_sooner(np.arange(1, 65), drawn)
+
+
+def test_the_old_presets_broke_the_claim_and_the_check_says_so():
+    """NVLink's α = 3 µs against InfiniBand's 1.5 µs made the 'faster' link the slower one on a 21 kB gradient."""
+    links = [Link("NVLink", 3e-6, 300e9, "old"), Link("100 Gb InfiniBand", 1.5e-6, 12.5e9, "old")]
+    curves = timing.speedup_curves(np.arange(1, 65), t_compute=4.6e-3, m=21252, links=links)
+    with pytest.raises(AssertionError, match="above"):
+        cost_claims.slower_peels_sooner(curves.k, {name: c.speedup for name, c in curves.curves.items()})
+
+
+# --- item 3: measured points on their own workload's curve ----------------------------------------------------------
+
+
+def test_s02_measured_points_get_the_curve_of_their_own_workload(inputs):
+    fig = figures.figure_s02_speedup(inputs.mlp, inputs.bench)
+    ax = fig.axes[0]
+    (own,) = [line for line in ax.lines if line.get_gid() == speedup_plot.GIDS["measured_model"]]
+    workload = timing.measured_workload(inputs.mlp)
+    fit = inputs.bench.fit("ring")
+    expected = costmodel.speedup(workload.t_compute, own.get_xdata(),
+                                 costmodel.t_comm(own.get_xdata(), workload.m, fit.alpha, fit.beta))
+    assert np.allclose(own.get_ydata(), expected)
+    # every preset curve is modeled for the same workload: one workload on the axes
+    curve = [line for line in ax.lines if line.get_gid() == f"{speedup_plot.GIDS['link']}:NVLink"][0]
+    nv = PRESETS["NVLink"]
+    assert np.allclose(curve.get_ydata(), costmodel.speedup(
+        workload.t_compute, curve.get_xdata(), costmodel.t_comm(curve.get_xdata(), workload.m, nv.alpha, nv.beta)))
+
+
+# --- item 4: when a fit is to be trusted ----------------------------------------------------------------------------
+
+
+def test_fit_trust_rule_rejects_beta_from_times_that_do_not_rise():
+    """The chapter's old 'fresh fit': four sizes whose times do not rise with M gave β = 23 GB/s."""
+    k, m = np.full(4, 2), np.array([4096, 41270, 415800, 4194304])
+    seconds = np.array([3.813e-3, 2.204e-3, 3.644e-3, 2.950e-3])
+    fit = costmodel.fit_alpha_beta(k, m, seconds)
+    verdict = alpha_beta.check_fit(fit, k, m, seconds)
+    assert not verdict.rises and not verdict.beta_trusted
+    assert "β NOT trusted" in verdict.words()
+
+
+def test_fit_trust_rule_accepts_a_clean_alpha_beta_line():
+    k, m = np.full(8, 2), np.geomspace(1024, 64 << 20, 8).astype(np.int64)
+    seconds = np.asarray(costmodel.t_comm(k, m, 50e-6, 1e9))
+    fit = costmodel.fit_alpha_beta(k, m, seconds)
+    verdict = alpha_beta.check_fit(fit, k, m, seconds)
+    assert verdict.beta_trusted and verdict.alpha_trusted
+    assert np.allclose(alpha_beta.residuals(fit, k, m, seconds).rel, 0, atol=1e-9)
+
+
+def test_fit_trust_rule_needs_the_largest_message_to_be_bandwidth_bound():
+    k, m = np.full(6, 2), np.geomspace(64, 4096, 6).astype(np.int64)  # tiny messages: the latency decides
+    seconds = np.asarray(costmodel.t_comm(k, m, 100e-6, 1e9))
+    fit = costmodel.fit_alpha_beta(k, m, seconds)
+    verdict = alpha_beta.check_fit(fit, k, m, seconds)
+    assert verdict.transfer_share < alpha_beta.SHARE and not verdict.beta_trusted and verdict.alpha_trusted
+    assert "NOT trusted" in verdict.words() and "α trusted" in verdict.words()
+
+
+def test_fit_check_names_bad_arguments():
+    fit = costmodel.fit_alpha_beta([2, 2], [1024, 4096], [1e-3, 2e-3])
+    with pytest.raises(ValueError, match="k, m and seconds"):
+        alpha_beta.check_fit(fit, [2, 2], [1024], [1e-3, 2e-3])
+    with pytest.raises(TypeError, match="fit must be"):
+        alpha_beta.check_fit("fit", [2, 2], [1024, 4096], [1e-3, 2e-3])
+
+
+def test_allreduce_figure_shows_residuals_and_published_systems_labelled_not_here(inputs, published):
+    fig = figures.figure_allreduce_time_vs_size(inputs.bench, published)
+    assert len(fig.axes) == 4
+    gids = {(a.get_gid() or "") for ax in fig.axes for a in ax.get_children()}
+    assert any(g.startswith("alpha_beta.residual:this machine") for g in gids)
+    for system in published.system_ids:
+        assert f"alpha_beta.residual:{system}" in gids and f"alpha_beta.fit:{system}" in gids
+    labels = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    assert sum("not here" in label for label in labels) == len(published.system_ids)
+    notes = " ".join(t.get_text() for ax in fig.axes for t in ax.texts)
+    assert "trusted" in notes and all(published.source(s) in notes for s in published.system_ids)
+
+
+# --- item 5: published all-reduce times from real GPU systems ------------------------------------------------------
+
+
+def test_published_rows_follow_nccl_tests_arithmetic(published):
+    assert "hold to the printed rounding" in published.check()
+    assert published.meta["measured_here"] is False
+
+
+def test_shipped_published_record_is_what_the_table_builds(published):
+    fresh = read_table(CSV_PATH)
+    assert fresh.meta == published.meta
+    for name in published.arrays:
+        assert np.array_equal(fresh.arrays[name], published.arrays[name]), name
+
+
+def test_every_published_point_has_a_source_at_a_fixed_commit(published):
+    assert set(published.system_ids) == set(SYSTEMS)
+    for system in published.system_ids:
+        url = published.source(system)
+        assert re.match(r"https://github\.com/[^/]+/[^/]+/blob/[0-9a-f]{40}/", url), url
+        assert published.label(system).endswith("not here")
+        k, m, seconds = published.rows(system)
+        assert (k == published.info(system)["gpus"]).all() and (np.diff(m) > 0).all() and (seconds > 0).all()
+
+
+def test_a_typing_slip_in_the_published_table_is_caught(tmp_path):
+    lines = CSV_PATH.read_text().splitlines()
+    i = next(i for i, line in enumerate(lines) if line.startswith("v100x8_nvlink,134217728,"))
+    lines[i] = "v100x8_nvlink,134217728,1818.8,37.80,129.14"  # 73.80 typed as 37.80
+    bad = tmp_path / "table.csv"
+    bad.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match="M = 134217728 B.*algbw"):
+        read_table(bad)
+
+
+def test_published_fits_give_gpu_scale_alpha_and_beta(published):
+    fits = alpha_beta.published_fits(published)
+    for system, item in fits.items():
+        assert item.check.beta_trusted and item.check.alpha_trusted, (system, item.check.words())
+        assert 0.5e-6 < item.fit.alpha < 20e-6 and 10e9 < item.fit.beta < 1e12, (system, item.fit)
+        assert item.residuals.median_abs() < 0.2, system
+
+
+def test_published_record_round_trip_and_refusals(tmp_path, published):
+    path = published.save(tmp_path / "pub")
+    again = load(path)
+    assert isinstance(again, PublishedAllReduce) and again.meta == published.meta
+    arrays = dict(np.load(path.with_suffix(".npz")))
+    del arrays["busbw"]
+    np.savez(path.with_suffix(".npz"), **arrays)
+    header = json.loads(path.with_suffix(".json").read_text())
+    header["arrays"].remove("busbw")
+    path.with_suffix(".json").write_text(json.dumps(header))
+    with pytest.raises(ValueError, match="busbw"):
+        load(path)
+    with pytest.raises(ValueError, match="system"):
+        published.rows("a cluster nobody measured")
+    with pytest.raises(FileNotFoundError, match="python -m dpviz.records.published"):
+        published_allreduce(tmp_path / "nothing")
+
+
+def test_check_rows_names_a_busbw_that_does_not_follow():
+    with pytest.raises(ValueError, match="busbw"):
+        check_rows([8], [134217728], [1818.8e-6], [73.80e9], [100.0e9], where="a test")
+
+
+# --- the chapter ------------------------------------------------------------------------------------------------
+
+
+def test_chapter_outputs_hold_no_axes_reprs():
+    nb = json.loads(CHAPTER.read_text())
+    for cell in nb["cells"]:
+        for out in cell.get("outputs", []):
+            text = "".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", ""))
+            assert "<Axes" not in text, "".join(cell["source"])[:80]
