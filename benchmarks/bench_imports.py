@@ -42,7 +42,7 @@ def time_cell(code: str, tree: Path, repeats: int) -> tuple[float, bool]:
         times.append(time.perf_counter() - start)
         if out.returncode != 0:
             raise RuntimeError(f"first cell failed in {tree}:\n{out.stderr[-2000:]}")
-        torch_loaded = "TORCH" in out.stdout.split()[-1]
+        torch_loaded = out.stdout.split()[-1] == "TORCH"
     return statistics.median(times), torch_loaded
 
 
