@@ -24,7 +24,7 @@ import numpy as np
 from dpviz.checks import check_choice, check_int
 from dpviz.records.figure_set import FIGURES_DIR
 from dpviz.records.run import rel_err
-from dpviz.records.schema import Array, Kind, Meta, Record, register
+from dpviz.records.schema import Array, Kind, Meta, Record, ran_on, register
 
 SYNCS = ("accumulate", "every")
 SYNC_WORDS = {"accumulate": "accumulate, then one all-reduce", "every": "an all-reduce after every micro-batch"}
@@ -76,14 +76,7 @@ KIND = Kind(
         Meta("activation_bytes", "int",
              "bytes of the tensors one micro-batch's forward pass saves for backward, parameters excluded"),
         Meta("launched_ranks", "int", "processes in the launch; with k = 1 the others waited at a barrier"),
-        Meta("backend", "str", "the torch.distributed backend"),
-        Meta("device", "str", "cpu, or the GPU's name"),
-        Meta("threads_per_rank", "int", "intra-op threads each rank ran with"),
-        Meta("torch_version", "str", "torch.__version__ of the ranks"),
-        Meta("host", "str", "the machine's host name"),
-        Meta("platform", "str", "the operating system"),
-        Meta("cores", "int", "cores the launching process could use"),
-        Meta("date", "str", "when the run was recorded (ISO 8601)"),
+        *ran_on("backend", "device", "threads_per_rank", "torch_version", "host", "platform", "cores", "date"),
     ),
 )
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpviz.records.schema import Array, Kind, Meta, Record, register
+from dpviz.records.schema import Array, Kind, Meta, Record, ran_on, register
 from dpviz.records.straggler import RECORDS_DIR
 
 MODES = ("async", "sync")
@@ -62,11 +62,7 @@ KIND = Kind(
         Meta("seed", "int", "seeds the data and every mini-batch draw"),
         Meta("model", "str", "\"line\""),
         Meta("dataset_size", "int", "N, examples in the data set"),
-        Meta("backend", "str", "the torch.distributed backend"),
-        Meta("torch_version", "str", "torch.__version__ of the processes"),
-        Meta("host", "str", "the machine's host name"),
-        Meta("cores", "int", "cores the launching process could use"),
-        Meta("date", "str", "when the run was recorded (ISO 8601)"),
+        *ran_on("backend", "torch_version", "host", "cores", "date"),
     ),
 )
 

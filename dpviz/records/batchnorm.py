@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from dpviz.records.run import rel_err
-from dpviz.records.schema import Array, Kind, Meta, Record, register
+from dpviz.records.schema import Array, Kind, Meta, Record, ran_on, register
 
 KIND = Kind(
     name="batchnorm",
@@ -54,12 +54,7 @@ KIND = Kind(
         Meta("dataset_size", "int", "N, examples in the data set"),
         Meta("backend", "str", "the torch.distributed backend"),
         Meta("device", "str", "cpu"),
-        Meta("threads_per_rank", "int", "intra-op threads each rank ran with"),
-        Meta("torch_version", "str", "torch.__version__ of the ranks"),
-        Meta("host", "str", "the machine's host name"),
-        Meta("platform", "str", "the operating system"),
-        Meta("cores", "int", "cores the launching process could use"),
-        Meta("date", "str", "when the run was recorded (ISO 8601)"),
+        *ran_on("threads_per_rank", "torch_version", "host", "platform", "cores", "date"),
     ),
 )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from dpviz.checks import check_choice
-from dpviz.records.schema import Array, Kind, Meta, Record, register
+from dpviz.records.schema import Array, Kind, Meta, Record, ran_on, register
 from dpviz.theory import costmodel
 
 IMPLS = ("all_reduce", "ring", "parameter_server")
@@ -31,11 +31,7 @@ KIND = Kind(
         Array("busbw", ("n",), "float64", "derived: bus bandwidth algbw · 2(k−1)/k, bytes per second"),
     ),
     meta=(
-        Meta("backend", "str", "the torch.distributed backend"),
-        Meta("host", "str", "the machine's host name"),
-        Meta("cores", "int", "cores the launching process could use"),
-        Meta("torch_version", "str", "torch.__version__"),
-        Meta("date", "str", "when the sweep ran (ISO 8601)"),
+        *ran_on("backend", "host", "cores", "torch_version", "date"),
         Meta("threads_per_rank", "dict", "intra-op threads per rank, by k"),
         Meta("dtype", "str", "the element type of the all-reduced tensors"),
         Meta("config", "dict", "the sweep's settings (ks, sizes, impls, repeats, warm-up calls)"),

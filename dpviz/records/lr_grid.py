@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from dpviz.checks import check_choice, check_int, check_real
-from dpviz.records.schema import Array, Kind, Meta, Record, register
+from dpviz.records.schema import Array, Kind, Meta, Record, ran_on, register
 from dpviz.theory import lr_rules
 
 SHIPPED_DIR = Path(__file__).resolve().parent / "shipped_runs"
@@ -70,14 +70,7 @@ KIND = Kind(
         Meta("seed", "int", "seeds the data, the model and the stream of batches"),
         Meta("dataset_size", "int", "N, examples in the data set (the loss is measured on all of them)"),
         Meta("diverge_factor", "float", "a run stops as diverged when its loss exceeds this many times its first loss"),
-        Meta("backend", "str", "the torch.distributed backend"),
-        Meta("device", "str", "cpu, or the GPU's name"),
-        Meta("threads_per_rank", "int", "intra-op threads each rank ran with"),
-        Meta("torch_version", "str", "torch.__version__ of the ranks"),
-        Meta("host", "str", "the machine's host name"),
-        Meta("platform", "str", "the operating system"),
-        Meta("cores", "int", "cores the launching process could use"),
-        Meta("date", "str", "when the grid was recorded (ISO 8601)"),
+        *ran_on("backend", "device", "threads_per_rank", "torch_version", "host", "platform", "cores", "date"),
     ),
 )
 

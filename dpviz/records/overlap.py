@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from dpviz.checks import check_choice
-from dpviz.records.schema import Array, Kind, Meta, Record, register
+from dpviz.records.schema import Array, Kind, Meta, Record, ran_on, register
 from dpviz.records.straggler import RECORDS_DIR
 
 SHIPPED = "waiting_overlap_k2"
@@ -75,12 +75,7 @@ KIND = Kind(
         Meta("b", "int", "examples per rank per step"),
         Meta("lr", "float", "learning rate η of the SGD steps"),
         Meta("seed", "int", "seeds the data and the model"),
-        Meta("backend", "str", "the torch.distributed backend"),
-        Meta("threads_per_rank", "int", "intra-op threads each rank ran with"),
-        Meta("torch_version", "str", "torch.__version__ of the ranks"),
-        Meta("host", "str", "the machine's host name"),
-        Meta("cores", "int", "cores the launching process could use"),
-        Meta("date", "str", "when the run was recorded (ISO 8601)"),
+        *ran_on("backend", "threads_per_rank", "torch_version", "host", "cores", "date"),
     ),
 )
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from dpviz.records.run import rel_err
-from dpviz.records.schema import Array, Kind, Meta, Record, register
+from dpviz.records.schema import Array, Kind, Meta, Record, ran_on, register
 from dpviz.theory import pipeline as theory
 
 KIND = Kind(
@@ -64,10 +64,7 @@ KIND = Kind(
         Meta("repeats", "int", "timed steps run after a warm-up one; the record keeps the one with the shortest span"),
         Meta("backend", "str", "the torch.distributed backend"),
         Meta("threads_per_rank", "int", "intra-op threads each stage ran with"),
-        Meta("torch_version", "str", "torch.__version__ of the ranks"),
-        Meta("host", "str", "the machine's host name"),
-        Meta("cores", "int", "cores the launching process could use"),
-        Meta("date", "str", "when it ran (ISO 8601)"),
+        *ran_on("torch_version", "host", "cores", "date"),
     ),
 )
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpviz.records.schema import Array, Kind, Meta, Record, register
+from dpviz.records.schema import Array, Kind, Meta, Record, ran_on, register
 
 KIND = Kind(
     name="run",
@@ -53,14 +53,7 @@ KIND = Kind(
         Meta("all_reduce", "bool", "false: each rank stepped on its own gradient"),
         Meta("mean", "str", "\"plain\" (1/k Σ g_i) or \"weighted\" (Σ b_i g_i / Σ b_i)"),
         Meta("sampling", "str", "\"random\"; \"biased\" (every example of one kind); \"by_kind\" (rank r takes kind r % 2 only)"),
-        Meta("backend", "str", "the torch.distributed backend: gloo or nccl"),
-        Meta("device", "str", "cpu, or the GPU's name"),
-        Meta("threads_per_rank", "int", "intra-op threads each rank ran with"),
-        Meta("torch_version", "str", "torch.__version__ of the ranks"),
-        Meta("host", "str", "the machine's host name"),
-        Meta("platform", "str", "the operating system"),
-        Meta("cores", "int", "cores the launching process could use"),
-        Meta("date", "str", "when the run was recorded (ISO 8601)"),
+        *ran_on("backend", "device", "threads_per_rank", "torch_version", "host", "platform", "cores", "date"),
     ),
 )
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpviz.records.schema import Array, Kind, Meta, Record, register
+from dpviz.records.schema import Array, Kind, Meta, Record, ran_on, register
 
 KIND = Kind(
     name="schedule",
@@ -39,11 +39,7 @@ KIND = Kind(
         Meta("equal", "bool", "every rank's result equals dist.all_reduce's bit for bit"),
         Meta("max_abs_diff", "float", "the largest difference between the two"),
         Meta("seed", "int", "seeds the tensors"),
-        Meta("backend", "str", "the torch.distributed backend"),
-        Meta("host", "str", "the machine's host name"),
-        Meta("cores", "int", "cores the launching process could use"),
-        Meta("torch_version", "str", "torch.__version__"),
-        Meta("date", "str", "when it ran (ISO 8601)"),
+        *ran_on("backend", "host", "cores", "torch_version", "date"),
     ),
 )
 

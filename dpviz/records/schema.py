@@ -61,6 +61,23 @@ class Meta:
     meaning: str
 
 
+# Where and how a run ran: the same fields in most kinds' metadata, declared once here.
+RAN_ON = {m.name: m for m in (
+    Meta("backend", "str", "the torch.distributed backend"),
+    Meta("device", "str", "cpu, or the GPU's name"),
+    Meta("threads_per_rank", "int", "intra-op threads each rank ran with"),
+    Meta("torch_version", "str", "torch.__version__ of the ranks"),
+    Meta("host", "str", "the machine's host name"),
+    Meta("platform", "str", "the operating system"),
+    Meta("cores", "int", "cores the launching process could use"),
+    Meta("date", "str", "when it was recorded (ISO 8601)"),
+)}
+
+
+def ran_on(*names: str) -> tuple:
+    """The standard metadata rows saying where a record was made, in the order given: ``*ran_on("host", "date")``."""
+    return tuple(RAN_ON[name] for name in names)
+
 @dataclass(frozen=True)
 class Kind:
     """A record kind: its name, schema version, arrays and metadata fields."""

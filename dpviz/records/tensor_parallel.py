@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from dpviz.records.run import rel_err
-from dpviz.records.schema import Array, Kind, Meta, Record, register
+from dpviz.records.schema import Array, Kind, Meta, Record, ran_on, register
 from dpviz.theory import tensor_parallel as theory
 
 SPLITS = theory.SPLITS
@@ -47,11 +47,7 @@ KIND = Kind(
         Meta("n_params", "int", "d_in · d_out, the weight's size"),
         Meta("exchanges", "dict", "the collective each split uses, forward and backward"),
         Meta("seed", "int", "seeds X, W and dY"),
-        Meta("backend", "str", "the torch.distributed backend"),
-        Meta("torch_version", "str", "torch.__version__ of the ranks"),
-        Meta("host", "str", "the machine's host name"),
-        Meta("cores", "int", "cores the launching process could use"),
-        Meta("date", "str", "when it ran (ISO 8601)"),
+        *ran_on("backend", "torch_version", "host", "cores", "date"),
     ),
 )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpviz.records.schema import Array, Kind, Meta, Record, register
+from dpviz.records.schema import Array, Kind, Meta, Record, ran_on, register
 from dpviz.theory import memory
 
 PARTS = memory.PARTS  # params, grads, optimizer
@@ -47,12 +47,7 @@ KIND = Kind(
         Meta("seed", "int", "seeds the data, the model and every batch draw"),
         Meta("dataset_size", "int", "examples in the data set"),
         Meta("collectives", "str", "how the gradient was combined in each training"),
-        Meta("backend", "str", "the torch.distributed backend"),
-        Meta("threads_per_rank", "int", "intra-op threads each rank ran with"),
-        Meta("torch_version", "str", "torch.__version__ of the ranks"),
-        Meta("host", "str", "the machine's host name"),
-        Meta("cores", "int", "cores the launching process could use"),
-        Meta("date", "str", "when it ran (ISO 8601)"),
+        *ran_on("backend", "threads_per_rank", "torch_version", "host", "cores", "date"),
     ),
 )
 
