@@ -21,7 +21,7 @@ from dpviz.plots.step5 import (  # noqa: E402
     plot_replica_params,
     plot_ring_schedule,
 )
-from dpviz.runs.schedule import record_schedule  # noqa: E402
+from dpviz.runs.schedule import record_schedule, record_schedules  # noqa: E402
 from dpviz.runs.training import record_run  # noqa: E402
 from dpviz.widgets.step45 import all_reduce_widget, devices_widget  # noqa: E402
 from widget_checks import assert_blit_is_right  # noqa: E402
@@ -35,12 +35,13 @@ F32 = 4
 @pytest.fixture(scope="module")
 def recorded():
     """Real small records, made once for the module: runs with and without the all-reduce, an MLP, two schedules."""
+    ring, server = record_schedules(K, N_ELEMENTS, timeout=180)  # both in one launch
     return {
         "on": record_run(k=K, b=B, steps=3, timeout=180),
         "off": record_run(k=K, b=B, steps=3, all_reduce=False, optimizer="momentum", timeout=180),
         "mlp": record_run(k=2, b=B, steps=2, model="mlp", width=8, depth=1, timeout=180),
-        "ring": record_schedule(K, N_ELEMENTS, impl="ring", timeout=180),
-        "server": record_schedule(K, N_ELEMENTS, impl="parameter_server", timeout=180),
+        "ring": ring,
+        "server": server,
     }
 
 
@@ -303,6 +304,16 @@ def test_record_schedule_checks_its_arguments():
         record_schedule(2, 4, impl="tree")
     with pytest.raises(ValueError, match="n_elements must be"):
         record_schedule(2, 0)
+    with pytest.raises(ValueError, match="impls entries must be"):
+        record_schedules(2, 4, impls=("ring", "tree"))
+    with pytest.raises(ValueError, match="impls must name at least one"):
+        record_schedules(2, 4, impls=())
+
+
+def test_one_launch_of_both_schedules_gives_what_one_launch_each_gives(recorded):
+    alone = record_schedule(K, N_ELEMENTS, impl="parameter_server", timeout=180)
+    for name, value in alone.arrays.items():
+        np.testing.assert_array_equal(recorded["server"].arrays[name], value, err_msg=name)
 
 
 # --- sliders ------------------------------------------------------------------------------------

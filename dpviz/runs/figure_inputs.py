@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 
 from dpviz.records.figure_set import MLP_KS, Inputs
 from dpviz.runs.bench import BenchConfig, log_sizes, run_sweep
-from dpviz.runs.schedule import record_schedule
+from dpviz.runs.schedule import record_schedules
 from dpviz.runs.training import record_run
 
 # The runs behind s01 and s02. Every k runs with the same intra-op threads per rank (one), so k = 1 is a fair
@@ -35,8 +35,7 @@ def record_inputs(*, quick: bool = False, progress: bool = True) -> Inputs:
         *[(f"MLP, k={k}", lambda k=k: record_run(k=k, **MLP)) for k in MLP_KS],
         ("all-reduce sweep", lambda: run_sweep(
             BenchConfig(ks=(2, 4), sizes=sizes, impls=("all_reduce",), repeats=3 if quick else 5), progress=False)),
-        ("ring schedule, k=4", lambda: record_schedule(4, SCHEDULE_ELEMENTS, impl="ring")),
-        ("parameter-server schedule, k=4", lambda: record_schedule(4, SCHEDULE_ELEMENTS, impl="parameter_server")),
+        ("ring and parameter-server schedules, k=4", lambda: record_schedules(4, SCHEDULE_ELEMENTS)),
     ]
     done = []
     with warnings.catch_warnings():
@@ -45,5 +44,5 @@ def record_inputs(*, quick: bool = False, progress: bool = True) -> Inputs:
             done.append(make())
     main, alone, biased, *rest = done
     mlp = dict(zip(MLP_KS, rest[: len(MLP_KS)]))
-    bench, ring, server = rest[len(MLP_KS):]
+    bench, (ring, server) = rest[len(MLP_KS):]
     return Inputs(main, alone, biased, mlp, bench, ring, server)

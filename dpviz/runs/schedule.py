@@ -55,6 +55,11 @@ def schedule_worker(rank: int, world_size: int, n_elements: int, impl: str, seed
     }
 
 
+def schedules_worker(rank: int, world_size: int, n_elements: int, impls: tuple, seed: int = 0) -> list[dict]:
+    """One rank, several hand-written all-reduces in turn (one launch for all of them); a result per impl."""
+    return [schedule_worker(rank, world_size, n_elements, impl, seed) for impl in impls]
+
+
 def record_schedule(k: int, n_elements: int, *, impl: str = "ring", timeout: float = 60, seed: int = 0) -> Schedule:
     """Launch k ranks, all-reduce an ``n_elements`` float32 tensor with ``impl``, and return the merged schedule.
 
@@ -63,11 +68,24 @@ def record_schedule(k: int, n_elements: int, *, impl: str = "ring", timeout: flo
     and after the hand-written all-reduce and after ``dist.all_reduce`` of the same input,
     and whether the two agree bit for bit.
     """
+    check_choice("impl", impl, IMPLS)
+    return record_schedules(k, n_elements, impls=(impl,), timeout=timeout, seed=seed)[0]
+
+
+def record_schedules(k: int, n_elements: int, *, impls=IMPLS, timeout: float = 60, seed: int = 0) -> list[Schedule]:
+    """Like :func:`record_schedule` for each of ``impls``, all in one launch of k ranks (process start paid once)."""
     k = check_int("k", k, low=1, high=64)
     n_elements = check_int("n_elements", n_elements, low=1, high=1 << 24)
-    check_choice("impl", impl, IMPLS)
+    impls = tuple(check_choice("impls entries", impl, IMPLS) for impl in impls)
+    if not impls:
+        raise ValueError(f"impls must name at least one of {', '.join(map(repr, IMPLS))}; got an empty list.")
     timeout = check_real("timeout", timeout, low=0, low_open=True)
-    results = launch(schedule_worker, k, args=(n_elements, impl, seed), backend="gloo", timeout=timeout)
+    per_rank = launch(schedules_worker, k, args=(n_elements, impls, seed), backend="gloo", timeout=timeout)
+    return [_merge(k, n_elements, impl, seed, [results[i] for results in per_rank]) for i, impl in enumerate(impls)]
+
+
+def _merge(k: int, n_elements: int, impl: str, seed: int, results: list[dict]) -> Schedule:
+    """The ranks' notes of one hand-written all-reduce, merged into one Schedule record."""
 
     order = {phase: i for i, phase in enumerate(PHASES[impl])}
     entries = sorted((e for r in results for e in r["entries"]), key=lambda e: (order[e["phase"]], e["step"], e["src"], e["dst"]))
