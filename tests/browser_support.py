@@ -18,6 +18,7 @@ import socket
 import subprocess
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -60,6 +61,27 @@ def find_chromium() -> str | None:
         if path and os.path.isfile(path) and os.access(path, os.X_OK):
             return path
     return None
+
+
+@contextmanager
+def launched_chromium(path: str):
+    """Headless Chromium driven by Playwright; afterwards no Chromium or Playwright driver process may be left."""
+    from playwright.sync_api import sync_playwright
+
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+    started = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    psutil.wait_procs(started, timeout=15)
+    left = [f"{p.pid} {p.name()}" for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    for p in started:
+        if p.is_running():
+            p.kill()
+    assert not left, f"browser processes still running after Chromium was closed (killed now): {left}"
 
 
 def free_port() -> int:

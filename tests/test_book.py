@@ -25,10 +25,9 @@ from dataclasses import dataclass, field
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import psutil
 import pytest
 
-from browser_support import CHROMIUM_ARGS, find_chromium
+from browser_support import find_chromium, launched_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "book" / "build.py"
@@ -124,22 +123,8 @@ def server(site):
 @pytest.fixture(scope="module")
 def browser(chromium):
     """Headless Chromium; afterwards no Chromium or Playwright driver process may be left."""
-    from playwright.sync_api import sync_playwright
-
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
-    started = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
-    psutil.wait_procs(started, timeout=15)
-    left = [f"{p.pid} {p.name()}" for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    for p in started:
-        if p.is_running():
-            p.kill()
-    assert not left, f"browser processes still running after Chromium was closed (killed now): {left}"
+    with launched_chromium(chromium) as b:
+        yield b
 
 
 @dataclass

@@ -33,11 +33,9 @@ import time
 import urllib.error
 from pathlib import Path
 
-import psutil
 import pytest
 
 from browser_support import (
-    CHROMIUM_ARGS,
     OUTPUT,
     ROOT,
     WIDGET_MIME,
@@ -47,6 +45,7 @@ from browser_support import (
     find_chromium,
     free_port,
     full_screenshot,
+    launched_chromium,
     http_json,
     jupyter_env,
     move_slider,
@@ -138,22 +137,8 @@ def chromium(timing):
 @pytest.fixture(scope="module")
 def browser(chromium):
     """Headless Chromium driven by Playwright; afterwards no Chromium or Playwright driver process may be left."""
-    from playwright.sync_api import sync_playwright
-
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
-    started = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
-    psutil.wait_procs(started, timeout=15)
-    left = [f"{p.pid} {p.name()}" for p in started if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    for p in started:
-        if p.is_running():
-            p.kill()
-    assert not left, f"browser processes still running after Chromium was closed (killed now): {left}"
+    with launched_chromium(chromium) as b:
+        yield b
 
 
 @pytest.fixture(scope="module")
