@@ -13,9 +13,10 @@ Checks, each an assertion:
 
 * every kernel's run completes and its record passes ``run.check()`` (a port taken
   by a neighbour's run, or any other failure, shows up here with its message);
-* no kernel has a rank or any other child left afterwards (multiprocessing's
-  resource tracker, which lives as long as its kernel, excepted), and once the
-  kernels are shut down nothing they started is still running (psutil).
+* no kernel has a rank or any other child left afterwards (its two launch helpers,
+  multiprocessing's resource tracker and the launcher's fork server, which live as
+  long as their kernel, excepted), and once the kernels are shut down nothing they
+  started is still running (psutil).
 
 Prints the machine (cores, load average), the wall time from sending the cells to
 the last reply, and each kernel's own time.
@@ -45,8 +46,13 @@ def alive(p: psutil.Process) -> bool:
         return False
 
 
+def is_helper(cmd: str, ppid: int, kernel: int) -> bool:
+    """The kernel's two launch helpers, which live as long as it does: the resource tracker and the fork server."""
+    return "resource_tracker" in cmd or ("multiprocessing.forkserver" in cmd and ppid == kernel)
+
+
 def leftovers(pid: int) -> list[str]:
-    """A kernel's live descendants, the resource tracker excepted."""
+    """A kernel's live descendants, its launch helpers excepted."""
     try:
         children = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
@@ -54,10 +60,10 @@ def leftovers(pid: int) -> list[str]:
     left = []
     for p in children:
         try:
-            cmd = " ".join(p.cmdline())
+            cmd, ppid = " ".join(p.cmdline()), p.ppid()
         except psutil.Error:
             continue
-        if alive(p) and "resource_tracker" not in cmd:
+        if alive(p) and not is_helper(cmd, ppid, pid):
             left.append(f"{p.pid} {cmd[:100]}")
     return left
 
@@ -74,7 +80,7 @@ class Student:
         self.kc = self.km.client()
         self.kc.start_channels()
         self.pid = self.km.provisioner.process.pid
-        self.seen: dict[int, tuple[psutil.Process, str]] = {}  # every descendant seen, with its command line
+        self.seen: dict[int, tuple[psutil.Process, str, int]] = {}  # every descendant seen: command line, parent
 
     def remember(self) -> None:
         try:
@@ -84,7 +90,7 @@ class Student:
         for p in children:
             if p.pid not in self.seen:
                 try:
-                    self.seen[p.pid] = (p, " ".join(p.cmdline()))
+                    self.seen[p.pid] = (p, " ".join(p.cmdline()), p.ppid())
                 except psutil.Error:
                     pass
 
@@ -159,11 +165,11 @@ def main(argv=None) -> int:
             left = {s.i: leftovers(s.pid) for s in students}
             left = {i: v for i, v in left.items() if v}
             assert not left, f"processes left running in kernels: {left}"
-            ranks_seen = sum(1 for s in students for _, cmd in s.seen.values() if "spawn_main" in cmd)
+            ranks_seen = sum(1 for s in students for _, cmd, ppid in s.seen.values() if not is_helper(cmd, ppid, s.pid))
         finally:
             for s in students:
                 s.close()
-        survivors = [p for s in students for p, _ in s.seen.values() if alive(p)]
+        survivors = [p for s in students for p, _, _ in s.seen.values() if alive(p)]
         for p in survivors:  # started by this benchmark's kernels: never leave them behind
             p.kill()
         assert not survivors, f"still running after the kernels were shut down: {[p.pid for p in survivors]}"

@@ -1,5 +1,6 @@
 """Rank workers used only by the tests; they live in a module so spawned ranks can import them."""
 
+import os
 import time
 
 import torch
@@ -57,3 +58,10 @@ def forever(rank, world_size, marker=None):
         report_progress(step)
         step += 1
         time.sleep(0.01)
+
+
+def where_am_i(rank, world_size, variable):
+    """Where the rank runs: its parent, its name, one environment variable, its folder, and whether torch was loaded."""
+    with open(f"/proc/{os.getpid()}/comm") as f:
+        name = f.read().strip()
+    return {"ppid": os.getppid(), "name": name, "variable": os.environ.get(variable), "cwd": os.getcwd()}

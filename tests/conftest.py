@@ -4,21 +4,38 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import os  # noqa: E402
+
 import psutil  # noqa: E402
 import pytest  # noqa: E402
 
 
-def live_children():
-    """This process's descendants that are still running.
+def is_launch_helper(p: psutil.Process, owner: int) -> bool:
+    """Whether ``p`` is one of the two helpers a launching process (pid ``owner``) keeps between runs.
 
-    Zombies do not count, nor does multiprocessing's resource tracker: the first
-    ``spawn`` in a process starts that one helper, which lives as long as the
-    parent (the kernel) and is shared by every later launch.
+    The first run in a process starts multiprocessing's resource tracker and the
+    launcher's fork server (torch imported once; every rank is a fork of it). Both
+    live as long as their owner (the kernel) and serve every later run. A rank is
+    never one of them: it is named ``dpviz-rank-N`` and is a child of the fork
+    server, not of the owner.
     """
+    cmd = " ".join(p.cmdline())
+    if "resource_tracker" in cmd:
+        return True
+    return "multiprocessing.forkserver" in cmd and p.ppid() == owner and not p.name().startswith("dpviz-rank")
+
+
+def live_children(pid: int | None = None):
+    """The descendants of ``pid`` (default: this process) that are still running, its two launch helpers excepted."""
+    owner = os.getpid() if pid is None else pid
     alive = []
-    for p in psutil.Process().children(recursive=True):
+    try:
+        children = psutil.Process(owner).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    for p in children:
         try:
-            if p.status() != psutil.STATUS_ZOMBIE and "resource_tracker" not in " ".join(p.cmdline()):
+            if p.status() != psutil.STATUS_ZOMBIE and not is_launch_helper(p, owner):
                 alive.append(p)
         except psutil.NoSuchProcess:
             pass

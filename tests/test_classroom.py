@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 import _workers
+from conftest import live_children
 from dpviz import cli
 from dpviz.runs import launch as launcher
 from dpviz.runs.launch import RankTimeout, launch
@@ -38,7 +39,7 @@ def _alive(p: psutil.Process) -> bool:
 
 
 def ranks_of(pid: int) -> list[psutil.Process]:
-    """The live rank processes started under ``pid`` (spawned children; not multiprocessing's resource tracker)."""
+    """The live rank processes started under ``pid``: each names itself ``dpviz-rank-N`` as it starts."""
     try:
         children = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
@@ -46,11 +47,10 @@ def ranks_of(pid: int) -> list[psutil.Process]:
     ranks = []
     for p in children:
         try:
-            cmd = " ".join(p.cmdline())
+            if p.name().startswith("dpviz-rank-") and _alive(p):
+                ranks.append(p)
         except psutil.Error:
             continue
-        if "spawn_main" in cmd and "resource_tracker" not in cmd and _alive(p):
-            ranks.append(p)
     return ranks
 
 
@@ -91,6 +91,7 @@ PARENT = """
 import sys
 sys.path.insert(0, {tests!r})
 import _workers
+from conftest import live_children
 from dpviz.runs.launch import launch
 launch(_workers.forever, 2, args=({marker!r},))
 """
@@ -198,8 +199,7 @@ def test_run_all_twice_in_one_kernel_leaves_nothing_behind(kernel):
     cell = "from dpviz.runs.training import record_run\nrun = record_run(k=2, b=8, steps=5)\nrun.check()\n"
     kernel.run(cell)
     kernel.run(cell)
-    left = [p for p in psutil.Process(kernel.pid).children(recursive=True)
-            if _alive(p) and "resource_tracker" not in " ".join(p.cmdline())]
+    left = live_children(kernel.pid)
     assert not left, f"processes left running in the kernel: {[(p.pid, p.cmdline()) for p in left]}"
     assert not glob(os.path.join(tempfile.gettempdir(), f"dpviz-launch-{kernel.pid}-*"))
 

@@ -1,10 +1,12 @@
 """The launcher: results in rank order, failing and hung ranks named, every child reaped."""
 
 import _thread
+import os
 import threading
 import time
 import warnings
 
+import psutil
 import pytest
 import torch.multiprocessing as mp
 
@@ -24,10 +26,12 @@ def test_results_come_back_in_rank_order(k, no_leftover_processes):
 
 
 def test_global_start_method_is_left_alone(no_leftover_processes):
-    before = mp.get_start_method(allow_none=True)
+    # Not allow_none=True: multiprocessing itself fixes the platform default the first time any
+    # process is started (spawn.get_preparation_data asks for it), whoever starts it.
+    before = mp.get_start_method()
     launch(_workers.sum_ranks, 1)
     launch(_workers.sum_ranks, 1)  # a re-run of the same cell works
-    assert mp.get_start_method(allow_none=True) == before
+    assert mp.get_start_method() == before
 
 
 def test_more_ranks_than_cores_warns(no_leftover_processes):
@@ -85,3 +89,60 @@ def test_nccl_without_a_gpu_per_rank_is_refused():
     k = torch.cuda.device_count() + 1
     with pytest.raises(ValueError, match="nccl.*one GPU per rank"):
         launch(_workers.sum_ranks, k, backend="nccl")
+
+
+# --- where ranks start from: the fork server ---
+
+def test_ranks_are_forks_of_one_fork_server_that_serves_every_run(no_leftover_processes, monkeypatch):
+    monkeypatch.delenv("DPVIZ_START_METHOD", raising=False)
+    first = launch(_workers.where_am_i, 2, args=("HOME",))
+    server = launcher.fork_server_pid()
+    assert server is not None and psutil.Process(server).ppid() == os.getpid()
+    start = time.monotonic()
+    second = launch(_workers.where_am_i, 2, args=("HOME",))
+    seconds = time.monotonic() - start
+    assert launcher.fork_server_pid() == server
+    assert [r["ppid"] for r in first + second] == [server] * 4
+    assert [r["name"] for r in second] == ["dpviz-rank-0", "dpviz-rank-1"]
+    print(f"\na k=2 run from the warm fork server took {seconds:.2f} s")
+
+
+def test_ranks_take_the_launchers_environment_and_folder_not_the_servers(no_leftover_processes, monkeypatch, tmp_path):
+    monkeypatch.delenv("DPVIZ_START_METHOD", raising=False)
+    launch(_workers.sum_ranks, 1)  # the fork server starts here, before the change below
+    monkeypatch.setenv("DPVIZ_TEST_VARIABLE", "set after the server started")
+    monkeypatch.chdir(tmp_path)
+    results = launch(_workers.where_am_i, 2, args=("DPVIZ_TEST_VARIABLE",))
+    assert [r["variable"] for r in results] == ["set after the server started"] * 2
+    assert [r["cwd"] for r in results] == [str(tmp_path)] * 2
+
+
+def test_the_fork_server_stops_when_idle_and_on_request(no_leftover_processes, monkeypatch):
+    monkeypatch.delenv("DPVIZ_START_METHOD", raising=False)
+    launch(_workers.sum_ranks, 1)
+    assert launcher.stop_fork_server() is True
+    assert launcher.fork_server_pid() is None
+    assert launcher.stop_fork_server() is False  # nothing left to stop
+    monkeypatch.setattr(launcher, "FORK_SERVER_IDLE", 0.5)
+    launch(_workers.sum_ranks, 1)
+    server = launcher.fork_server_pid()
+    end = time.monotonic() + 10
+    while launcher.fork_server_pid() is not None and time.monotonic() < end:
+        time.sleep(0.05)
+    assert launcher.fork_server_pid() is None  # ended by the idle timer
+    assert not psutil.pid_exists(server) or psutil.Process(server).status() == psutil.STATUS_ZOMBIE
+    launch(_workers.sum_ranks, 1)  # the next run starts a new one
+    assert launcher.fork_server_pid() not in (None, server)
+
+
+def test_spawn_start_method_still_works(no_leftover_processes, monkeypatch):
+    monkeypatch.setenv("DPVIZ_START_METHOD", "spawn")
+    results = launch(_workers.where_am_i, 2, args=("HOME",))
+    assert [r["ppid"] for r in results] == [os.getpid()] * 2
+    assert [r["name"] for r in results] == ["dpviz-rank-0", "dpviz-rank-1"]
+
+
+def test_an_unknown_start_method_is_refused_in_one_sentence(monkeypatch):
+    monkeypatch.setenv("DPVIZ_START_METHOD", "fork")
+    with pytest.raises(ValueError, match=r"^DPVIZ_START_METHOD must be one of 'forkserver', 'spawn'; got 'fork'\.$"):
+        launch(_workers.sum_ranks, 1)

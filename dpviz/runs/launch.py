@@ -4,8 +4,8 @@
     results = launch(my_module.worker, k=4, args=(config,))   # one entry per rank
 
 ``worker(rank, world_size, *args)`` must be a top-level function in an importable
-module: ranks are started with the ``spawn`` method, and a spawned process cannot
-unpickle a function defined in a notebook cell. Each rank's return value should
+module: a rank is a fresh process (forked from a fork server that has imported
+torch, or spawned), and it cannot unpickle a function defined in a notebook cell. Each rank's return value should
 hold numpy arrays and plain Python values; it travels back through a pickle file,
 never as a torch tensor through a queue (the shared-memory handoff breaks when the
 rank exits first). A worker calls :func:`report_progress` after each step.
@@ -27,7 +27,11 @@ What the launcher guarantees:
   (killed, or a Jupyter kernel restarted): each rank asks the OS to kill it when
   its parent dies (Linux) and watches its parent from a thread (everywhere);
 * threads per rank are set so k ranks share the cores without oversubscribing
-  them, with a warning when k exceeds the core count.
+  them, with a warning when k exceeds the core count;
+* ranks start in milliseconds, not the second it takes to import torch: they are
+  forked from a fork server that imported torch once (started by the first run,
+  it exits with the launching process, after FORK_SERVER_IDLE seconds without a
+  run, or at :func:`stop_fork_server`; DPVIZ_START_METHOD=spawn turns it off).
 
 This module imports torch only inside a rank's work and in the functions that need
 it, so a new rank is guarded against its parent's death before it spends seconds
@@ -58,6 +62,13 @@ BACKENDS = ("auto", "gloo", "nccl")
 STALL_TIMEOUT = 60.0  # seconds a running rank may go without reporting progress
 START_TIMEOUT = 120.0  # seconds a rank may take to start and join the group (torch import on a loaded machine)
 WATCH_INTERVAL = 0.2  # seconds between a rank's checks that its parent is alive
+START_METHODS = ("forkserver", "spawn")  # DPVIZ_START_METHOD; forkserver is the default where the OS has one
+FORK_SERVER_PRELOAD = ("numpy", "torch", "torch.distributed")  # imported once, by the fork server
+FORK_SERVER_IDLE = 600.0  # seconds without a run after which the fork server exits
+
+_runs_lock = threading.Lock()
+_runs_in_flight = 0
+_idle_timer = None
 
 # A rank's phases, as the launcher sees them through the shared state.
 _SPAWNED, _STARTED, _JOINED, _DONE = 0, 1, 2, 3
@@ -177,20 +188,23 @@ def launch(
         ) from None
 
     _sweep_stale_dirs()
-    ctx = multiprocessing.get_context("spawn")  # a local context: the global start method is left alone
-    state = ctx.Array("q", [-1, 0, _SPAWNED] * k, lock=False)
+    procs = []
+    bar = _progress_bar(total_steps) if progress and total_steps else None
     outdir = tempfile.mkdtemp(prefix=f"dpviz-launch-{os.getpid()}-")
     store = os.path.join(outdir, "store")  # the rendezvous: a FileStore no other run can touch
     # The process group's own timeout only has to outlast the launcher's checks, which name the culprit.
     group_timeout = max(start_timeout, stall_timeout) + stall_timeout + 30.0
-    procs = []
-    bar = _progress_bar(total_steps) if progress and total_steps else None
+    # A rank forked from the fork server has the server's environment, not ours: send ours.
+    where = dict(os.environ)
+    _run_started()
     with _ReapOnSigterm():
         try:
+            ctx = _context()
+            state = ctx.Array("q", [-1, 0, _SPAWNED] * k, lock=False)
             for rank in range(k):
                 p = ctx.Process(
                     target=_rank_entry,
-                    args=(os.getpid(), rank, k, backend, store, threads, group_timeout, outdir, state, payload),
+                    args=(os.getpid(), rank, k, backend, store, threads, group_timeout, outdir, state, payload, where),
                     name=f"dpviz-rank-{rank}",
                     daemon=True,
                 )
@@ -203,6 +217,74 @@ def launch(
                 bar.close()
             _reap(procs)
             shutil.rmtree(outdir, ignore_errors=True)
+            _run_ended()
+
+
+def _context():
+    """The multiprocessing context ranks start from: a fork server with torch imported, or plain spawn.
+
+    Importing torch takes a rank about a second, and k ranks on 2 cores take k/2 seconds
+    together: most of a short run. A fork server imports torch once, and every later rank is a
+    fork of it that starts in milliseconds. The server is a helper of the launching process,
+    like multiprocessing's resource tracker: it exits with that process, however it ends, and
+    after FORK_SERVER_IDLE seconds with no run (or at :func:`stop_fork_server`). Set the
+    environment variable DPVIZ_START_METHOD=spawn to start every rank afresh instead.
+    """
+    method = os.environ.get("DPVIZ_START_METHOD") or "forkserver"
+    check_choice("DPVIZ_START_METHOD", method, START_METHODS)
+    if method not in multiprocessing.get_all_start_methods():
+        method = "spawn"  # Windows has no fork server
+    ctx = multiprocessing.get_context(method)  # a local context: the global start method is left alone
+    if method == "forkserver":
+        ctx.set_forkserver_preload(list(FORK_SERVER_PRELOAD))
+    return ctx
+
+
+def fork_server_pid() -> int | None:
+    """The process id of this process's fork server, or None when none is running."""
+    import multiprocessing.forkserver as forkserver
+
+    return getattr(forkserver._forkserver, "_forkserver_pid", None)
+
+
+def stop_fork_server() -> bool:
+    """Stop this process's fork server now, unless a run is using it; return whether one was stopped."""
+    import multiprocessing.forkserver as forkserver
+
+    global _idle_timer
+    with _runs_lock:
+        if _runs_in_flight or fork_server_pid() is None:
+            return False
+        if _idle_timer is not None:
+            _idle_timer.cancel()
+            _idle_timer = None
+        server = forkserver._forkserver
+        with server._lock:
+            try:
+                server._stop_unlocked()  # closes the pipe the server watches, so it exits; then waits for it
+            except ChildProcessError:  # someone else already waited for it
+                server._forkserver_pid = None
+                server._forkserver_address = None
+        return True
+
+
+def _run_started() -> None:
+    global _runs_in_flight, _idle_timer
+    with _runs_lock:
+        _runs_in_flight += 1
+        if _idle_timer is not None:
+            _idle_timer.cancel()
+            _idle_timer = None
+
+
+def _run_ended() -> None:
+    global _runs_in_flight, _idle_timer
+    with _runs_lock:
+        _runs_in_flight -= 1
+        if _runs_in_flight == 0 and fork_server_pid() is not None:
+            _idle_timer = threading.Timer(FORK_SERVER_IDLE, stop_fork_server)
+            _idle_timer.daemon = True
+            _idle_timer.start()
 
 
 def _progress_bar(total):
@@ -402,19 +484,33 @@ def _write_error(outdir: str, rank: int, text: str) -> None:
 # --- inside a rank ---
 
 def _die_with_parent(parent_pid: int) -> None:
-    """Make sure this rank ends within a fraction of a second of the launching process, however that one ends."""
+    """Make sure this rank ends within a fraction of a second of the launching process, however that one ends.
+
+    The rank's parent is the launcher (spawn) or the launcher's fork server, which exits the moment the
+    launcher does; the OS kills the rank when that parent dies, and a thread watches the launcher too.
+    """
     if sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG: the kernel kills us when the parent dies
         except (OSError, AttributeError):
             pass
-    if os.getppid() != parent_pid:  # the parent died before the line above took effect
+    ppid = os.getppid()
+    if (ppid == 1 and parent_pid != 1) or not _pid_alive(parent_pid):  # it died before the line above took effect
         os._exit(1)
-    threading.Thread(target=_watch_parent, args=(parent_pid,), name="dpviz-parent-watchdog", daemon=True).start()
+    threading.Thread(target=_watch_parent, args=(parent_pid, ppid), name="dpviz-parent-watchdog", daemon=True).start()
 
 
-def _watch_parent(parent_pid: int) -> None:
+def _name_process(name: str) -> None:
+    """Show the rank as ``dpviz-rank-N`` in ps, top and psutil's name() (Linux), instead of one more ``python``."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None).prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+        except (OSError, AttributeError):
+            pass
+
+
+def _watch_parent(parent_pid: int, ppid: int) -> None:
     """Daemon thread: end the rank at once when the parent is gone (its pipe closes, or we are re-parented)."""
     parent = multiprocessing.parent_process()
     sentinel = getattr(parent, "sentinel", None)
@@ -427,13 +523,17 @@ def _watch_parent(parent_pid: int) -> None:
                 sentinel = None
         else:
             time.sleep(WATCH_INTERVAL)
-        if os.getppid() != parent_pid or not _pid_alive(parent_pid):
+        if os.getppid() != ppid or not _pid_alive(parent_pid):
             os._exit(1)
 
 
-def _rank_entry(parent_pid, rank, k, backend, store, threads, group_timeout, outdir, state, payload) -> None:
-    """Entry point of one spawned rank: first tie its life to the parent's, then import and run the work."""
+def _rank_entry(parent_pid, rank, k, backend, store, threads, group_timeout, outdir, state, payload, where) -> None:
+    """Entry point of one rank: first tie its life to the launcher's, then take its environment, import and run."""
     _die_with_parent(parent_pid)
+    _name_process(f"dpviz-rank-{rank}")
+    if where != os.environ:  # (multiprocessing itself moves the rank to the launcher's folder)
+        os.environ.clear()
+        os.environ.update(where)
     global _state, _rank
     _state, _rank = state, rank
     _mark(_STARTED)
