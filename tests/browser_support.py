@@ -177,7 +177,7 @@ class Server:
         self.remember_children()
         deadline = time.monotonic() + timeout
         while self.survivors() and time.monotonic() < deadline:
-            time.sleep(0.25)
+            time.sleep(0.1)
             self.remember_children()
         return _kill_all(self.survivors())
 
@@ -328,14 +328,14 @@ def move_slider(page, root: str, index: int, *, presses: int = 3, timeout: float
     handle.focus()
     for _ in range(presses):
         page.keyboard.press(key)
-        page.wait_for_timeout(150)
+        page.wait_for_timeout(50)
     deadline = time.monotonic() + timeout
     after = dict(before)
     while time.monotonic() < deadline:
         after = {"src": image.get_attribute("src"), "readout": readout.inner_text() if readout.count() else ""}
         if after["src"] != before["src"]:
             break
-        page.wait_for_timeout(200)
+        page.wait_for_timeout(100)
     changed = after["src"] != before["src"]
     if not changed and snapshot is not None:  # keep what the figure looked like, for the report
         snapshot.parent.mkdir(parents=True, exist_ok=True)

@@ -88,7 +88,7 @@ class _Timing:
 
     def add(self, name: str, seconds: float, outcome: str, phases: dict | None = None) -> None:
         if phases:
-            outcome += "  (" + ", ".join(f"{k} {v:.0f} s" for k, v in phases.items()) + ")"
+            outcome += "  (" + ", ".join(f"{k} {v:.1f} s" for k, v in phases.items()) + ")"
         self.rows.append((name, seconds, outcome))
         self.end = time.monotonic()
         self.write()
@@ -340,7 +340,7 @@ def _check_page(page, root: str, expect: dict, name: str, app: str, *, widget_wa
     to render."""
     tag = "voila" if app.startswith("Voil") else "jupyterlab"
     failures = []
-    page.wait_for_timeout(300)  # widget views render just after their output arrives (the loop below waits for them)
+    page.wait_for_timeout(100)  # widget views render just after their output arrives (the loop below waits for them)
     deadline = time.monotonic() + widget_wait
     while True:  # widget views render asynchronously: give them time before judging
         outputs = page.evaluate(OUTPUTS_JS, root)
@@ -350,7 +350,7 @@ def _check_page(page, root: str, expect: dict, name: str, app: str, *, widget_wa
             break
         if found["errors"] and time.monotonic() > deadline - widget_wait + 3:
             break  # both apps stop at a cell's error: the widgets of the cells after it will not come
-        page.wait_for_timeout(500)
+        page.wait_for_timeout(200)
     failures += [f"error output:\n{e}" for e in found["errors"]]
     failures += [f"widget not rendered: {u}" for u in found["unrendered"]]
     if rendered < expect["widget_outputs"]:
@@ -388,7 +388,7 @@ def _check_page(page, root: str, expect: dict, name: str, app: str, *, widget_wa
     return failures
 
 
-def one_kernel(server, name: str, *, settle: float = 0.5, timeout: float = 60) -> str:
+def one_kernel(server, name: str, *, settle: float = 0.3, timeout: float = 60) -> str:
     """The id of the one kernel JupyterLab runs, for notebook ``name``, once that has held for ``settle`` s;
     fails if there is another kernel or none within ``timeout`` s."""
     deadline, last, since = time.monotonic() + timeout, None, time.monotonic()
@@ -410,7 +410,7 @@ def one_kernel(server, name: str, *, settle: float = 0.5, timeout: float = 60) -
         if time.monotonic() > deadline:
             raise AssertionError(f"expected one session (for {name}) with one kernel; JupyterLab has sessions "
                                  f"{now[0]} and kernels {now[1]}")
-        time.sleep(0.25)
+        time.sleep(0.1)
 
 
 def _wait_for_run_all(page, root: str, timeout: float) -> dict:
@@ -438,11 +438,11 @@ def _wait_for_run_all(page, root: str, timeout: float) -> dict:
             # Run All marks every queued cell [*] at once, so nothing busy after a cell ran means it has ended
             # (all ran, or an error stopped it).
             if state["done"] > 0 and not state["busy"] and state["status"] == "idle":
-                page.wait_for_timeout(300)
+                page.wait_for_timeout(200)
                 again = page.evaluate(state_js, root)
                 if again == state:
                     return state
-        page.wait_for_timeout(250)
+        page.wait_for_timeout(100)
     raise TimeoutError(f"Run All did not finish within {timeout:.0f} s; last state {state}")
 
 

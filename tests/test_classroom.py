@@ -204,6 +204,34 @@ def test_run_all_twice_in_one_kernel_leaves_nothing_behind(kernel):
     assert not glob(os.path.join(tempfile.gettempdir(), f"dpviz-launch-{kernel.pid}-*"))
 
 
+def fork_servers_of(pid: int) -> list[psutil.Process]:
+    """The fork servers ``pid`` started: its children running multiprocessing's fork server."""
+    try:
+        children = psutil.Process(pid).children()
+    except psutil.NoSuchProcess:
+        return []
+    return [p for p in children if _alive(p) and "multiprocessing.forkserver" in " ".join(p.cmdline())]
+
+
+def test_a_kernel_starts_its_fork_server_on_import_and_it_dies_with_the_kernel(kernel):
+    kernel.run("import dpviz.runs")
+    servers = wait_for(lambda: fork_servers_of(kernel.pid), 30, "the kernel's fork server")
+    assert len(servers) == 1
+    kernel.run("from dpviz.runs.training import record_run\nrecord_run(k=2, b=8, steps=5).check()\n")
+    assert fork_servers_of(kernel.pid) == servers  # the run used the server started on import
+    os.kill(kernel.pid, signal.SIGKILL)
+    seconds = time_until_gone(servers)
+    print(f"\nkernel SIGKILL: its fork server gone {seconds:.2f} s after it")
+    assert seconds < GONE_WITHIN
+
+
+def test_a_script_that_imports_the_runs_layer_starts_no_process():
+    code = "import time, psutil, dpviz.runs; time.sleep(1); print(len(psutil.Process().children()))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0"]
+
+
 # --- stalls, not whole-run timeouts ---
 
 def test_a_run_longer_than_the_stall_timeout_completes(no_leftover_processes):

@@ -18,3 +18,7 @@
 * :mod:`dpviz.runs.async_sgd`     a parameter server and k workers, asynchronous or synchronous, with staleness (chapter 11)
 * :mod:`dpviz.runs.waiting`       chapter 11's live runs in one launch, its figure records and its shipped runs
 """
+
+from dpviz.runs.launch import start_fork_server_in_notebook
+
+start_fork_server_in_notebook()  # in a Jupyter kernel: the fork server imports torch while the kernel does

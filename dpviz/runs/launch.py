@@ -240,6 +240,43 @@ def _context():
     return ctx
 
 
+def start_fork_server() -> bool:
+    """Start the fork server now, if this process would use one and has none; return whether one was started.
+
+    The call returns at once: the server imports torch in the background, while this process goes
+    on (importing torch itself, in a notebook). Its first run then finds the server ready. The
+    idle timer starts as after a run.
+    """
+    import multiprocessing.forkserver as forkserver
+
+    if multiprocessing.parent_process() is not None or getattr(multiprocessing.current_process(), "_inheriting", False):
+        return False  # a rank, or a process still importing its parent's main module: not a launcher
+    if _context().get_start_method() != "forkserver" or fork_server_pid() is not None:
+        return False
+    _run_started()
+    try:
+        forkserver.ensure_running()
+    finally:
+        _run_ended()
+    return True
+
+
+def start_fork_server_in_notebook() -> None:
+    """In an interactive IPython session (a Jupyter kernel), start the fork server; elsewhere do nothing.
+
+    ``dpviz.runs`` calls this when it is imported, so a chapter's first run does not wait for a second
+    import of torch after the kernel's own. Scripts and the command line start the server at their
+    first run instead, so a command that runs nothing starts nothing.
+    """
+    ipython = sys.modules.get("IPython")
+    if ipython is None or getattr(ipython, "get_ipython", lambda: None)() is None:
+        return
+    try:
+        start_fork_server()
+    except Exception:  # only a head start: the first run starts the server (or reports why it cannot)
+        pass
+
+
 def fork_server_pid() -> int | None:
     """The process id of this process's fork server, or None when none is running."""
     import multiprocessing.forkserver as forkserver
