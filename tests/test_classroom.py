@@ -99,16 +99,18 @@ launch(_workers.forever, 2, args=({marker!r},))
 
 @pytest.mark.parametrize("when", ["starting", "running"])
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
-def test_ranks_die_with_their_parent(sig, when, tmp_path):
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_ranks_die_with_their_parent(method, sig, when, tmp_path):
     marker = str(tmp_path / "running")
     code = PARENT.format(tests=str(TESTS), marker=marker)
     log = open(tmp_path / "parent.log", "w")
-    parent = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    env = dict(os.environ, DPVIZ_START_METHOD=method)
+    parent = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         ranks = wait_for(lambda: (r := ranks_of(parent.pid)) and len(r) == 2 and r, 60, "two ranks")
         if when == "running":
             wait_for(lambda: all(os.path.exists(f"{marker}.{r}") for r in range(2)), 120, "both ranks in the worker")
-        everything = psutil.Process(parent.pid).children(recursive=True)  # the ranks and the resource tracker
+        everything = psutil.Process(parent.pid).children(recursive=True)  # the ranks and the launch helpers
         killed = time.monotonic()
         os.kill(parent.pid, sig)
         parent.wait(30)
@@ -121,7 +123,7 @@ def test_ranks_die_with_their_parent(sig, when, tmp_path):
             parent.kill()
             parent.wait()
         log.close()
-    print(f"\n{signal.Signals(sig).name} to the parent while {when}: ranks gone {seconds:.2f} s after it, "
+    print(f"\n{method}, {signal.Signals(sig).name} to the parent while {when}: ranks gone {seconds:.2f} s after it, "
           f"every child {everything_gone:.2f} s after it")
     assert seconds < GONE_WITHIN, f"a rank outlived its parent by more than {GONE_WITHIN} s"
     assert everything_gone < GONE_WITHIN
