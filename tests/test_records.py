@@ -31,6 +31,42 @@ def test_every_shipped_and_figure_record_loads_as_its_kind():
     assert {"Run", "BenchRecord", "Schedule"} <= kinds and len(stems) >= 18 + 9
 
 
+def test_every_declared_field_is_an_attribute_of_its_declared_type():
+    """Declared once, read everywhere: run.k, record.cores... come from the declaration, not from hand-written properties."""
+    stems = sorted({p.with_suffix("") for p in [*FIGURE_RECORDS.glob("*.json"), *shipped.RECORDS_DIR.glob("*.json")]})
+    types = {"int": int, "float": (int, float), "str": str, "bool": bool, "list": list}
+    seen = set()
+    for stem in stems:
+        record = load(stem)
+        seen.add(record.KIND.name)
+        arrays = {a.name for a in record.KIND.arrays}
+        for field in record.KIND.meta:
+            if field.name in arrays or field.name in vars(type(record)):
+                continue  # the array, or the class's own reading of the field, keeps the name
+            value = getattr(record, field.name)
+            assert value == record.meta[field.name], (stem.name, field.name)
+            if field.type in types:
+                assert isinstance(value, types[field.type]), (stem.name, field.name, value)
+    assert len(seen) >= 12  # every kind with committed records
+
+
+def test_oversubscribed_counts_every_process_of_the_run():
+    from dpviz.records import AsyncRecord, PipelineRun, StragglerRecord
+    from dpviz.records.schema import RankRecord
+
+    def make(cls, **meta):
+        record = object.__new__(cls)  # no arrays needed: the property reads the metadata alone
+        record.meta, record.arrays = meta, {}
+        return record
+
+    assert make(StragglerRecord, k=2, cores=2).oversubscribed is False
+    assert make(StragglerRecord, k=3, cores=2).oversubscribed is True
+    assert make(AsyncRecord, k=2, cores=2).oversubscribed is True  # two workers and the server
+    assert make(PipelineRun, p=4, k=1, cores=2).oversubscribed is True  # one process per stage
+    assert make(PipelineRun, p=2, k=1, cores=2).oversubscribed is False
+    assert all(issubclass(cls, RankRecord) for cls in (AsyncRecord, PipelineRun, StragglerRecord))
+
+
 def test_round_trip_keeps_every_array_and_field(run, tmp_path):
     stem = run.save(tmp_path / "copy")
     back = Run.load(stem)

@@ -24,7 +24,7 @@ import numpy as np
 from dpviz.checks import check_choice, check_int
 from dpviz.records.figure_set import FIGURES_DIR
 from dpviz.records.run import rel_err
-from dpviz.records.schema import Array, Kind, Meta, Record, ran_on, register
+from dpviz.records.schema import Array, Kind, Meta, RankRecord, ran_on, register
 
 SYNCS = ("accumulate", "every")
 SYNC_WORDS = {"accumulate": "accumulate, then one all-reduce", "every": "an all-reduce after every micro-batch"}
@@ -82,31 +82,10 @@ KIND = Kind(
 
 
 @register
-class AccumulationRun(Record):
+class AccumulationRun(RankRecord):
     """One recorded accumulation run; ``meta`` says how it was made, each array of :data:`KIND` is an attribute."""
 
     KIND = KIND
-
-    @property
-    def k(self) -> int:
-        return int(self.meta["k"])
-
-    @property
-    def m(self) -> int:
-        return int(self.meta["m"])
-
-    @property
-    def sync(self) -> str:
-        return str(self.meta["sync"])
-
-    @property
-    def steps(self) -> int:
-        return int(self.meta["steps"])
-
-    @property
-    def oversubscribed(self) -> bool:
-        """True when the run had more ranks than cores, so its ranks took turns on the CPU."""
-        return self.k > int(self.meta["cores"])
 
     def who(self) -> str:
         """Who computed the update, in words: "one process" or "k=2 ranks"."""

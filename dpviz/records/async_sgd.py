@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dpviz.records.schema import Array, Kind, Meta, Record, ran_on, register
+from dpviz.records.schema import Array, Kind, Meta, RankRecord, ran_on, register
 from dpviz.records.straggler import RECORDS_DIR
 
 MODES = ("async", "sync")
@@ -68,27 +68,15 @@ KIND = Kind(
 
 
 @register
-class AsyncRecord(Record):
+class AsyncRecord(RankRecord):
     """A parameter-server run; each declared array is an attribute."""
 
     KIND = KIND
 
     @property
-    def k(self) -> int:
-        return int(self.meta["k"])
-
-    @property
-    def mode(self) -> str:
-        return str(self.meta["mode"])
-
-    @property
-    def updates(self) -> int:
-        return int(self.meta["updates"])
-
-    @property
-    def oversubscribed(self) -> bool:
-        """More processes (k workers and the server) than cores."""
-        return self.k + 1 > int(self.meta["cores"])
+    def processes(self) -> int:
+        """k workers and the server."""
+        return self.k + 1
 
     def describe(self) -> str:
         m = self.meta

@@ -65,14 +65,6 @@ class BatchNormRun(Record):
 
     KIND = KIND
 
-    @property
-    def k(self) -> int:
-        return int(self.meta["k"])
-
-    @property
-    def steps(self) -> int:
-        return int(self.meta["steps"])
-
     def describe(self) -> str:
         m = self.meta
         return (f"k={m['k']}, b={m['b']}, network {m['d_in']}→{m['width']}→batch norm→tanh→1 ({m['n_params']} parameters), "

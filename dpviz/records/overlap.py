@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from dpviz.checks import check_choice
-from dpviz.records.schema import Array, Kind, Meta, Record, ran_on, register
+from dpviz.records.schema import Array, Kind, Meta, RankRecord, ran_on, register
 from dpviz.records.straggler import RECORDS_DIR
 
 SHIPPED = "waiting_overlap_k2"
@@ -81,18 +81,10 @@ KIND = Kind(
 
 
 @register
-class OverlapRecord(Record):
+class OverlapRecord(RankRecord):
     """An overlap run; medians per mode and the gradient checks come from the recorded arrays."""
 
     KIND = KIND
-
-    @property
-    def k(self) -> int:
-        return int(self.meta["k"])
-
-    @property
-    def oversubscribed(self) -> bool:
-        return self.k > int(self.meta["cores"])
 
     def describe(self) -> str:
         m = self.meta

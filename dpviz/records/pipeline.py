@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from dpviz.records.run import rel_err
-from dpviz.records.schema import Array, Kind, Meta, Record, ran_on, register
+from dpviz.records.schema import Array, Kind, Meta, RankRecord, ran_on, register
 from dpviz.theory import pipeline as theory
 
 KIND = Kind(
@@ -70,20 +70,16 @@ KIND = Kind(
 
 
 @register
-class PipelineRun(Record):
+class PipelineRun(RankRecord):
     """One recorded pipelined step; each array of :data:`KIND` is an attribute."""
 
     KIND = KIND
     source = "measured"  # as opposed to a modeled theory.pipeline.Timeline
 
-    p = property(lambda self: int(self.meta["p"]))
-    m = property(lambda self: int(self.meta["m"]))
-    schedule = property(lambda self: self.meta["schedule"])
-
     @property
-    def oversubscribed(self) -> bool:
-        """True when stages outnumbered cores, so some took turns on a core and their times stretch."""
-        return self.p > int(self.meta["cores"])
+    def processes(self) -> int:
+        """One process per stage: p (more stages than cores take turns on a core, and their times stretch)."""
+        return self.p
 
     def describe(self) -> str:
         m = self.meta

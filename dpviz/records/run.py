@@ -64,14 +64,6 @@ class Run(Record):
 
     KIND = KIND
 
-    @property
-    def k(self) -> int:
-        return int(self.meta["k"])
-
-    @property
-    def steps(self) -> int:
-        return int(self.meta["steps"])
-
     def describe(self) -> str:
         """One line naming the run, from its metadata: what a figure made from it should say."""
         m = self.meta

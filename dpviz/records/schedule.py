@@ -50,13 +50,6 @@ class Schedule(Record):
 
     KIND = KIND
 
-    impl = property(lambda self: self.meta["impl"])
-    k = property(lambda self: int(self.meta["k"]))
-    message_bytes = property(lambda self: int(self.meta["message_bytes"]))
-    phases = property(lambda self: list(self.meta["phases"]))
-    equal = property(lambda self: bool(self.meta["equal"]))
-    max_abs_diff = property(lambda self: float(self.meta["max_abs_diff"]))
-
     @property
     def entries(self) -> list[dict]:
         """Every transfer as {phase, step, src, dst, chunk, bytes}, ordered by phase, step and sender."""

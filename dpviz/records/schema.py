@@ -166,20 +166,31 @@ def _bind(array: Array, shape: tuple, sizes: dict):
     return None
 
 
+_CASTS = {"int": int, "float": float, "str": str, "bool": bool, "list": list}  # Meta.type -> the Python value
+
+
 class Record:
     """A record of one kind: ``meta`` (how it was made) and ``arrays`` (what happened).
 
-    Each subclass sets ``KIND``; every declared array is then an attribute of the
-    same name (``run.local_grad``), and an optional array that is absent reads as None.
+    Each subclass sets ``KIND``. Every declared array is then an attribute of the
+    same name (``run.local_grad``), and an optional array that is absent reads as
+    None. Every declared metadata field is an attribute too (``run.k``, ``run.cores``),
+    typed as declared, unless an array or the class itself already uses the name.
     """
 
     KIND: Kind
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
+        if getattr(cls, "KIND", None) is None:
+            return  # an abstract base such as RankRecord: its subclasses declare the kind
         for a in cls.KIND.arrays:
             if not hasattr(cls, a.name):
                 setattr(cls, a.name, property(lambda self, n=a.name: self.arrays.get(n), doc=f"{a.shape_words()} {a.meaning}"))
+        for m in cls.KIND.meta:
+            if not hasattr(cls, m.name):
+                setattr(cls, m.name, property(lambda self, n=m.name, cast=_CASTS.get(m.type): _typed(self.meta[n], cast),
+                                              doc=f"({m.type}) {m.meaning}"))
 
     def __init__(self, meta: dict, arrays: dict):
         self.meta = dict(meta)
@@ -214,6 +225,24 @@ class Record:
 
 
 KINDS: dict[str, type] = {}  # kind name -> Record subclass; filled by register()
+
+
+def _typed(value, cast):
+    return value if cast is None or value is None else cast(value)
+
+
+class RankRecord(Record):
+    """A record of a run on k ranks, whose metadata declares ``k`` and ``cores``."""
+
+    @property
+    def processes(self) -> int:
+        """How many processes the run had: its k ranks (a kind that had more, such as a server, says so)."""
+        return int(self.meta["k"])
+
+    @property
+    def oversubscribed(self) -> bool:
+        """More processes than cores: they took turns on the CPU, and the recorded times include that."""
+        return self.processes > int(self.meta["cores"])
 
 
 def register(cls):

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from dpviz.checks import check_int, check_real
-from dpviz.records.schema import Array, Kind, Meta, Record, ran_on, register
+from dpviz.records.schema import Array, Kind, Meta, RankRecord, ran_on, register
 
 RECORDS_DIR = Path(__file__).resolve().parent / "shipped_runs"
 SHIPPED_KS = (2, 3, 4)
@@ -55,19 +55,10 @@ KIND = Kind(
 
 
 @register
-class StragglerRecord(Record):
+class StragglerRecord(RankRecord):
     """A straggler sweep; each declared array is an attribute, and the waits are derived from them."""
 
     KIND = KIND
-
-    @property
-    def k(self) -> int:
-        return int(self.meta["k"])
-
-    @property
-    def oversubscribed(self) -> bool:
-        """More ranks than cores: they took turns on the CPU, which the timings include."""
-        return self.k > int(self.meta["cores"])
 
     def describe(self) -> str:
         m = self.meta

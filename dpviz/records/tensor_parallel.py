@@ -58,8 +58,6 @@ class TensorSplit(Record):
 
     KIND = KIND
 
-    k = property(lambda self: int(self.meta["k"]))
-
     def describe(self) -> str:
         m = self.meta
         return (

@@ -58,10 +58,6 @@ class ZeroRun(Record):
 
     KIND = KIND
 
-    k = property(lambda self: int(self.meta["k"]))
-    steps = property(lambda self: int(self.meta["steps"]))
-    n_params = property(lambda self: int(self.meta["n_params"]))
-
     @property
     def message_bytes(self) -> int:
         """M, the bytes of one full gradient."""
