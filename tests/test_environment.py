@@ -1,4 +1,4 @@
-"""environment.yml lists the same packages, with the same version ranges, as pyproject.toml."""
+"""environment.yml lists the same packages, with the same version ranges, as pyproject.toml; an installed dpviz has its data."""
 
 import re
 import tomllib
@@ -43,3 +43,17 @@ def test_torch_is_capped_at_a_release_that_2_13_0_satisfies():
     spec = dict(pyproject_requirements())["torch"]
     assert "2.13.0" in SpecifierSet(spec)
     assert "2.14.0" not in SpecifierSet(spec)
+
+
+def test_every_data_file_in_the_package_is_package_data():
+    """A file under dpviz/ that is not Python is installed only if a package-data pattern names it."""
+    import subprocess
+    from fnmatch import fnmatch
+
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["dpviz"]
+    tracked = subprocess.run(["git", "ls-files", "dpviz"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    data = [path.removeprefix("dpviz/") for path in tracked.split() if not path.endswith(".py")]
+    assert data, "git lists no data files under dpviz/"
+    missing = [path for path in data if not any(fnmatch(path, pattern) for pattern in patterns)]
+    assert not missing, f"not installed with dpviz (add to [tool.setuptools.package-data]): {missing}"
+
