@@ -163,6 +163,26 @@ def test_fit_trust_rule_needs_the_largest_message_to_be_bandwidth_bound():
     assert "NOT trusted" in verdict.words() and "α trusted" in verdict.words()
 
 
+def test_fit_trust_rule_needs_the_model_to_follow_its_points():
+    """Times that rise, with large and small messages where the rule wants them, but scattered ±40 % about
+    the line: the fit's numbers are not the link's, and the verdict says by how much the model misses."""
+    k, m = np.full(8, 2), np.geomspace(1024, 64 << 20, 8).astype(np.int64)
+    clean = np.asarray(costmodel.t_comm(k, m, 50e-6, 1e9))
+    scattered = clean * np.array([1.4, 0.6] * 4)
+    fit = costmodel.fit_alpha_beta(k, m, scattered)
+    verdict = alpha_beta.check_fit(fit, k, m, scattered)
+    assert verdict.rises and verdict.transfer_share >= alpha_beta.SHARE and verdict.latency_share >= alpha_beta.SHARE
+    assert verdict.miss > alpha_beta.FIT_ERROR and not verdict.follows
+    assert not verdict.beta_trusted and not verdict.alpha_trusted
+    assert f"over the {alpha_beta.FIT_ERROR:.0%} allowed" in verdict.words()
+    # the same points scattered ±10 % pass: a median miss within 20 % is what the project aims for
+    near = clean * np.array([1.1, 0.9] * 4)
+    fit = costmodel.fit_alpha_beta(k, m, near)
+    verdict = alpha_beta.check_fit(fit, k, m, near)
+    assert verdict.follows and verdict.beta_trusted and verdict.alpha_trusted
+    assert verdict.miss == pytest.approx(fit.median_rel_err)  # the fit's own measure, as its legend prints it
+
+
 def test_fit_check_names_bad_arguments():
     fit = costmodel.fit_alpha_beta([2, 2], [1024, 4096], [1e-3, 2e-3])
     with pytest.raises(ValueError, match="k, m and seconds"):

@@ -8,7 +8,7 @@ per machine or published system); nothing is fitted here::
     plot_residuals(fitted.values(), ax=bottom)            # measured / modeled − 1 against M
 
 Published points are drawn as what they are: measured by their source, not here. The residual panel
-shades ±20 % (the project's target for the median miss) and writes each fit's trust verdict.
+shades ±20 % (the project's target for the median error) and writes each fit's trust verdict.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ BAND = 0.20  # the residual band: the project's target for the median relative m
 
 def fit_words(fit) -> str:
     beta = "∞" if not np.isfinite(fit.beta) else f"{fit.beta / 1e9:.3g} GB/s"
-    return f"α = {fit.alpha * 1e6:.3g} µs, β = {beta}, median miss {fit.median_rel_err:.0%}"
+    return f"α = {fit.alpha * 1e6:.3g} µs, β = {beta}, median error {fit.median_rel_err:.0%}"
 
 
 def plot_fitted_times(items, *, ax=None, fontsize: float = 11):

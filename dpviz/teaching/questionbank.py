@@ -460,8 +460,9 @@ _CH06 = [
         "A fit to all-reduce times of 4 KiB to 4 MiB gives β = 23 GB/s, but the 4 MiB message took no longer "
         "than the 4 KiB one. What is wrong with reading 23 GB/s as the link's bandwidth?",
         "Times that do not rise with M never showed the bandwidth term, so β is whatever the noise gives. "
-        "Trust β only when the times rise with M over the fitted range and the largest message's transfer "
-        "term is at least half its time; chapter 06 checks both and draws the residuals under the fit.",
+        "Trust β only when the times rise with M over the fitted range, the largest message's transfer "
+        "term is at least half its time, and the model follows the points (a median error within 20 %); "
+        "chapter 06 checks all three and draws the residuals under the fit.",
         "spot the error", "06", "06-trust-fit",
     ),
 ]
