@@ -5,10 +5,11 @@
 
 ``worker(rank, world_size, *args)`` must be a top-level function in an importable
 module: a rank is a fresh process (forked from a fork server that has imported
-torch, or spawned), and it cannot unpickle a function defined in a notebook cell. Each rank's return value should
-hold numpy arrays and plain Python values; it travels back through a pickle file,
-never as a torch tensor through a queue (the shared-memory handoff breaks when the
-rank exits first). A worker calls :func:`report_progress` after each step.
+torch, or spawned), and it cannot unpickle a function defined in a notebook cell.
+Each rank's return value should hold numpy arrays and plain Python values; it
+travels back through a pickle file, never as a torch tensor through a queue (the
+shared-memory handoff breaks when the rank exits first). A worker calls
+:func:`report_progress` after each step.
 
 What the launcher guarantees:
 
