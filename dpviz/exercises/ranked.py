@@ -5,7 +5,7 @@
     print(check_gather_columns(gather_columns))            # chapter 12
 
 How "against the real thing" stays honest from a notebook: a function defined in a notebook cell
-cannot be unpickled by a spawned rank, so the checker sends its *source* (``inspect.getsource``,
+cannot be unpickled by a rank (another process), so the checker sends its *source* (``inspect.getsource``,
 which works for notebook cells because IPython keeps their text) and each of k real gloo ranks
 compiles it, with ``torch``, ``dist``, ``math`` and ``np`` in scope, and calls it on real data: the
 MLP's real gradients, a tensor cut into k chunks, a column block of a real layer's output. Beside

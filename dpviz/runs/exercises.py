@@ -1,6 +1,6 @@
 """The collective exercises on real ranks: their reference solutions, and the worker that runs a reader's function.
 
-A function the reader types in a notebook cell cannot be unpickled in a spawned rank, so it
+A function the reader types in a notebook cell cannot be unpickled in a rank (another process), so it
 travels as its source text: each rank compiles that text with ``torch``, ``dist``, ``math`` and
 ``np`` in scope and calls it on real data, beside the real thing (``dist.all_reduce``,
 ``dist.all_gather``, :func:`dpviz.runs.collectives.ring_reduce_scatter`). The worker returns
