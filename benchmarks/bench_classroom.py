@@ -34,6 +34,8 @@ from pathlib import Path
 
 import psutil
 
+from dpviz.runs.launch import is_helper_process
+
 ROOT = Path(__file__).resolve().parents[1]
 SETUP = "from dpviz.runs.training import record_run\n"
 LIVE_RUN = "run = record_run(k=2, b=8, steps=5)\nprint('CHECK', run.check())\n"
@@ -44,11 +46,6 @@ def alive(p: psutil.Process) -> bool:
         return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
-
-
-def is_helper(cmd: str, ppid: int, kernel: int) -> bool:
-    """The kernel's two launch helpers, which live as long as it does: the resource tracker and the fork server."""
-    return "resource_tracker" in cmd or ("multiprocessing.forkserver" in cmd and ppid == kernel)
 
 
 def leftovers(pid: int) -> list[str]:
@@ -63,7 +60,7 @@ def leftovers(pid: int) -> list[str]:
             cmd, ppid = " ".join(p.cmdline()), p.ppid()
         except psutil.Error:
             continue
-        if alive(p) and not is_helper(cmd, ppid, pid):
+        if alive(p) and not is_helper_process(cmd, ppid, pid):
             left.append(f"{p.pid} {cmd[:100]}")
     return left
 
@@ -165,7 +162,7 @@ def main(argv=None) -> int:
             left = {s.i: leftovers(s.pid) for s in students}
             left = {i: v for i, v in left.items() if v}
             assert not left, f"processes left running in kernels: {left}"
-            ranks_seen = sum(1 for s in students for _, cmd, ppid in s.seen.values() if not is_helper(cmd, ppid, s.pid))
+            ranks_seen = sum(1 for s in students for _, cmd, ppid in s.seen.values() if not is_helper_process(cmd, ppid, s.pid))
         finally:
             for s in students:
                 s.close()

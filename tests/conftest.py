@@ -9,24 +9,12 @@ import os  # noqa: E402
 import psutil  # noqa: E402
 import pytest  # noqa: E402
 
-
-def is_launch_helper(p: psutil.Process, owner: int) -> bool:
-    """Whether ``p`` is one of the two helpers a launching process (pid ``owner``) keeps between runs.
-
-    The first run in a process starts multiprocessing's resource tracker and the
-    launcher's fork server (torch imported once; every rank is a fork of it). Both
-    live as long as their owner (the kernel) and serve every later run. A rank is
-    never one of them: it is named ``dpviz-rank-N`` and is a child of the fork
-    server, not of the owner.
-    """
-    cmd = " ".join(p.cmdline())
-    if "resource_tracker" in cmd:
-        return True
-    return "multiprocessing.forkserver" in cmd and p.ppid() == owner and not p.name().startswith("dpviz-rank")
+from dpviz.runs.launch import is_helper_process  # noqa: E402
 
 
 def live_children(pid: int | None = None):
-    """The descendants of ``pid`` (default: this process) that are still running, its two launch helpers excepted."""
+    """The descendants of ``pid`` (default: this process) that are still running, its launch helpers excepted
+    (:func:`dpviz.runs.launch.is_helper_process`: the resource tracker and the fork server, which live as long as it)."""
     owner = os.getpid() if pid is None else pid
     alive = []
     try:
@@ -35,7 +23,7 @@ def live_children(pid: int | None = None):
         return []
     for p in children:
         try:
-            if p.status() != psutil.STATUS_ZOMBIE and not is_launch_helper(p, owner):
+            if p.status() != psutil.STATUS_ZOMBIE and not is_helper_process(" ".join(p.cmdline()), p.ppid(), owner):
                 alive.append(p)
         except psutil.NoSuchProcess:
             pass

@@ -91,7 +91,6 @@ PARENT = """
 import sys
 sys.path.insert(0, {tests!r})
 import _workers
-from conftest import live_children
 from dpviz.runs.launch import launch
 launch(_workers.forever, 2, args=({marker!r},))
 """

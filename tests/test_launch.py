@@ -146,3 +146,12 @@ def test_an_unknown_start_method_is_refused_in_one_sentence(monkeypatch):
     monkeypatch.setenv("DPVIZ_START_METHOD", "fork")
     with pytest.raises(ValueError, match=r"^DPVIZ_START_METHOD must be one of 'forkserver', 'spawn'; got 'fork'\.$"):
         launch(_workers.sum_ranks, 1)
+
+
+def test_the_launch_helpers_are_told_apart_from_ranks(no_leftover_processes, monkeypatch):
+    monkeypatch.delenv("DPVIZ_START_METHOD", raising=False)
+    ranks = launch(_workers.where_am_i, 2, args=("HOME",))
+    server = psutil.Process(launcher.fork_server_pid())
+    assert launcher.is_helper_process(" ".join(server.cmdline()), server.ppid(), os.getpid())
+    # a rank has the server's command line but the server as its parent
+    assert not launcher.is_helper_process(" ".join(server.cmdline()), ranks[0]["ppid"], os.getpid())

@@ -169,6 +169,10 @@ def _bind(array: Array, shape: tuple, sizes: dict):
 _CASTS = {"int": int, "float": float, "str": str, "bool": bool, "list": list}  # Meta.type -> the Python value
 
 
+def _typed(value, cast):
+    return value if cast is None or value is None else cast(value)
+
+
 class Record:
     """A record of one kind: ``meta`` (how it was made) and ``arrays`` (what happened).
 
@@ -225,10 +229,6 @@ class Record:
 
 
 KINDS: dict[str, type] = {}  # kind name -> Record subclass; filled by register()
-
-
-def _typed(value, cast):
-    return value if cast is None or value is None else cast(value)
 
 
 class RankRecord(Record):

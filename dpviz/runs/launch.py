@@ -285,6 +285,16 @@ def fork_server_pid() -> int | None:
     return getattr(forkserver._forkserver, "_forkserver_pid", None)
 
 
+def is_helper_process(cmdline: str, ppid: int, owner: int) -> bool:
+    """Whether a process (its command line and parent) is one of the helpers launching process ``owner`` keeps.
+
+    Two helpers outlive a run and serve every later one, for as long as their owner lives:
+    multiprocessing's resource tracker, and the fork server, a direct child of the owner. A rank
+    is never one: it is a child of the fork server (or, spawned, has no such command line).
+    """
+    return "resource_tracker" in cmdline or ("multiprocessing.forkserver" in cmdline and ppid == owner)
+
+
 def stop_fork_server() -> bool:
     """Stop this process's fork server now, unless a run is using it; return whether one was stopped."""
     import multiprocessing.forkserver as forkserver
