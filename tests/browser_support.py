@@ -125,6 +125,43 @@ def jupyter_env(base: Path) -> dict:
     return env
 
 
+class ServerExited(RuntimeError):
+    """A server of ours exited while we waited for it to come up; ``log`` is all it printed."""
+
+    def __init__(self, message: str, log: str):
+        super().__init__(message)
+        self.log = log
+
+
+def start_listening(name: str, cmd_for_port, ready_for_port, *, cwd: Path, env: dict, log: Path, timeout: float,
+                    attempts: int = 3) -> tuple["Server", int, re.Match]:
+    """Starts a server on a free port and waits until its log shows ``ready_for_port(port)`` (a regex) and the
+    port accepts connections (the port the matched line names, if it names one). Returns the server, its port and
+    the log's match.
+
+    :func:`free_port` only says a port was free a moment ago: another process (any socket's ephemeral port) can
+    take it before the server binds it. A server that then exits saying the port is in use is started again on a
+    new port, up to ``attempts`` times in all; any other failure is raised at once, with the server's log.
+    """
+    for attempt in range(1, attempts + 1):
+        port = free_port()
+        server = Server(name, cmd_for_port(port), cwd=cwd, env=env, log=log)
+        try:
+            found = server.wait_for_log(ready_for_port(port), timeout)
+            logged = re.search(r"127\.0\.0\.1:(\d+)", found.group(0))  # a server may have moved to another port
+            port = int(logged.group(1)) if logged else port
+            server.wait_listening(port, timeout)
+            return server, port, found
+        except ServerExited as exited:
+            server.stop()
+            if attempt == attempts or "already in use" not in exited.log:
+                raise
+        except BaseException:
+            server.stop()
+            raise
+    raise AssertionError("unreachable")
+
+
 class Server:
     """A server process this test started, in a new session, with stdout and stderr in ``log``."""
 
@@ -154,12 +191,35 @@ class Server:
             if found:
                 return found
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with code {self.proc.returncode} before logging "
-                                   f"{pattern!r}; its log ends:\n{self.log_tail()}")
+                raise ServerExited(f"{self.name} exited with code {self.proc.returncode} before logging "
+                                   f"{pattern!r}; its log ends:\n{self.log_tail()}", self.log_text())
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{self.name} did not log {pattern!r} within {timeout:.0f} s; its log ends:\n"
                                    f"{self.log_tail()}")
             time.sleep(0.25)
+
+    def wait_listening(self, port: int, timeout: float) -> None:
+        """Waits until something accepts TCP connections on 127.0.0.1:``port``; fails at once, with the log's tail,
+        if the server exits first.
+
+        A log line is not enough: Jupyter Server (2.x) logs its URL before its event loop binds the port, so a
+        request sent the moment the URL appears can be refused, and a port another process took in the meantime
+        only shows as an exit a moment later.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    return
+            except OSError:
+                pass
+            if self.proc.poll() is not None:
+                raise ServerExited(f"{self.name} exited with code {self.proc.returncode} before it listened on port "
+                                   f"{port}; its log ends:\n{self.log_tail()}", self.log_text())
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.name} did not listen on port {port} within {timeout:.0f} s; its log "
+                                   f"ends:\n{self.log_tail()}")
+            time.sleep(0.05)
 
     def remember_children(self) -> None:
         """Notes every live descendant now, so a kernel or rank that outlives the server can be found."""

@@ -40,10 +40,8 @@ from browser_support import (
     ROOT,
     WIDGET_MIME,
     OUTPUTS_JS,
-    Server,
     expected_answer,
     find_chromium,
-    free_port,
     full_screenshot,
     launched_chromium,
     http_json,
@@ -53,6 +51,7 @@ from browser_support import (
     reveal_first_answer,
     saved_expectations,
     slider_figures,
+    start_listening,
 )
 
 NOTEBOOKS = Path(os.environ.get("DPVIZ_BROWSER_NOTEBOOKS") or ROOT / "notebooks").resolve()
@@ -183,17 +182,21 @@ def lab(served_copy, tmp_path_factory, browser, timing):
     (labconfig / "default_setting_overrides.json").write_text(json.dumps(LAB_SETTINGS, indent=1))
     (Path(env["JUPYTER_CONFIG_DIR"]) / "jupyter_lab_config.json").write_text(
         json.dumps({"LabApp": {"news_url": None}}))
-    port, token = free_port(), secrets.token_hex(16)
-    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-           f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-           f"--ServerApp.root_dir={served_copy}", "--ServerApp.terminals_enabled=False",
-           "--ServerApp.allow_root=True",  # CI runs as root
-           "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: the page opens and closes chapters with its commands
-           "--KernelManager.shutdown_wait_time=1.0"]  # a kernel that has not exited 1 s after being asked is killed
-    server = Server("JupyterLab", cmd, cwd=served_copy, env=env, log=OUTPUT / "jupyterlab.log")
+    token = secrets.token_hex(16)
+
+    def cmd(port: int) -> list[str]:
+        return [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+                f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+                f"--ServerApp.root_dir={served_copy}", "--ServerApp.terminals_enabled=False",
+                "--ServerApp.allow_root=True",  # CI runs as root
+                "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: the page opens and closes chapters with its commands
+                "--KernelManager.shutdown_wait_time=1.0"]  # a kernel that has not exited 1 s after being asked is killed
+
+    # The URL in the log comes before the port is bound (start_listening waits for both).
+    server, port, _ = start_listening("JupyterLab", cmd, lambda port: rf"http://127\.0\.0\.1:{port}/lab",
+                                      cwd=served_copy, env=env, log=OUTPUT / "jupyterlab.log", timeout=START_TIMEOUT)
     server.url, server.token = f"http://127.0.0.1:{port}", token
     try:
-        server.wait_for_log(rf"http://127\.0\.0\.1:{port}/lab", START_TIMEOUT)
         http_json(f"{server.url}/api/status", token=token)
         yield server
     finally:
@@ -522,12 +525,16 @@ def voila(chromium, served_copy, tmp_path_factory, timing):
         pytest.skip(f"{VOILA_CHAPTER} is not in {NOTEBOOKS} yet, so there is nothing for Voilà to serve")
     env = jupyter_env(tmp_path_factory.mktemp("voila"))
     token = secrets.token_hex(16)
-    cmd = [sys.executable, "-m", "voila", str(notebook), "--no-browser", f"--port={free_port()}",
-           "--Voila.ip=127.0.0.1", f"--token={token}", "--show_tracebacks=True"]
-    server = Server("Voilà", cmd, cwd=served_copy, env=env, log=OUTPUT / "voila.log")
+
+    def cmd(port: int) -> list[str]:
+        return [sys.executable, "-m", "voila", str(notebook), "--no-browser", f"--port={port}",
+                "--Voila.ip=127.0.0.1", f"--token={token}", "--show_tracebacks=True"]
+
+    # Voilà runs the notebook in a new kernel for every request: wait for its log line and its port, never poll
+    # the page. (Voilà moves to another port by itself if this one is taken; start_listening reads it from the log.)
+    server, _, found = start_listening("Voilà", cmd, lambda port: r"Voilà is running at:\s*\n\s*(http://\S+)",
+                                       cwd=served_copy, env=env, log=OUTPUT / "voila.log", timeout=START_TIMEOUT)
     try:
-        # Voilà runs the notebook in a new kernel for every request: wait for its log line, never poll the page.
-        found = server.wait_for_log(r"Voilà is running at:\s*\n\s*(http://\S+)", START_TIMEOUT)
         server.url = found.group(1).split("?")[0].rstrip("/")
         server.token = token
         yield server
