@@ -131,7 +131,7 @@ def figure_s01_sync_timelines(mlp: dict, bench: BenchRecord) -> Figure:
     if modeled:
         note += (f"\n{timing.MODELED} (hatched): k = {', '.join(map(str, modeled))}, T_compute from k = 1, "
                  f"M = {timing.grad_bytes(run):,} bytes, ring with α = {fit.alpha * 1e6:.3g} µs, "
-                 f"β = {fit.beta / 1e9:.3g} GB/s fitted to this machine's all-reduce times")
+                 f"β = {fit.beta / 1e9:.3g} GB/s fitted to this machine's all-reduce times (the fastest call at each size)")
     fig, ax = _figure((9.5, 4.8))
     plot_timelines(rows, ax=ax, title=title, note=note)
     return fig

@@ -293,7 +293,9 @@ def test_plot_allreduce_times_draws_points_and_fitted_lines(bench):
     fig, ax = _draw_isolated(lambda ax: plot_allreduce_times(bench, timing.fit_lines(bench), ax=ax))
     assert len(ax.containers) == 1  # one errorbar set per k
     points = ax.containers[0].lines[0]
-    np.testing.assert_allclose(points.get_ydata(), bench.median)
+    np.testing.assert_allclose(points.get_ydata(), bench.fastest)  # what the lines are fitted to
+    bars = ax.containers[0].lines[2][0].get_segments()  # each rises from the fastest call to the median
+    np.testing.assert_allclose([seg[:, 1] for seg in bars], np.stack([bench.fastest, bench.median], axis=1))
     for formula in ("notes", "ring"):
         (line,) = _with_gid(ax.lines, f"{bench_plot.GIDS['fit']}:{formula}")
         fit = bench.fit(formula)

@@ -13,8 +13,9 @@ few untimed warm-up calls, then ``repeats`` timed calls, each after a
 ``dist.barrier()`` so that all ranks start together.
 
 A collective is over only when its last rank is done, so the time kept for each
-repeat is the largest of the ranks' times. The spread reported is the
-interquartile range over repeats.
+repeat is the largest of the ranks' times. The cost model is fitted to the fastest
+repeat at each point (why: :mod:`dpviz.records.bench`); the median and quartiles
+over repeats are kept beside it.
 
 The record it returns, and its arrays, are declared in :mod:`dpviz.records.bench`.
 """
@@ -22,6 +23,7 @@ The record it returns, and its arrays, are declared in :mod:`dpviz.records.bench
 from __future__ import annotations
 
 import datetime
+import os
 import platform
 import time
 from dataclasses import asdict, dataclass
@@ -90,6 +92,38 @@ def bench_worker(rank: int, world_size: int, sizes, impls, repeats: int, warmup:
                 _IMPL_FUNCS[impl](tensor)
                 _sync(device)
                 times[i, j, r] = time.perf_counter() - start
+        report_progress(i)
+    return times
+
+
+PLACEMENTS = ("as scheduled", "a core each", "one core")  # where wakeup_worker puts its ranks' threads
+
+
+def wakeup_worker(rank: int, world_size: int, sizes, calls: int, placement: str) -> np.ndarray:
+    """Inside a rank: ``calls`` timed ``dist.all_reduce`` per size, each after a barrier; seconds, (sizes, calls).
+
+    ``placement`` says where every thread of the rank (gloo's included) may run: ``"as scheduled"`` leaves it
+    to the OS, ``"a core each"`` pins rank r to core r mod cores, ``"one core"`` pins every rank to core 0.
+    A diagnostic for ``benchmarks/bench_allreduce.py --wakeup``: with every rank on one core, no wake-up
+    has to cross to another core.
+    """
+    placement = check_choice("placement", placement, PLACEMENTS)
+    cores = sorted(os.sched_getaffinity(0))
+    if placement != "as scheduled":
+        core = cores[0] if placement == "one core" else cores[rank % len(cores)]
+        for tid in os.listdir("/proc/self/task"):  # sched_setaffinity(0, ...) would pin the calling thread alone
+            os.sched_setaffinity(int(tid), {core})
+    times = np.zeros((len(sizes), calls))
+    for i, nbytes in enumerate(sizes):
+        tensor = torch.ones(nbytes // 4)
+        for _ in range(3):
+            dist.all_reduce(tensor)
+        for c in range(calls):
+            tensor.fill_(1.0)
+            dist.barrier()
+            start = time.perf_counter()
+            dist.all_reduce(tensor)
+            times[i, c] = time.perf_counter() - start
         report_progress(i)
     return times
 
