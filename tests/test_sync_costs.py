@@ -79,7 +79,37 @@ def test_s01_footer_says_threads_per_rank_and_title_is_true(inputs):
     notes = " ".join(t.get_text() for t in ax.texts)
     assert "1 intra-op thread per rank at every k" in notes
     assert f"global batch {inputs.mlp[1].meta['global_batch']}" in notes
-    assert "compute shrinks as 1/k" in ax.get_title(loc="left")  # the shipped records are fair ones
+    title = ax.get_title(loc="left")
+    assert "compute shrinks as 1/k" in title  # the shipped records are fair ones
+    rows = timing.machine_timelines(inputs.mlp, inputs.bench)
+    try:
+        cost_claims.sync_does_not_shrink(rows)
+        assert "the sync does not" in title
+    except AssertionError:  # a modeled sync below a measured one: the title must not claim it
+        assert "the sync does not" not in title and "the exchange alone" in title
+
+
+def test_sync_does_not_shrink_names_the_rows_where_it_did():
+    row = lambda k, t, source: SimpleNamespace(k=k, t_comm=t, source=source)  # noqa: E731
+    grows = [row(1, 0.0, "measured"), row(2, 3e-3, "measured"), row(4, 11e-3, "measured"), row(8, 12e-3, "modeled")]
+    assert "does not shrink" in cost_claims.sync_does_not_shrink(grows)
+    shrinks = [*grows[:3], row(8, 1.6e-3, "modeled")]
+    with pytest.raises(AssertionError, match=r"k = 4 \(11 ms, measured\) to k = 8 \(1.6 ms, modeled\)"):
+        cost_claims.sync_does_not_shrink(shrinks)
+    with pytest.raises(ValueError, match="rows must hold"):
+        cost_claims.sync_does_not_shrink(grows[:2])
+
+
+@pytest.mark.parametrize("k8_sync, claimed", [(12e-3, True), (1e-3, False)])
+def test_s01_title_claims_the_sync_does_not_shrink_only_where_the_rows_say_so(inputs, monkeypatch, k8_sync, claimed):
+    """With a modeled k = 8 sync above the measured ones the title says 'the sync does not'; below them (the exchange
+    alone against syncs that also waited), it says why instead."""
+    rows = [timing.TimelineRow(1, 0.1, 0.0, timing.MEASURED), timing.TimelineRow(2, 0.05, 4e-3, timing.MEASURED),
+            timing.TimelineRow(8, 0.0125, k8_sync, timing.MODELED)]
+    monkeypatch.setattr(timing, "machine_timelines", lambda mlp, bench: rows)
+    title = figures.figure_s01_sync_timelines(inputs.mlp, inputs.bench).axes[0].get_title(loc="left")
+    assert "compute shrinks as 1/k" in title
+    assert ("the sync does not" in title) == claimed and ("the exchange alone" in title) == (not claimed)
 
 
 # --- item 2: presets ordered, and s02's title true of its curves ----------------------------------------------------

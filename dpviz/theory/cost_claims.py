@@ -2,6 +2,9 @@
 
 * s01 says compute shrinks as 1/k: :func:`compute_shrinks` asks it of measured rows, where there is a
   core per rank (with more ranks than cores the ranks take turns, and nothing need shrink).
+* s01 also says the sync does not shrink: :func:`sync_does_not_shrink` asks it of the rows drawn, k = 2 on
+  (measured and modeled alike: a modeled row that prices the exchange alone can come out below a measured one
+  that also waited for a late wake-up, and then the title must not say it).
 * s01 and s02 compare timings across k: :func:`threads_per_rank` refuses runs whose ranks had
   different numbers of intra-op threads, since then k = 1 is not the baseline of k = 2.
 * s02 says a slower link peels away from S = k sooner: :func:`slower_peels_sooner` checks it on
@@ -52,6 +55,23 @@ def compute_shrinks(times, *, cores: int) -> str:
     return f"compute per rank shrinks with k while k <= {cores} cores: {pairs}"
 
 
+def sync_does_not_shrink(rows) -> str:
+    """The sync (``t_comm``) of the rows drawn never falls as k grows past 1.
+
+    ``rows`` are what :func:`dpviz.theory.timing.timeline_rows` returns (anything with ``k``, ``t_comm`` and
+    ``source``); k = 1 has no sync and is left out.
+    """
+    drawn = sorted((row for row in rows if row.k > 1), key=lambda row: row.k)
+    if len(drawn) < 2:
+        raise ValueError(f"rows must hold at least two k > 1 to compare; got k = {[row.k for row in rows]}.")
+    for before, after in zip(drawn, drawn[1:]):
+        if after.t_comm < before.t_comm:
+            raise AssertionError(f"the sync shrank from k = {before.k} ({before.t_comm * 1e3:.3g} ms, {before.source}) "
+                                 f"to k = {after.k} ({after.t_comm * 1e3:.3g} ms, {after.source}).")
+    pairs = ", ".join(f"{row.t_comm * 1e3:.3g} ms at k = {row.k} ({row.source})" for row in drawn)
+    return f"the sync does not shrink as k grows: {pairs}"
+
+
 def peel_off(k, s, *, efficiency: float = EFFICIENCY) -> float:
     """The first k at which S/k drops below ``efficiency`` (inf if it never does on the k given)."""
     k, s = np.asarray(k, float), np.asarray(s, float)
@@ -82,4 +102,5 @@ def slower_peels_sooner(k, curves, *, efficiency: float = EFFICIENCY) -> str:
             f"{efficiency:.0%} of S = k no later: {words}")
 
 
-__all__ = ["EFFICIENCY", "threads_per_rank", "compute_shrinks", "peel_off", "slower_peels_sooner"]
+__all__ = ["EFFICIENCY", "threads_per_rank", "compute_shrinks", "sync_does_not_shrink", "peel_off",
+           "slower_peels_sooner"]
