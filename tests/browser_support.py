@@ -185,18 +185,7 @@ class Server:
     def wait_for_log(self, pattern: str, timeout: float) -> re.Match:
         """Waits until the log shows ``pattern`` (a regex); fails at once if the server exits first."""
         regex = re.compile(pattern)
-        deadline = time.monotonic() + timeout
-        while True:
-            found = regex.search(self.log_text())
-            if found:
-                return found
-            if self.proc.poll() is not None:
-                raise ServerExited(f"{self.name} exited with code {self.proc.returncode} before logging "
-                                   f"{pattern!r}; its log ends:\n{self.log_tail()}", self.log_text())
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.name} did not log {pattern!r} within {timeout:.0f} s; its log ends:\n"
-                                   f"{self.log_tail()}")
-            time.sleep(0.25)
+        return self._wait_until(lambda: regex.search(self.log_text()), f"log {pattern!r}", timeout, poll=0.25)
 
     def wait_listening(self, port: int, timeout: float) -> None:
         """Waits until something accepts TCP connections on 127.0.0.1:``port``; fails at once, with the log's tail,
@@ -206,20 +195,30 @@ class Server:
         request sent the moment the URL appears can be refused, and a port another process took in the meantime
         only shows as an exit a moment later.
         """
-        deadline = time.monotonic() + timeout
-        while True:
+        def accepts() -> bool:
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    return
+                    return True
             except OSError:
-                pass
+                return False
+
+        self._wait_until(accepts, f"listen on port {port}", timeout, poll=0.05)
+
+    def _wait_until(self, check, what: str, timeout: float, *, poll: float):
+        """``check()``'s first true value, asked every ``poll`` s; ServerExited if the server exits first,
+        TimeoutError after ``timeout`` s, each with the log's tail and ``what`` the server did not do."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = check()
+            if found:
+                return found
             if self.proc.poll() is not None:
-                raise ServerExited(f"{self.name} exited with code {self.proc.returncode} before it listened on port "
-                                   f"{port}; its log ends:\n{self.log_tail()}", self.log_text())
+                raise ServerExited(f"{self.name} exited with code {self.proc.returncode} before it did {what}; "
+                                   f"its log ends:\n{self.log_tail()}", self.log_text())
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.name} did not listen on port {port} within {timeout:.0f} s; its log "
-                                   f"ends:\n{self.log_tail()}")
-            time.sleep(0.05)
+                raise TimeoutError(f"{self.name} did not {what} within {timeout:.0f} s; its log ends:\n"
+                                   f"{self.log_tail()}")
+            time.sleep(poll)
 
     def remember_children(self) -> None:
         """Notes every live descendant now, so a kernel or rank that outlives the server can be found."""

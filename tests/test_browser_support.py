@@ -72,5 +72,5 @@ def test_a_port_taken_in_the_meantime_gets_a_new_start(tmp_path):
 
 
 def test_a_server_that_dies_is_reported_with_its_log(tmp_path):
-    with pytest.raises(ServerExited, match=r"stand-in exited with code 3 before it listened on port \d+"):
+    with pytest.raises(ServerExited, match=r"stand-in exited with code 3 before it did listen on port \d+"):
         _start(tmp_path, BROKEN)
