@@ -61,7 +61,7 @@ def forever(rank, world_size, marker=None):
 
 
 def where_am_i(rank, world_size, variable):
-    """Where the rank runs: its parent, its name, one environment variable, its folder, and whether torch was loaded."""
+    """Where the rank runs: its parent, its name, one environment variable and its folder."""
     with open(f"/proc/{os.getpid()}/comm") as f:
         name = f.read().strip()
     return {"ppid": os.getppid(), "name": name, "variable": os.environ.get(variable), "cwd": os.getcwd()}

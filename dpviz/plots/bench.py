@@ -2,8 +2,9 @@
 
 Points are the fastest repeat of ``dist.all_reduce`` at each size, and each bar rises from it to the
 median of the repeats (on a small virtual machine the gap is the time ranks waited to be woken up: see
-:mod:`dpviz.records.bench`). Lines are the cost model with alpha and beta fitted to those points: solid for the ring all-reduce, dashed for the notes' formula (which prices only a
-reduce-scatter, so its fitted beta comes out half the ring's). The fits are made by the caller,
+:mod:`dpviz.records.bench`). Lines are the cost model with alpha and beta fitted to those points:
+solid for the ring all-reduce, dashed for the notes' formula (which prices only a reduce-scatter, so
+its fitted beta comes out half the ring's). The fits are made by the caller,
 with :func:`dpviz.theory.timing.fit_lines`; this module only draws them::
 
     plot_allreduce_times(bench, timing.fit_lines(bench))             # the notes' formula and the ring

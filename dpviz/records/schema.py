@@ -78,6 +78,7 @@ def ran_on(*names: str) -> tuple:
     """The standard metadata rows saying where a record was made, in the order given: ``*ran_on("host", "date")``."""
     return tuple(RAN_ON[name] for name in names)
 
+
 @dataclass(frozen=True)
 class Kind:
     """A record kind: its name, schema version, arrays and metadata fields."""

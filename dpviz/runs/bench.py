@@ -100,7 +100,8 @@ PLACEMENTS = ("as scheduled", "a core each", "one core")  # where wakeup_worker 
 
 
 def wakeup_worker(rank: int, world_size: int, sizes, calls: int, placement: str) -> np.ndarray:
-    """Inside a rank: ``calls`` timed ``dist.all_reduce`` per size, each after a barrier; seconds, (sizes, calls).
+    """Inside a rank: :func:`bench_worker`'s ``calls`` timed ``dist.all_reduce`` per size, with the rank's threads
+    placed first; seconds, (sizes, calls).
 
     ``placement`` says where every thread of the rank (gloo's included) may run: ``"as scheduled"`` leaves it
     to the OS, ``"a core each"`` pins rank r to core r mod cores, ``"one core"`` pins every rank to core 0.
@@ -113,19 +114,7 @@ def wakeup_worker(rank: int, world_size: int, sizes, calls: int, placement: str)
         core = cores[0] if placement == "one core" else cores[rank % len(cores)]
         for tid in os.listdir("/proc/self/task"):  # sched_setaffinity(0, ...) would pin the calling thread alone
             os.sched_setaffinity(int(tid), {core})
-    times = np.zeros((len(sizes), calls))
-    for i, nbytes in enumerate(sizes):
-        tensor = torch.ones(nbytes // 4)
-        for _ in range(3):
-            dist.all_reduce(tensor)
-        for c in range(calls):
-            tensor.fill_(1.0)
-            dist.barrier()
-            start = time.perf_counter()
-            dist.all_reduce(tensor)
-            times[i, c] = time.perf_counter() - start
-        report_progress(i)
-    return times
+    return bench_worker(rank, world_size, sizes, ("all_reduce",), calls, warmup=3)[:, 0, :]
 
 
 def run_sweep(config: BenchConfig | None = None, *, progress: bool = True) -> BenchRecord:
