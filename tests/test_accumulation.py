@@ -13,14 +13,14 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from dpviz.claims.accumulation import figure_claims  # noqa: E402
 from dpviz.figures import (  # noqa: E402
-    ACCUMULATION_STEMS, GROUPS, draw_accumulation, figure_accumulation_memory, figure_accumulation_sync,
-    figure_accumulation_timelines, verify_accumulation,
+    GROUPS, figure_accumulation_memory, figure_accumulation_sync, figure_accumulation_timelines,
 )
 from dpviz.plots.accumulation import UpdateBars, plot_activation_memory, plot_comm_per_update, plot_update_rows  # noqa: E402
 from dpviz.records import load, provenance  # noqa: E402
 from dpviz.records.accumulation import (  # noqa: E402
-    RECORDS_DIR, AccumulationRun, accumulation_grid, figure_records, grid_keys, grid_name, grid_run, same_update,
+    FIGURE_PLAN, FIGURE_STEMS, RECORDS_DIR, AccumulationRun, accumulation_grid, figure_records, grid_keys, grid_name, grid_run, same_update,
 )
 from dpviz.runs.accumulation import (  # noqa: E402
     AccumConfig, figure_configs, micro_batches_of, record_accumulation, saved_activation_bytes,
@@ -238,19 +238,22 @@ def figure_set():
 
 
 def test_the_group_is_registered_with_its_runs():
+    from dpviz.runs.accumulation import record_figure_records
+    from dpviz.runs.recipes import RECIPES
+
     group = next(g for g in GROUPS if g.name == "accumulation")
-    assert group.stems == ACCUMULATION_STEMS == tuple(figure_configs())
-    assert group.record == "dpviz.runs.accumulation:record_figure_records"
+    assert group.plan is FIGURE_PLAN and FIGURE_PLAN.stems == FIGURE_STEMS == tuple(figure_configs())
+    assert RECIPES[FIGURE_PLAN.name] is record_figure_records
 
 
 def test_figures_draw_and_the_records_pass_their_checks(figure_set):
-    drawn = draw_accumulation(figure_set)
+    drawn = next(g for g in GROUPS if g.name == "accumulation").draw(figure_set)
     assert set(drawn) == {"accumulation_timelines", "accumulation_sync", "accumulation_memory"}
     for name, (fig, sources) in drawn.items():
         assert fig.axes and sources, name
         assert all(isinstance(s, AccumulationRun) for s in sources)
         plt.close(fig)
-    line = verify_accumulation(figure_set)
+    line = figure_claims(figure_set)
     assert "1 when accumulating" in line
     for run in figure_set.values():
         assert run.meta["threads_per_rank"] == 1
@@ -258,7 +261,7 @@ def test_figures_draw_and_the_records_pass_their_checks(figure_set):
 
 def test_figure_titles_are_true_of_their_records(figure_set):
     fig = figure_accumulation_memory(figure_set)
-    points = acc.memory_points([figure_set[s] for s in ACCUMULATION_STEMS if s.startswith("accumulation_one_b1024")])
+    points = acc.memory_points([figure_set[s] for s in FIGURE_STEMS if s.startswith("accumulation_one_b1024")])
     shrink = points.activation_bytes[0] / points.activation_bytes[-1]
     assert f"falls {shrink:.0f}×" in fig.axes[0].get_title(loc="left")
     fig = figure_accumulation_sync(figure_set)

@@ -200,7 +200,7 @@ def test_shipped_grids_are_whole_small_and_pass_their_checks(shipped):
 
 
 def test_the_chapters_claims_hold_on_the_shipped_grids(shipped):
-    from dpviz.figures import lr_claims
+    from dpviz.claims.bigger_batch import lr_claims
 
     said = " ".join(lr_claims(*shipped))  # each sentence asserted before it is said
     for words in ("needed", "with each doubling of the rate", "between the bowl's two modeled curves",
@@ -214,12 +214,15 @@ def test_a_missing_shipped_grid_says_how_to_record_it(tmp_path):
 
 
 def test_the_figures_draw_from_the_grids_and_are_registered(shipped):
-    from dpviz.figures import GROUPS, LR_STEMS, draw_lr
-    from dpviz.runs.lr_sweep import FIGURE_STEMS
+    from dpviz.figures import GROUPS
+    from dpviz.records.lr_grid import FIGURE_PLAN
+    from dpviz.runs.lr_sweep import record_figure_records
+    from dpviz.runs.recipes import RECIPES
 
-    group = next(g for g in GROUPS if g.name == "lr")
-    assert group.stems == LR_STEMS == FIGURE_STEMS
-    drawn = draw_lr(dict(zip(LR_STEMS, shipped)))
+    group = next(g for g in GROUPS if g.name == "bigger_batch")
+    assert group.plan is FIGURE_PLAN and FIGURE_PLAN.stems == ("lr_line", "lr_mlp")
+    assert RECIPES[FIGURE_PLAN.name] is record_figure_records
+    drawn = group.draw(dict(zip(FIGURE_PLAN.stems, shipped)))
     try:
         assert set(drawn) == {"lr_loss_curves", "lr_linear_rule", "lr_warmup"}
         for name, (fig, sources) in drawn.items():

@@ -366,10 +366,9 @@ def test_figure_functions_draw_from_live_records(pipes, split, zero):
 
 
 def test_committed_figure_records_draw_and_pass_their_checks():
-    folder = ROOT / "figures" / "records"
-    records = {stem: load(folder / stem) for stem in figures.SPLITTING_STEMS}
-    assert "pipelined steps equal the unsplit model's" in figures.verify_splitting(records)
-    drawn = figures.draw_splitting(records)
+    records = figures.splitting.FIGURE_PLAN.load(ROOT / "figures" / "records")
+    assert "pipelined steps equal the unsplit model's" in figures.splitting.GROUP.claims(records)
+    drawn = figures.splitting.GROUP.draw(records)
     assert set(drawn) == {"pipeline_gantt", "tensor_parallel_split", "zero_memory"}
     for name, (fig, sources) in drawn.items():
         assert fig.axes and sources, name

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dpviz.records import Run, shipped
-from dpviz.records.run import verify_summary
+from dpviz.claims.whole_picture import verify_summary
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,8 @@ from dpviz.records.figure_set import load_inputs  # noqa: E402
 from dpviz.records.published import (  # noqa: E402
     CSV_PATH, SYSTEMS, PublishedAllReduce, check_rows, published_allreduce, read_table,
 )
-from dpviz.theory import alpha_beta, cost_claims, costmodel, timing  # noqa: E402
+from dpviz.claims import sync_costs as cost_claims  # noqa: E402
+from dpviz.theory import alpha_beta, costmodel, timing  # noqa: E402
 from dpviz.theory.links import PRESETS, SPEED_ORDER, Link  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

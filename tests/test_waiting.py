@@ -343,15 +343,15 @@ def shipped_records():
 
 
 def test_figures_draw_and_name_their_runs(shipped_records):
-    drawn = figures.draw_waiting(shipped_records)
+    group = next(g for g in figures.GROUPS if g.name == "waiting")
+    drawn = group.draw(shipped_records)
     assert set(drawn) == {"waiting_straggler", "waiting_overlap", "waiting_stale_arrows", "waiting_sync_vs_async"}
     for name, (fig, sources) in drawn.items():
         assert fig.axes and all(ax.has_data() for ax in fig.axes), name
         assert sources and all(s.meta["host"] in s.describe() for s in sources)
         plt.close(fig)
-    group = next(g for g in figures.GROUPS if g.name == "waiting")
-    assert set(group.stems) == set(shipped_records)
-    assert "waiting:" in group.verify(shipped_records)
+    assert set(group.plan.stems) == set(shipped_records)
+    assert "waiting:" in group.claims(shipped_records)
 
 
 def test_straggler_figure_title_states_the_measured_wait(shipped_records):

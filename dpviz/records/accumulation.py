@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from dpviz.checks import check_choice, check_int
-from dpviz.records.figure_set import FIGURES_DIR
+from dpviz.records.paths import FIGURES_DIR
+from dpviz.records.plan import FigurePlan
 from dpviz.records.run import rel_err
 from dpviz.records.schema import Array, Kind, Meta, RankRecord, ran_on, register
 
@@ -280,7 +281,28 @@ def figure_plan() -> dict[str, dict]:
     return plan
 
 
-FIGURE_STEMS = tuple(figure_plan())
+_BASE = {name: value for name, value in GRID.items() if name != "micro_batch"}  # the model and data of every run
+FIGURE_PLAN = FigurePlan(
+    name="accumulation",
+    settings={stem: dict(settings, **_BASE, keep_grads=False) for stem, settings in figure_plan().items()},
+    quick={stem: dict(steps=3) for stem in figure_plan()},
+)
+FIGURE_STEMS = FIGURE_PLAN.stems
+
+
+def figure_selection(records: dict) -> dict:
+    """The figure records by the part they play: the three-way timelines, both sync patterns, the memory sweep."""
+    def run(k, m, b=None, sync="accumulate"):
+        return records[figure_stem(k, m, b=b, sync=sync)]
+
+    big = 4 * FIGURE_MICRO
+    return dict(
+        timelines=(run(1, 2, FIGURE_MEMORY_BATCH), run(2, 1), run(1, 1, FIGURE_MEMORY_BATCH),
+                   run(1, 4, big), run(4, 1), run(1, 1, big)),
+        every=[run(2, m, sync="every") for m in FIGURE_SYNC_M],
+        accumulate=[run(2, m) for m in FIGURE_SYNC_M],
+        memory=[run(1, m, FIGURE_MEMORY_BATCH) for m in FIGURE_MEMORY_M],
+    )
 
 
 def figure_records(folder=None) -> dict[str, AccumulationRun]:

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from dpviz.checks import check_choice, check_int, check_real
+from dpviz.records.plan import FigurePlan
 from dpviz.records.schema import Array, Kind, Meta, Record, ran_on, register
 from dpviz.theory import lr_rules
 
@@ -229,3 +230,17 @@ class LrGrid(Record):
             assert np.allclose(self.lr[row, :stop], expected[:stop], rtol=1e-12, atol=0), f"run {row} used other rates"
         return (f"{len(self.k)} runs of the {self.model_words}: every rank's parameters bit-identical to rank 0's after "
                 f"every step of every run, and every run stepped at the rate its rule and warm-up set.")
+
+
+# --- the grids behind figures/lr_*.png (recorded by ./run, saved in figures/records) ---
+
+# What the figures draw and the chapter's claims assert: the rules' multipliers at k = 4, the rates in between for
+# the gap against the rate, and warm-ups only where they matter (×64, ×128), so that ./run records it in under a
+# minute. Quick: as many examples as the full grid (the claims checked need them), fewer warm-ups.
+_FIGURE_GRID = dict(ks=(1, 4), multipliers=(1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0), warmups=(0, 3, 30),
+                    warmup_multipliers=(64.0, 128.0))
+FIGURE_PLAN = FigurePlan(
+    name="bigger_batch",
+    settings={f"lr_{model}": dict(_FIGURE_GRID, model=model) for model in MODELS},  # dpviz.runs.lr_sweep.record_lr_grid
+    quick={f"lr_{model}": dict(warmups=(0, 3)) for model in MODELS},
+)

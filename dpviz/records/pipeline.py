@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dpviz.records.plan import FigurePlan
 from dpviz.records.run import rel_err
 from dpviz.records.schema import Array, Kind, Meta, RankRecord, ran_on, register
 from dpviz.theory import pipeline as theory
@@ -161,3 +162,25 @@ def shipped_grid(records_dir=RECORDS_DIR) -> dict:
                     )
                 grid[(p, m, schedule)] = PipelineRun.load(path)
     return grid
+
+
+# --- the runs behind the splitting chapter's figures (recorded by ./run, saved in figures/records) ---
+
+def pipeline_stem(p: int, m: int, schedule: str) -> str:
+    """The record stem of a figure pipeline: p stages, m micro-batches, the schedule."""
+    return f"pipeline_p{p}_m{m}_{schedule}"
+
+
+# both pipelines with every m all-forwards-then-all-backwards, and p = 2, m = 4 also one-forward-one-backward;
+# beside them the k = 2 tensor-parallel layer and k = 4 plain data parallelism beside ZeRO-1
+FIGURE_PIPELINES = tuple((p, m, "gpipe") for p in (2, 4) for m in (1, 2, 4, 8)) + ((2, 4, "1f1b"),)
+FIGURE_PLAN = FigurePlan(
+    name="splitting",
+    settings={
+        # dpviz.runs.pipeline.PipelineConfig, one launch per p; repeats: timed steps, the least disturbed kept
+        **{pipeline_stem(p, m, s): dict(p=p, m=m, schedule=s, keep_grads=False, repeats=3) for p, m, s in FIGURE_PIPELINES},
+        "tensor_split_k2": dict(k=2),   # dpviz.runs.tensor_parallel.record_tensor_split
+        "zero_k4": dict(k=4),           # dpviz.runs.zero.record_zero
+    },
+    quick={pipeline_stem(p, m, s): dict(repeats=1) for p, m, s in FIGURE_PIPELINES},
+)

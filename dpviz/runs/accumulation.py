@@ -46,7 +46,7 @@ from dpviz.checks import check_choice, check_int, check_real
 from dpviz.data import teacher_data
 from dpviz.records import rel_err
 from dpviz.records.accumulation import (
-    GRID, GRID_K, GRID_M, RECORDS_DIR, SYNCS, AccumulationRun, figure_plan, grid_keys, grid_name,
+    GRID, GRID_K, GRID_M, RECORDS_DIR, SYNCS, FIGURE_PLAN, AccumulationRun, grid_keys, grid_name,
 )
 from dpviz.runs import launch as launcher
 from dpviz.runs import optim
@@ -363,10 +363,8 @@ def _as_list(configs) -> list:
 # --- the records behind the chapter's figures (./run) and the shipped slider runs ---
 
 def figure_configs(*, quick: bool = False) -> dict[str, AccumConfig]:
-    """The runs behind the figures, by record stem (see :func:`dpviz.records.accumulation.figure_plan`)."""
-    base = {name: value for name, value in GRID.items() if name not in ("micro_batch", "steps")}
-    steps = 3 if quick else GRID["steps"]
-    return {stem: AccumConfig(**settings, **base, steps=steps, keep_grads=False) for stem, settings in figure_plan().items()}
+    """The runs behind the figures, by record stem (:data:`dpviz.records.accumulation.FIGURE_PLAN`)."""
+    return {stem: AccumConfig(**settings) for stem, settings in FIGURE_PLAN.settings_for(quick=quick).items()}
 
 
 def record_figure_records(*, quick: bool = False, progress: bool = False) -> dict[str, AccumulationRun]:

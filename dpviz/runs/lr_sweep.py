@@ -39,7 +39,7 @@ import torch.distributed as dist
 
 from dpviz.checks import check_choice, check_int, check_real
 from dpviz.data import line_data, teacher_data
-from dpviz.records.lr_grid import MODELS, SHIPPED_DIR, LrGrid, shipped_name
+from dpviz.records.lr_grid import FIGURE_PLAN, MODELS, SHIPPED_DIR, LrGrid, shipped_name
 from dpviz.runs import launch as launcher
 from dpviz.runs import optim
 from dpviz.runs.models import build_model, flat_grad, set_flat_grad
@@ -343,19 +343,12 @@ SHIPPED = {  # model -> the settings of its shipped grid (the sliders of chapter
     "line": dict(model="line"),
     "mlp": dict(model="mlp"),
 }
-# What the figures draw and lr_claims asserts: the rules' multipliers at k = 4, the rates in between for the
-# gap against the rate, and warm-ups only where they matter (×64, ×128), so that ./run records it in under a minute.
-FIGURE_GRID = dict(ks=(1, 4), multipliers=(1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0), warmups=(0, 3, 30),
-                   warmup_multipliers=(64.0, 128.0))
-QUICK_FIGURE_GRID = dict(FIGURE_GRID, warmups=(0, 3))  # as many examples as the full grid: the claims checked need them
-FIGURE_STEMS = ("lr_line", "lr_mlp")
 
 
 def record_figure_records(*, quick: bool = False, progress: bool = True) -> dict:
-    """Fresh grids for the chapter-09 figures, {stem: LrGrid}: k = 1 and 4, the multipliers and warm-ups they draw."""
-    settings = QUICK_FIGURE_GRID if quick else FIGURE_GRID
-    return {stem: record_lr_grid(model=model, progress=progress, **settings)
-            for stem, model in zip(FIGURE_STEMS, ("line", "mlp"))}
+    """Fresh grids for the figures, {stem: LrGrid}, as :data:`dpviz.records.lr_grid.FIGURE_PLAN` declares them."""
+    return {stem: record_lr_grid(progress=progress, **settings)
+            for stem, settings in FIGURE_PLAN.settings_for(quick=quick).items()}
 
 
 def regenerate(out_dir=SHIPPED_DIR, *, progress: bool = True) -> list[Path]:

@@ -24,18 +24,12 @@ from pathlib import Path
 from dpviz.records.async_sgd import SHIPPED as ASYNC_SHIPPED
 from dpviz.records.overlap import SHIPPED as OVERLAP_SHIPPED
 from dpviz.records.straggler import RECORDS_DIR, SHIPPED_KS, shipped_name
+from dpviz.records.waiting import ASYNC, DELAYS, FIGURE_PLAN, OVERLAP_STEPS, SYNC_UPDATES
 from dpviz.runs import async_sgd, overlap, straggler
 from dpviz.runs import launch as launcher
 from dpviz.runs.async_sgd import record_async
 from dpviz.runs.overlap import record_overlap
 from dpviz.runs.straggler import record_straggler
-
-DELAYS = (0.0, 0.025, 0.05, 0.1)  # seconds
-SLOW_DELAYS = (0.004, 0.004, 0.02)  # seconds per gradient: worker 3 is five times slower than the others
-ASYNC = dict(k=3, delays=SLOW_DELAYS, lr=0.05, b=8, seed=0)
-OVERLAP_STEPS = 12  # per mode, the first 2 left out of medians
-SYNC_UPDATES = 30  # the async run makes k times as many updates: the same number of gradients in each
-
 
 LIVE_STRAGGLER = dict(k=2, delays=(0.0, 0.05), slow_ranks=(1,), steps=10)
 LIVE_OVERLAP = dict(k=2, steps=3, warmup=1, modes=("serial", "per_parameter", "one_buffer", "buckets"))
@@ -74,19 +68,19 @@ def record_live(*, straggler_config=None, overlap_config=None, async_config=None
 
 
 def record_figure_records(*, quick: bool = False, progress: bool = False) -> dict:
-    """The records behind chapter 11's figures: {stem: record}. A few seconds each; ``quick`` shortens them."""
-    sync_updates = 8 if quick else SYNC_UPDATES
+    """The records behind the chapter's figures, {stem: record} (:data:`dpviz.records.waiting.FIGURE_PLAN`).
+
+    A few seconds each; ``quick`` shortens them.
+    """
+    settings = FIGURE_PLAN.settings_for(quick=quick)
     with warnings.catch_warnings():
         # 4 processes (a server and 3 workers) on fewer cores only slow the run down; the figures say so
         warnings.filterwarnings("ignore", message=r"k=\d+ ranks share")
         return {
-            # 8 steps even when quick: with 4 (2 kept after the warm-up) the median wait at d = 0 swung by up to
-            # 8 ms between runs on 2 cores, past the check's 5 ms; with 8 it stayed within 2.4 ms in 6 runs
-            "waiting_straggler": record_straggler(k=2, delays=(0.0, 0.05) if quick else DELAYS, slow_ranks=(0, 1),
-                                                  steps=8, progress=progress),
-            "waiting_overlap": record_overlap(k=2, steps=4 if quick else OVERLAP_STEPS, progress=progress),
-            "waiting_async": record_async(mode="async", updates=ASYNC["k"] * sync_updates, progress=progress, **ASYNC),
-            "waiting_sync": record_async(mode="sync", updates=sync_updates, progress=progress, **ASYNC),
+            "waiting_straggler": record_straggler(progress=progress, **settings["waiting_straggler"]),
+            "waiting_overlap": record_overlap(progress=progress, **settings["waiting_overlap"]),
+            "waiting_async": record_async(progress=progress, **settings["waiting_async"]),
+            "waiting_sync": record_async(progress=progress, **settings["waiting_sync"]),
         }
 
 

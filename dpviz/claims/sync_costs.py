@@ -1,4 +1,4 @@
-"""What the chapter-06 figures claim in their titles, checked on the numbers they draw (numpy only).
+"""The speedup model's chapter: what its figures claim in their titles, checked on the numbers they draw (numpy only).
 
 * s01 says compute shrinks as 1/k: :func:`compute_shrinks` asks it of measured rows, where there is a
   core per rank (with more ranks than cores the ranks take turns, and nothing need shrink).
@@ -11,6 +11,9 @@
   the drawn curves, fast to slow: at every k the slower link's S is no higher, and the k where it
   first falls below :data:`EFFICIENCY` of the ideal comes no later.
 
+* :func:`figure_claims` checks the MLP runs and the all-reduce sweep behind s01, s02 and the all-reduce
+  figure, for ``./run``.
+
 Each function returns one line saying what it checked, or raises ``AssertionError`` naming the
 first number that contradicts the claim.
 """
@@ -20,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+
+from dpviz.records.figure_set import Inputs
 
 EFFICIENCY = 0.9  # a curve has "peeled away" from S = k where S/k first drops below this
 
@@ -102,5 +107,14 @@ def slower_peels_sooner(k, curves, *, efficiency: float = EFFICIENCY) -> str:
             f"{efficiency:.0%} of S = k no later: {words}")
 
 
+def figure_claims(records: dict) -> str:
+    """The MLP runs and the all-reduce sweep behind the chapter's figures, checked; lines for the terminal."""
+    inputs = Inputs.from_records(records)
+    lines = [f"MLP, k={k}: {run.check()}" for k, run in inputs.mlp.items()]
+    fits = inputs.bench.fits()
+    lines.append("all-reduce fits (median relative error): " + ", ".join(f"{f}: {fit.median_rel_err:.0%}" for f, fit in fits.items()))
+    return "\n".join(lines)
+
+
 __all__ = ["EFFICIENCY", "threads_per_rank", "compute_shrinks", "sync_does_not_shrink", "peel_off",
-           "slower_peels_sooner"]
+           "slower_peels_sooner", "figure_claims"]

@@ -1,0 +1,97 @@
+"""The whole picture: every claim of the walkthrough (Steps 1 to 6), asserted on recorded runs (numpy only).
+
+* :func:`verify_summary` asserts each step's claim on one line-model run and its twin without the sync,
+  and returns the lines the summary chapter prints.
+* :func:`figure_claims` asserts what the derivation's published figures rest on, on their records
+  (:data:`dpviz.records.figure_set.FIGURE_PLAN`), and returns the lines ``./run`` prints.
+
+A claim that fails raises ``AssertionError`` naming it and the numbers behind it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpviz.records.figure_set import Inputs
+from dpviz.records.run import Run, rel_err
+
+
+def verify_summary(run: Run, alone: Run | None = None, *, tol: float = 1e-5) -> list[str]:
+    """Assert every claim of the walkthrough (Steps 1 to 6) on one recorded run; return them as lines.
+
+    ``run`` is a line-model run with the all-reduce on and equal shards (its per-example
+    gradients and parameters kept). ``alone``, if given, is its twin with the all-reduce off
+    (same seed, k, b and steps; it may come from another machine, such as a shipped record),
+    for the claim that the replicas drift without the sync.
+    A claim that fails raises ``AssertionError`` naming it and the numbers behind it.
+    """
+    if not isinstance(run, Run):
+        raise TypeError(f"run must be a Run record; got {type(run).__name__}.")
+    m = run.meta
+    if run.example_grad is None or run.params is None or not m["all_reduce"] or len(set(m["shard_sizes"])) > 1:
+        raise ValueError("run must be a line-model run with the all-reduce on and equal shards (per-example "
+                         f"gradients and parameters kept); got {run.describe()}, all_reduce={m['all_reduce']}.")
+    k, b, steps = run.k, int(m["b"]), run.steps
+    big = run.big_grad  # (steps, P), computed again in one process from all k·b examples
+
+    def claim(ok, what: str, detail) -> None:
+        if not bool(np.all(ok)):
+            raise AssertionError(f"{what}: does not hold ({detail})")
+
+    lines = []
+    err = rel_err(run.example_grad.mean(axis=1), big, axis=1)
+    claim(err <= tol, "each batch gradient is the mean of its examples' gradients", f"relative errors {err}")
+    lines.append("each batch gradient is the mean of its examples' gradients (Step 2)")
+
+    err = rel_err(run.local_grad.mean(axis=1), big, axis=1)
+    claim(err <= tol, "the mean of the slice gradients is the big-batch gradient", f"relative errors {err}")
+    lines.append(f"the mean of the slice gradients equals the big-batch gradient, relative error <= {tol:g} (Step 3)")
+
+    distinct = [len(np.unique(run.batch_index[s])) for s in range(steps)]
+    claim(np.array(distinct) == k * b, "the slices do not overlap", f"distinct rows per step {distinct}, k·b = {k * b}")
+    counts = np.bincount(run.example_rank, minlength=k)
+    claim(counts == b, f"every slice holds b = {b} examples", f"examples per rank {counts.tolist()}")
+    different = [len({g.tobytes() for g in run.local_grad[s]}) for s in range(steps)]
+    claim(np.array(different) == k, "the k slice gradients differ", f"distinct gradients per step {different}")
+    lines.append(f"the {k} slices are disjoint, {b} examples each, with {k} different gradients (Step 4)")
+
+    err = run.big_batch_rel_err()
+    claim(err <= tol, "the all-reduced gradient is the big-batch gradient", f"relative errors {err}")
+    claim(run.received_identical(), "every rank received the same bits", f"per step {run.received_identical()}")
+    lines.append("all_reduce returned the big-batch gradient, and the same bits to every rank (Step 5)")
+
+    if m["optimizer"] == "sgd":
+        stepped = run.params[:-1] - m["lr"] * run.reduced_grad
+        claim(np.allclose(run.params[1:], stepped, rtol=1e-6, atol=1e-7), "every rank stepped by θ ← θ − η ḡ",
+              f"largest gap {np.abs(run.params[1:] - stepped).max():.2e}")
+        lines.append("every rank stepped by θ ← θ − η ḡ (Step 1)")
+    claim(run.replicas_identical(), "the replicas are bit-identical", f"per state {run.replicas_identical()}")
+    lines.append(f"the {k} replicas were bit-identical at the start and after every one of the {steps} steps (Step 5)")
+
+    if alone is not None:
+        same = {name: alone.meta[name] == m[name] for name in ("k", "b", "steps", "seed", "optimizer", "lr", "model")}
+        if alone.meta["all_reduce"] or not all(same.values()):
+            raise ValueError("alone must be the twin of run with the all-reduce off (same k, b, steps, seed, "
+                             f"optimizer, lr and model); got {alone.describe()}, all_reduce={alone.meta['all_reduce']}.")
+        drift = alone.replicas_identical()
+        claim(drift[0], "without the all-reduce the replicas start equal", f"per state {drift}")
+        first = rel_err(alone.local_grad[0], run.local_grad[0])
+        claim(first <= tol, "the twin's first gradients are the run's", f"relative error {first:.1e} at step 0")
+        claim(~drift[1:], "without the all-reduce the replicas differ after every step", f"per state {drift}")
+        lines.append(f"without the all-reduce the replicas started equal and differed after each of the {steps} steps")
+
+    claim(run.t_comm > 0, "the sync took time on every rank at every step", f"t_comm {run.t_comm}")
+    lines.append("the sync cost time on every rank at every step (Step 6)")
+    return lines
+
+
+def figure_claims(records: dict) -> str:
+    """The derivation's figure records checked: the line model's claims, the drift without the sync, the hand rings."""
+    inputs = Inputs.from_records(records)
+    lines = [f"line model, k=4: {inputs.main.check()}"]
+    differ = int((~inputs.alone.replicas_identical()).sum())
+    lines.append(f"all-reduce off: replicas differ in {differ} of {inputs.alone.steps + 1} recorded states")
+    for sched in (inputs.ring, inputs.server):
+        assert sched.equal, f"the hand-written {sched.impl} differs from dist.all_reduce"
+        lines.append(f"{sched.impl} by hand, k={sched.k}: bit-identical to dist.all_reduce")
+    return "\n".join(lines)

@@ -1,0 +1,109 @@
+"""Gradient accumulation's figures: the same update three ways, sync every micro-batch or once, memory against m.
+
+Records: :data:`dpviz.records.accumulation.FIGURE_PLAN`, by stem (``figure_records()`` loads the saved ones).
+"""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+from dpviz.claims import accumulation as claims
+from dpviz.figures.group import FigureGroup
+from dpviz.figures.layout import footer
+from dpviz.plots.accumulation import plot_activation_memory, plot_comm_per_update, plot_update_error, plot_update_rows
+from dpviz.records.accumulation import FIGURE_PLAN, figure_selection
+from dpviz.theory import accumulation as accumulation_theory
+
+
+def _footer_words(runs, *, timed: bool = True) -> str:
+    """The runs' shared setting: threads per rank and what the cores allow, from the records."""
+    first = runs[0]
+    words = f"Measured: {first.setting()}."
+    if timed:
+        threads = {r.meta["threads_per_rank"] for r in runs}
+        cores = first.meta["cores"]
+        words += (f" Every rank of every run had {', '.join(map(str, sorted(threads)))} intra-op thread(s), so the "
+                  f"times compare; with {cores} cores at most {cores} ranks really run at once. "
+                  f"Times: medians of {first.steps - 1} updates after the first.")
+    return words
+
+
+def _times_as_long(a, b) -> str:
+    ratio = a.t_update / b.t_update
+    return f"{ratio:.1f}× as long as" if ratio >= 1.05 else ("about as long as" if ratio > 0.95 else f"{1 / ratio:.1f}× faster than")
+
+
+def figure_accumulation_timelines(records: dict) -> Figure:
+    """The same update three ways (one process accumulating m, k = m ranks, one big batch), m = 2 and 4.
+
+    ``records`` are the chapter's figure records by stem (``dpviz.records.accumulation.figure_records()``).
+    """
+    fig = Figure(figsize=(13, 10.5))
+    axes = fig.subplots(2, 1)
+    fig.subplots_adjust(left=0.03, right=0.98, top=0.9, bottom=0.14, hspace=0.55)
+    timelines = figure_selection(records)["timelines"]
+    panels = (timelines[:3], timelines[3:])
+    rows_by_panel = [accumulation_theory.three_ways(*runs) for runs in panels]
+    xmax = max(row.t_update for rows in rows_by_panel for row in rows) * 1.5
+    for ax, (one, ranks, big), rows in zip(axes, panels, rows_by_panel):
+        title = (f"{big.meta['global_batch']} examples per update, m = k = {ranks.k}: one process accumulating took "
+                 f"{_times_as_long(rows[0], rows[1])} {ranks.k} ranks")
+        plot_update_rows(rows, ax=ax, title=title, xmax=xmax, legend=ax is axes[-1], fontsize=13)
+    fig.suptitle("Accumulating m micro-batches gives the big-batch update, not the speed of m ranks",
+                 fontsize=16, x=0.03, ha="left")
+    footer(fig, _footer_words([r for runs in panels for r in runs]), wrap=True)
+    return fig
+
+
+def figure_accumulation_sync(records: dict) -> Figure:
+    """K ranks all-reducing after every micro-batch against once per update: timelines and time against m."""
+    inputs = figure_selection(records)
+    every = {r.m: r for r in inputs["every"]}
+    accumulate = {r.m: r for r in inputs["accumulate"]}
+    m = max(every)
+    fig = Figure(figsize=(15, 6.4))
+    left, right = fig.subplots(1, 2, width_ratios=(1.35, 1))
+    fig.subplots_adjust(left=0.03, right=0.98, top=0.83, bottom=0.3, wspace=0.16)
+    rows = accumulation_theory.sync_patterns(every[m], accumulate[m])
+    saved = rows[0].calls - rows[1].calls
+    plot_update_rows(rows, ax=left, fontsize=13,
+                     title=f"k = {every[m].k} ranks, m = {m} micro-batches of {every[m].meta['micro_batch']}: "
+                           f"{rows[0].calls} all-reduces or {rows[1].calls}")
+    plot_comm_per_update(accumulation_theory.comm_curves([*every.values(), *accumulate.values()]), ax=right, fontsize=13)
+    right.set_title(f"Accumulating first saves {saved} of {rows[0].calls} all-reduces at m = {m}", fontsize=14, loc="left")
+    fig.suptitle(f"The same update either way; accumulating first sends {rows[1].sent_bytes / 2**20:.2f} MiB "
+                 f"per rank instead of {rows[0].sent_bytes / 2**20:.2f} MiB", fontsize=16, x=0.03, ha="left")
+    footer(fig, _footer_words([*every.values(), *accumulate.values()]), wrap=True)
+    return fig
+
+
+def figure_accumulation_memory(records: dict) -> Figure:
+    """Bytes held for backward against micro-batch size, and the update's error to the big batch."""
+    one_process_runs = figure_selection(records)["memory"]
+    points = accumulation_theory.memory_points(one_process_runs)
+    fig = Figure(figsize=(15, 6.2))
+    left, right = fig.subplots(1, 2, width_ratios=(1.2, 1))
+    fig.subplots_adjust(left=0.07, right=0.98, top=0.84, bottom=0.25, wspace=0.25)
+    plot_activation_memory(points, ax=left, fontsize=13)
+    shrink = points.activation_bytes[0] / points.activation_bytes[-1]
+    left.set_title(f"Memory for backward falls {shrink:.0f}× from m = {points.m[0]} to m = {points.m[-1]}",
+                   fontsize=14, loc="left")
+    plot_update_error(points, ax=right, fontsize=13)
+    right.set_title("while the update stays the big-batch gradient, to rounding", fontsize=14, loc="left")
+    fig.suptitle(f"One process, {points.global_batch} examples per update, cut into m micro-batches",
+                 fontsize=16, x=0.02, ha="left")
+    footer(fig, _footer_words(list(one_process_runs), timed=False), wrap=True)
+    return fig
+
+
+def draw(records: dict) -> dict:
+    """Each figure of the group as (Figure, the records it came from)."""
+    inputs = figure_selection(records)
+    return {
+        "accumulation_timelines": (figure_accumulation_timelines(records), list(inputs["timelines"])),
+        "accumulation_sync": (figure_accumulation_sync(records), inputs["every"] + inputs["accumulate"]),
+        "accumulation_memory": (figure_accumulation_memory(records), inputs["memory"]),
+    }
+
+
+GROUP = FigureGroup(name="accumulation", plan=FIGURE_PLAN, draw=draw, claims=claims.figure_claims)

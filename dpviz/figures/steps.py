@@ -1,0 +1,108 @@
+"""The derivation's figures, Steps 1 to 5 and the one-picture summary, drawn from the records of its plan.
+
+Records: :data:`dpviz.records.figure_set.FIGURE_PLAN` (the line model on k = 4 ranks with and without the
+all-reduce, a biased grab, the hand-written ring and parameter server).
+"""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+from dpviz.claims import whole_picture
+from dpviz.data import line_data
+from dpviz.figures.group import FigureGroup
+from dpviz.figures.layout import new_figure
+from dpviz.plots.step1 import plot_loss_along
+from dpviz.plots.step2 import plot_example_grads
+from dpviz.plots.step3 import plot_big_average, plot_group_averages
+from dpviz.plots.step4 import plot_devices
+from dpviz.plots.step5 import plot_all_reduce, plot_parameter_server, plot_replica_params, plot_ring_schedule
+from dpviz.plots.style import stack_notes as _stack_notes
+from dpviz.plots.summary import plot_summary
+from dpviz.records import Run, Schedule
+from dpviz.records.figure_set import FIGURE_PLAN, Inputs
+from dpviz.theory import landscape, timing
+
+
+def figure_step1_loss(eta: float = 0.1) -> Figure:
+    """Step 1: the loss along one knob of the line model on all 512 points, the red dot, the arrow and a few steps."""
+    x, y = line_data()
+    fig, ax = new_figure((7.5, 4.8))
+    plot_loss_along(landscape.step1_data(x, y, eta=eta), ax=ax)
+    return fig
+
+
+def figure_step2_gradients(run: Run, biased: Run) -> Figure:
+    """Step 2: per-example gradients and their mean, a random grab beside a biased one, each beside the whole data set's gradient."""
+    x, y = line_data()
+    fig, (a, b) = new_figure((12, 5.2), 2)
+    plot_example_grads(run, ax=a, reference=landscape.full_grad(x, y, run.params[0, 0]))
+    plot_example_grads(biased, ax=b, reference=landscape.full_grad(x, y, biased.params[0, 0]))
+    _stack_notes((a, b))
+    return fig
+
+
+def figure_step3_average_of_averages(run: Run) -> Figure:
+    """Step 3: all b·k arrows averaged at once beside the mean of the k group means."""
+    fig, (a, b) = new_figure((12, 5.2), 2)
+    plot_big_average(run, ax=a)
+    plot_group_averages(run, ax=b)
+    _stack_notes((a, b))
+    return fig
+
+
+def figure_step4_devices(run: Run) -> Figure:
+    """Step 4: k device boxes, one θ, different slices, different arrows."""
+    fig, ax = new_figure((11, 5))
+    plot_devices(run, ax=ax)
+    return fig
+
+
+def figure_step5_all_reduce(run: Run) -> Figure:
+    """Step 5: the k arrows funnelling into the all-reduce and the one mean coming back."""
+    fig, ax = new_figure((11, 6))
+    plot_all_reduce(run, ax=ax)
+    return fig
+
+
+def figure_step5_replicas(run: Run, alone: Run) -> Figure:
+    """Step 5: every replica's parameters with the all-reduce, beside the same run without it."""
+    fig, (a, b) = new_figure((12, 4.8), 2)
+    plot_replica_params(run, ax=a)
+    plot_replica_params(alone, ax=b)
+    _stack_notes((a, b))
+    return fig
+
+
+def figure_step5_ring_vs_parameter_server(ring: Schedule, server: Schedule) -> Figure:
+    """Step 5: the ring's transfers chunk by chunk, beside the parameter server's star."""
+    fig, (a, b) = new_figure((16, 6), 2, width_ratios=(1.5, 1))
+    plot_ring_schedule(ring, ax=a)
+    plot_parameter_server(server, ax=b)
+    return fig
+
+
+def figure_summary(run: Run) -> Figure:
+    """The whole story in one picture."""
+    fig, ax = new_figure((10, 10))
+    plot_summary(run, timing.step_times(run), ax=ax)
+    return fig
+
+
+def draw(records: dict) -> dict:
+    """Each figure of the group as (Figure, the records it came from)."""
+    inputs = Inputs.from_records(records)
+    return {
+        "step1_loss": (figure_step1_loss(), ["line model in one process, all 512 points (numpy)"]),
+        "step2_gradients": (figure_step2_gradients(inputs.main, inputs.biased), [inputs.main, inputs.biased]),
+        "step3_average_of_averages": (figure_step3_average_of_averages(inputs.main), [inputs.main]),
+        "step4_devices": (figure_step4_devices(inputs.main), [inputs.main]),
+        "step5_all_reduce": (figure_step5_all_reduce(inputs.main), [inputs.main]),
+        "step5_replicas": (figure_step5_replicas(inputs.main, inputs.alone), [inputs.main, inputs.alone]),
+        "step5_ring_vs_parameter_server": (figure_step5_ring_vs_parameter_server(inputs.ring, inputs.server),
+                                           [inputs.ring, inputs.server]),
+        "summary": (figure_summary(inputs.main), [inputs.main]),
+    }
+
+
+GROUP = FigureGroup(name="derivation", plan=FIGURE_PLAN, draw=draw, claims=whole_picture.figure_claims)

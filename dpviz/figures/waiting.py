@@ -1,0 +1,136 @@
+"""Waiting's figures: a straggler's timeline, overlap against backward, stale arrows, sync against async.
+
+Records: :data:`dpviz.records.waiting.FIGURE_PLAN` (a straggler sweep, an overlap run, an asynchronous and
+a synchronous parameter-server run), by stem.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from dpviz.claims import waiting as claims
+from dpviz.data import line_data
+from dpviz.figures.group import FigureGroup
+from dpviz.figures.layout import footer
+from dpviz.plots.async_sgd import plot_loss_against, plot_stale_arrows, plot_staleness
+from dpviz.plots.overlap import plot_overlap_steps, plot_overlap_timelines
+from dpviz.plots.straggler import plot_straggler_timeline, plot_wait_against_delay
+from dpviz.plots.style import SLATE
+from dpviz.records.waiting import FIGURE_DELAY, FIGURE_PLAN
+from dpviz.theory import waiting as waiting_theory
+
+
+def figure_waiting_straggler(sweep, *, delay: float = FIGURE_DELAY) -> Figure:
+    """One rank sleeps d; the timeline of a few steps, and the others' wait against d."""
+    slow = int(sweep.slow_rank[np.flatnonzero(np.isclose(sweep.delay, delay))[-1]])
+    fig = Figure(figsize=(16, 6.4))
+    left, right = fig.subplots(1, 2, width_ratios=(1.55, 1))
+    fig.subplots_adjust(left=0.08, right=0.98, top=0.8, bottom=0.3, wspace=0.22)
+    plot_straggler_timeline(sweep, delay=delay, slow_rank=slow, ax=left, fontsize=13)
+    plot_wait_against_delay([sweep], ax=right, fontsize=13)
+    steps = sweep.median_step()
+    base = float(np.median(steps[sweep.delay == 0])) if (sweep.delay == 0).any() else float("nan")
+    fig.suptitle(f"A straggler sets the pace: with d = {delay * 1e3:g} ms every rank's step takes "
+                 f"{float(np.median(steps[np.isclose(sweep.delay, delay)])) * 1e3:.1f} ms instead of {base * 1e3:.1f} ms",
+                 fontsize=16, x=0.01, ha="left")
+    footer(fig, f"Measured: {sweep.describe()}.", wrap=True)
+    return fig
+
+
+def figure_waiting_overlap(run) -> Figure:
+    """When each bucket's all-reduce ran against the backward pass, and the step time it gave."""
+    serial = run.phases("serial")
+    bounds = waiting_theory.overlap_bounds(serial["forward"], serial["backward"], serial["comm"])
+    fig = Figure(figsize=(17, 7.4))
+    left, right = fig.subplots(1, 2, width_ratios=(1.7, 1))
+    fig.subplots_adjust(left=0.1, right=0.98, top=0.8, bottom=0.2, wspace=0.2)
+    plot_overlap_timelines(run, ax=left, fontsize=13)
+    plot_overlap_steps(run, bounds, ax=right, fontsize=13)
+    fig.suptitle(_overlap_headline(run, bounds), fontsize=16, x=0.01, ha="left")
+    footer(fig, f"Measured: {run.describe()}. Gradients of every mode compared with serial's at every step. "
+                "Modeled lines from the serial mode's own forward, backward and all-reduce times.", wrap=True)
+    return fig
+
+
+def _overlap_headline(run, bounds) -> str:
+    """What the run says about overlap, in words chosen by its numbers: the buckets' step against serial's."""
+    serial, mode = run.phases("serial"), "buckets" if "buckets" in run.mode else run.mode[-1]
+    ours = run.phases(mode)
+    change = ours["step"] / serial["step"] - 1
+    step_words = (f"{-change:.0%} shorter" if change < -0.05 else f"{change:.0%} longer" if change > 0.05
+                  else "about as long")
+    hid = ours["exposed"] < serial["exposed"]
+    slower = ours["backward"] > 1.2 * serial["backward"]
+    how = ("the all-reduces ran during backward" + (", but backward got slower" if slower else "")) if hid else \
+        "the all-reduces did not shorten the wait after backward"
+    return (f"Overlap on this machine: {how};\na step in {mode} was {step_words} than serial "
+            f"(at most {bounds.saving_fraction:.0%} was there to win)")
+
+
+def _line_grid(runs, points: int = 90):
+    """The line model's loss on a mesh of (w, c) around the paths of ``runs`` (theory, numpy)."""
+    x, y = line_data(int(runs[0].meta["dataset_size"]), seed=int(runs[0].meta["seed"]))
+    path = np.concatenate([np.concatenate([r.theta_before, r.theta_after]) for r in runs])
+    lo, hi = path.min(axis=0), path.max(axis=0)
+    pad = 0.15 * (hi - lo) + 0.1
+    w, c = np.meshgrid(np.linspace(lo[0] - pad[0], hi[0] + pad[0], points), np.linspace(lo[1] - pad[1], hi[1] + pad[1], points))
+    return w, c, waiting_theory.line_loss(x, y, np.stack([w, c], axis=-1))
+
+
+def figure_waiting_stale_arrows(async_run, sync_run) -> Figure:
+    """The asynchronous path in the (w, c) plane with stale gradients drawn where they were applied."""
+    fig = Figure(figsize=(11, 8.4))
+    ax = fig.subplots()
+    fig.subplots_adjust(left=0.09, right=0.98, top=0.9, bottom=0.14)
+    plot_stale_arrows(async_run, _line_grid([async_run, sync_run]), sync=sync_run, ax=ax, fontsize=13)
+    angles = async_run.angles()[async_run.staleness > 0]
+    ax.set_title(f"Stale arrows: {int((async_run.staleness > 0).sum())} of {async_run.updates} gradients were applied "
+                 f"to a θ that had moved on\n(median {np.median(angles):.0f}° off the fresh direction)",
+                 fontsize=14, loc="left")
+    footer(fig, f"Measured: {async_run.describe()}.\n{sync_run.describe()}.", wrap=True)
+    return fig
+
+
+def figure_waiting_sync_vs_async(async_run, sync_run) -> Figure:
+    """Sync against async with one slow worker: loss against wall time and updates, and the staleness."""
+    fig = Figure(figsize=(18, 6.2))
+    a, b, c = fig.subplots(1, 3, width_ratios=(1, 1, 0.9))
+    fig.subplots_adjust(left=0.05, right=0.98, top=0.8, bottom=0.25, wspace=0.28)
+    runs = {f"async: {async_run.updates} updates of 1 gradient": async_run,
+            f"sync: {sync_run.updates} updates of {sync_run.k} gradients": sync_run}
+    plot_loss_against(runs, x="wall", ax=a, fontsize=13, title="Against wall-clock time")
+    rates = waiting_theory.update_rates(async_run.seconds_per_gradient())
+    for run, rate in ((sync_run, rates[0]), (async_run, rates[1])):
+        a.plot(np.arange(run.updates + 1) / rate, run.loss, ":", color=SLATE, linewidth=1.4)
+    a.plot([], [], ":", color=SLATE, label="modeled: sync at 1/max t_i, async at\nΣ 1/t_i updates per second")
+    a.legend(fontsize=10, frameon=False, loc="upper right")
+    plot_loss_against(runs, x="updates", ax=b, fontsize=13, title="Against updates")
+    plot_staleness(async_run, modeled=waiting_theory.async_staleness(async_run.seconds_per_gradient()), ax=c, fontsize=13,
+                   modeled_label="modeled mean τ, from each worker's\nmeasured seconds per gradient")
+    idle = sync_run.worker_idle / (sync_run.worker_idle + sync_run.worker_busy)
+    fig.suptitle(f"Async never waits ({async_run.wall[-1]:.2f} s for {async_run.updates} gradients against "
+                 f"{sync_run.wall[-1]:.2f} s; sync's fast workers sat idle {idle[:-1].mean():.0%} of the time),\n"
+                 f"but its gradients are stale (mean τ = {async_run.staleness.mean():.1f}) and its path is not sync's",
+                 fontsize=15, x=0.01, ha="left")
+    note = ""
+    if async_run.oversubscribed:
+        note = (f" {async_run.k + 1} processes on {async_run.meta['cores']} cores: the workers' compute is a sleep, so they "
+                "seldom need a core at once; the modeled times beside the measured ones assume none ever waits for one.")
+    footer(fig, f"Measured: {async_run.describe()}.\n{sync_run.describe()}.{note}", wrap=True)
+    return fig
+
+
+def draw(records: dict) -> dict:
+    """Each figure of the group as (Figure, the records it came from)."""
+    sweep, overlap = records["waiting_straggler"], records["waiting_overlap"]
+    async_run, sync_run = records["waiting_async"], records["waiting_sync"]
+    return {
+        "waiting_straggler": (figure_waiting_straggler(sweep), [sweep]),
+        "waiting_overlap": (figure_waiting_overlap(overlap), [overlap]),
+        "waiting_stale_arrows": (figure_waiting_stale_arrows(async_run, sync_run), [async_run, sync_run]),
+        "waiting_sync_vs_async": (figure_waiting_sync_vs_async(async_run, sync_run), [async_run, sync_run]),
+    }
+
+
+GROUP = FigureGroup(name="waiting", plan=FIGURE_PLAN, draw=draw, claims=claims.figure_claims)

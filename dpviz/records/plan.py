@@ -1,0 +1,48 @@
+"""A figure plan: the records one chapter's published figures are drawn from, by stem, with their settings.
+
+    from dpviz.records.accumulation import FIGURE_PLAN
+    FIGURE_PLAN.stems                       # the record stems ./run saves in figures/records/
+    FIGURE_PLAN.settings_for(quick=True)    # {stem: the settings its recipe records it with}
+    records = FIGURE_PLAN.load()            # {stem: record}, from figures/records/
+
+A plan sits in the records module of the kind it uses (``dpviz.records.<kind>.FIGURE_PLAN``). The torch
+layer's recipe table (:mod:`dpviz.runs.recipes`) says which recorder makes a plan's records; the figure
+groups of :mod:`dpviz.figures` draw from them. numpy only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dpviz.records.paths import FIGURES_DIR
+from dpviz.records.schema import load
+
+
+@dataclass(frozen=True, eq=False)
+class FigurePlan:
+    """The records behind one chapter's figures."""
+
+    name: str                                              # the chapter's topic, e.g. "accumulation"
+    settings: Mapping[str, Mapping]                        # stem -> keyword settings the record is made with
+    quick: Mapping[str, Mapping] = field(default_factory=dict)  # stem -> settings that replace those under --quick
+
+    @property
+    def stems(self) -> tuple[str, ...]:
+        return tuple(self.settings)
+
+    def settings_for(self, *, quick: bool = False) -> dict[str, dict]:
+        """Each stem's settings, with the quick ones laid over them when ``quick``."""
+        return {stem: {**value, **(self.quick.get(stem, {}) if quick else {})} for stem, value in self.settings.items()}
+
+    def load(self, folder=None) -> dict:
+        """The plan's records, ``{stem: record}``, from ``folder`` (default: figures/records of the checkout)."""
+        folder = Path(folder) if folder is not None else FIGURES_DIR / "records"
+        return {stem: load(folder / stem) for stem in self.stems}
+
+    def check_recorded(self, records: Mapping) -> None:
+        """Raise if a recipe returned other stems than the plan declares."""
+        if set(records) != set(self.stems):
+            raise RuntimeError(f"the recipe for plan {self.name!r} returned records {sorted(records)}; "
+                               f"the plan declares {sorted(self.stems)}.")
