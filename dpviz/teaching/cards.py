@@ -1,7 +1,7 @@
 """A self-check card: a question, its answer, its chapter and kind; numeric cards compute their numbers.
 
-The cards themselves are in :mod:`dpviz.teaching.questionbank`; :mod:`dpviz.teaching.quiz`
-shows them as widgets.
+The cards themselves are in :mod:`dpviz.teaching.decks`, one module per chapter, put together in
+chapter order by :mod:`dpviz.teaching.questionbank`; :mod:`dpviz.teaching.quiz` shows them as widgets.
 """
 
 from __future__ import annotations
