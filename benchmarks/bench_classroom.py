@@ -37,7 +37,7 @@ import psutil
 from dpviz.runs.launch import is_helper_process
 
 ROOT = Path(__file__).resolve().parents[1]
-SETUP = "from dpviz.runs.training import record_run\n"
+SETUP = "import dpviz.runs\ndpviz.runs.warm_up()\nfrom dpviz.runs.training import record_run\n"  # as a chapter's set-up cell
 LIVE_RUN = "run = record_run(k=2, b=8, steps=5)\nprint('CHECK', run.check())\n"
 
 

@@ -214,12 +214,14 @@ def fork_servers_of(pid: int) -> list[psutil.Process]:
     return [p for p in children if _alive(p) and "multiprocessing.forkserver" in " ".join(p.cmdline())]
 
 
-def test_a_kernel_starts_its_fork_server_on_import_and_it_dies_with_the_kernel(kernel):
-    kernel.run("import dpviz.runs")
+def test_a_kernel_starts_no_process_on_import_and_its_warmed_up_fork_server_dies_with_it(kernel):
+    kernel.run("import dpviz.runs, dpviz.runs.launch, dpviz.runs.training\nimport time; time.sleep(1)")
+    assert psutil.Process(kernel.pid).children() == []  # importing starts nothing, in a kernel too
+    kernel.run("dpviz.runs.warm_up()")  # a chapter's set-up cell
     servers = wait_for(lambda: fork_servers_of(kernel.pid), 30, "the kernel's fork server")
     assert len(servers) == 1
     kernel.run("from dpviz.runs.training import record_run\nrecord_run(k=2, b=8, steps=5).check()\n")
-    assert fork_servers_of(kernel.pid) == servers  # the run used the server started on import
+    assert fork_servers_of(kernel.pid) == servers  # the run used the server the warm-up started
     os.kill(kernel.pid, signal.SIGKILL)
     seconds = time_until_gone(servers)
     print(f"\nkernel SIGKILL: its fork server gone {seconds:.2f} s after it")
@@ -227,7 +229,8 @@ def test_a_kernel_starts_its_fork_server_on_import_and_it_dies_with_the_kernel(k
 
 
 def test_a_script_that_imports_the_runs_layer_starts_no_process():
-    code = "import time, psutil, dpviz.runs; time.sleep(1); print(len(psutil.Process().children()))"
+    code = ("import time, psutil, dpviz.runs, dpviz.runs.launch, dpviz.runs.forkserver, dpviz.runs.supervise, "
+            "dpviz.runs.rank; time.sleep(1); print(len(psutil.Process().children()))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0"]

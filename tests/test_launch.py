@@ -2,6 +2,7 @@
 
 import _thread
 import os
+import sys
 import threading
 import time
 import warnings
@@ -11,7 +12,9 @@ import pytest
 import torch.multiprocessing as mp
 
 import _workers
+from dpviz.runs import forkserver
 from dpviz.runs import launch as launcher
+from dpviz.runs.forkserver import _StdlibForkServer
 from dpviz.runs.launch import RankError, RankTimeout, launch
 
 
@@ -123,7 +126,7 @@ def test_the_fork_server_stops_when_idle_and_on_request(no_leftover_processes, m
     assert launcher.stop_fork_server() is True
     assert launcher.fork_server_pid() is None
     assert launcher.stop_fork_server() is False  # nothing left to stop
-    monkeypatch.setattr(launcher, "FORK_SERVER_IDLE", 0.5)
+    monkeypatch.setattr(forkserver, "FORK_SERVER_IDLE", 0.5)  # read by the idle timer, in dpviz.runs.forkserver
     launch(_workers.sum_ranks, 1)
     server = launcher.fork_server_pid()
     end = time.monotonic() + 10
@@ -155,3 +158,48 @@ def test_the_launch_helpers_are_told_apart_from_ranks(no_leftover_processes, mon
     assert launcher.is_helper_process(" ".join(server.cmdline()), server.ppid(), os.getpid())
     # a rank has the server's command line but the server as its parent
     assert not launcher.is_helper_process(" ".join(server.cmdline()), ranks[0]["ppid"], os.getpid())
+
+
+def fork_servers_here() -> list[psutil.Process]:
+    return [p for p in psutil.Process().children() if "multiprocessing.forkserver" in " ".join(p.cmdline())]
+
+
+def test_the_private_fork_server_handle_finds_and_stops_the_live_server(no_leftover_processes, monkeypatch):
+    # multiprocessing keeps its fork server under private names; a Python that renames them fails here, by name.
+    missing = _StdlibForkServer.missing()
+    assert not missing, (f"Python {sys.version.split()[0]}'s multiprocessing no longer has {', '.join(missing)}: "
+                         f"update dpviz.runs.forkserver._StdlibForkServer, the one place dpviz reads them")
+    monkeypatch.delenv("DPVIZ_START_METHOD", raising=False)
+    launch(_workers.sum_ranks, 1)
+    servers = fork_servers_here()
+    assert [p.pid for p in servers] == [_StdlibForkServer.pid()]
+    _StdlibForkServer.stop()
+    assert _StdlibForkServer.pid() is None
+    assert not servers[0].is_running() or servers[0].status() == psutil.STATUS_ZOMBIE
+    assert fork_servers_here() == []
+
+
+def test_warm_up_starts_the_server_that_the_first_run_uses(no_leftover_processes, monkeypatch):
+    monkeypatch.delenv("DPVIZ_START_METHOD", raising=False)
+    launcher.stop_fork_server()
+    launcher.warm_up()  # returns at once; the server imports torch in the background
+    server = launcher.fork_server_pid()
+    assert server is not None and [p.pid for p in fork_servers_here()] == [server]
+    launcher.warm_up()  # one is running already: nothing new
+    assert [p.pid for p in fork_servers_here()] == [server]
+    ranks = launch(_workers.where_am_i, 2, args=("HOME",))
+    assert [r["ppid"] for r in ranks] == [server] * 2
+
+
+def test_warm_up_with_spawn_or_a_bad_start_method_starts_nothing(no_leftover_processes, monkeypatch):
+    launcher.stop_fork_server()
+    monkeypatch.setenv("DPVIZ_START_METHOD", "spawn")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        launcher.warm_up()
+    assert fork_servers_here() == [] and launcher.fork_server_pid() is None
+    monkeypatch.setenv("DPVIZ_START_METHOD", "fork")
+    with pytest.warns(UserWarning, match="did not start ahead of the first run .*DPVIZ_START_METHOD must be one of"):
+        launcher.warm_up()  # only a head start: the first run raises the error itself
+    assert fork_servers_here() == [] and launcher.fork_server_pid() is None
+

@@ -1,6 +1,9 @@
 """The torch side: ranks that run, and the only writers of records.
 
 * :mod:`dpviz.runs.launch`        start k ranks of a process group; errors and stalls named by rank
+* :mod:`dpviz.runs.forkserver`    the fork server ranks start from: started by the first run or :func:`warm_up`
+* :mod:`dpviz.runs.supervise`     waiting on running ranks: failures and stalls named, every child reaped
+* :mod:`dpviz.runs.rank`          what runs inside a rank: tied to its parent's life, joins the group, runs the worker
 * :mod:`dpviz.runs.training`      the data-parallel rank worker, ``record_run``, the torchrun entry point
 * :mod:`dpviz.runs.models`        the line model and the MLP
 * :mod:`dpviz.runs.optim`         SGD, momentum and Adam written out, bit-identical to torch.optim
@@ -17,8 +20,11 @@
 * :mod:`dpviz.runs.overlap`       all-reduces started from backward hooks: per parameter, one buffer, buckets; DDP timed (chapter 11)
 * :mod:`dpviz.runs.async_sgd`     a parameter server and k workers, asynchronous or synchronous, with staleness (chapter 11)
 * :mod:`dpviz.runs.waiting`       chapter 11's live runs in one launch, its figure records and its shipped runs
+
+Importing this package starts no process. A chapter's set-up cell calls :func:`warm_up`, so the
+fork server imports torch while the student reads, and the first live run starts at once.
 """
 
-from dpviz.runs.launch import start_fork_server_in_notebook
+from dpviz.runs.forkserver import warm_up
 
-start_fork_server_in_notebook()  # in a Jupyter kernel: the fork server imports torch while the kernel does
+__all__ = ["warm_up"]
