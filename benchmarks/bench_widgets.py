@@ -171,8 +171,8 @@ def record_inputs(folder: Path) -> None:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # timings of these records are not what is measured here
-        record_run(k=1, b=16, steps=1, sampling="biased", timeout=180).save(folder / "biased")
-        config = BenchConfig(ks=(2,), sizes=(1024, 16384, 262144), impls=("all_reduce",), repeats=3, timeout=180)
+        record_run(k=1, b=16, steps=1, sampling="biased", stall_timeout=180).save(folder / "biased")
+        config = BenchConfig(ks=(2,), sizes=(1024, 16384, 262144), impls=("all_reduce",), repeats=3, stall_timeout=180)
         run_sweep(config, progress=False).save(folder / "bench")
 
 

@@ -5,7 +5,8 @@
     python -m dpviz figures                                        # fresh runs -> every figure in figures/
 
 Each prints what it verified and what it measured. A bad argument ends with one
-sentence naming it and exit status 2.
+sentence naming it and exit status 2. A command imports the torch layer only when it
+records, so ``--help`` and ``figures --from-records`` start without torch.
 """
 
 from __future__ import annotations
@@ -15,11 +16,6 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import fields
-
-import numpy as np
-
-from dpviz.runs.launch import RankError, RankTimeout
 
 
 def main(argv=None) -> int:
@@ -34,18 +30,37 @@ def main(argv=None) -> int:
     except (ValueError, TypeError, FileNotFoundError) as e:
         print(f"python -m dpviz {args.command}: error: {e}", file=sys.stderr)
         return 2
-    except (RankError, RankTimeout) as e:
+    except (RuntimeError, TimeoutError) as e:
+        if not _is_rank_failure(e):
+            raise
         print(f"python -m dpviz {args.command}: {e}", file=sys.stderr)
         return 1
     return 0
 
 
+def _is_rank_failure(e: BaseException) -> bool:
+    """Whether ``e`` is a :class:`~dpviz.runs.launch.RankError` or ``RankTimeout``.
+
+    The launcher is imported here, once something has failed, so that ``--help`` and drawing from
+    records never load the torch layer.
+    """
+    from dpviz.runs.launch import RankError, RankTimeout
+
+    return isinstance(e, (RankError, RankTimeout))
+
+
 # --- record ---
 
-def _add_record(p) -> None:
-    from dpviz.runs.training import TrainConfig
+# The defaults of dpviz.runs.training.TrainConfig, written out so that `record --help` needs no torch
+# (training.py imports it); tests/test_cli.py checks that they agree.
+RECORD_DEFAULTS = {
+    "k": 4, "b": 8, "steps": 5, "model": "line", "width": 64, "depth": 2, "optimizer": "sgd", "lr": 0.1,
+    "seed": 0, "mean": "plain", "sampling": "random", "backend": "auto", "stall_timeout": 60.0,
+}
 
-    defaults = {f.name: f.default for f in fields(TrainConfig)}
+
+def _add_record(p) -> None:
+    defaults = RECORD_DEFAULTS
     p.add_argument("--k", type=int, default=defaults["k"], help="ranks (default %(default)s)")
     p.add_argument("--b", type=int, default=defaults["b"], help="examples per rank per step (default %(default)s)")
     p.add_argument("--global-batch", type=int, help="examples per step in all; must split evenly over k")
@@ -61,7 +76,7 @@ def _add_record(p) -> None:
     p.add_argument("--mean", default=defaults["mean"], help="plain or weighted, for unequal shards (default %(default)s)")
     p.add_argument("--sampling", default=defaults["sampling"], help="random, biased or by_kind (default %(default)s)")
     p.add_argument("--backend", default=defaults["backend"], help="auto, gloo or nccl (default %(default)s)")
-    p.add_argument("--timeout", type=float, default=defaults["timeout"], help="seconds a rank may go without finishing a step (default %(default)s)")
+    p.add_argument("--timeout", type=float, default=defaults["stall_timeout"], help="seconds a rank may go without finishing a step (default %(default)s)")
     p.add_argument("--threads", type=int, help="intra-op threads per rank (default: the cores shared evenly)")
     p.add_argument("--out", help="save the record as OUT.npz and OUT.json")
     p.set_defaults(func=_record)
@@ -81,8 +96,8 @@ def _record(args) -> None:
     config = TrainConfig(
         k=args.k, b=args.b, global_batch=args.global_batch, steps=args.steps, model=args.model, width=args.width,
         depth=args.depth, optimizer=args.optimizer, lr=args.lr, seed=args.seed, all_reduce=not args.no_all_reduce,
-        shard_sizes=args.shard_sizes, mean=args.mean, sampling=args.sampling, backend=args.backend, timeout=args.timeout,
-        threads=args.threads,
+        shard_sizes=args.shard_sizes, mean=args.mean, sampling=args.sampling, backend=args.backend,
+        stall_timeout=args.timeout, threads=args.threads,
     )
     start = time.perf_counter()
     run = record_run(config, progress=True)
@@ -109,6 +124,8 @@ def check_out(out: str | None) -> None:
 
 def report(run, seconds: float) -> str:
     """What a run verified and measured, as a few lines for a terminal."""
+    import numpy as np  # here, not at the top: `python -m dpviz --help` needs neither numpy nor torch
+
     lines = [f"recorded {run.describe()}", f"  wall time, process start included: {seconds:.2f} s"]
     try:
         lines.append(f"  verified: {run.check()}")

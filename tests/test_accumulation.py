@@ -20,8 +20,9 @@ from dpviz.figures import (  # noqa: E402
 from dpviz.plots.accumulation import UpdateBars, plot_activation_memory, plot_comm_per_update, plot_update_rows  # noqa: E402
 from dpviz.records import load, provenance  # noqa: E402
 from dpviz.records.accumulation import (  # noqa: E402
-    FIGURE_PLAN, FIGURE_STEMS, RECORDS_DIR, AccumulationRun, accumulation_grid, figure_records, grid_keys, grid_name, grid_run, same_update,
+    FIGURE_PLAN, FIGURE_STEMS, AccumulationRun, accumulation_grid, figure_records, grid_keys, grid_name, grid_run, same_update,
 )
+from dpviz.records.paths import SHIPPED_DIR  # noqa: E402
 from dpviz.runs.accumulation import (  # noqa: E402
     AccumConfig, figure_configs, micro_batches_of, record_accumulation, saved_activation_bytes,
 )
@@ -315,7 +316,7 @@ def test_shipped_grid_is_complete_small_and_checked(grid):
         k, m, sync = key
         assert (run.k, run.m) == (k, m) and (k == 1 or run.sync == sync)
         run.check()
-    size = sum(p.stat().st_size for key in grid for p in RECORDS_DIR.glob(grid_name(*key) + ".*"))
+    size = sum(p.stat().st_size for key in grid for p in SHIPPED_DIR.glob(grid_name(*key) + ".*"))
     assert size < 1_000_000, f"the shipped accumulation runs take {size:,} bytes"
     with pytest.raises(ValueError, match="k and m"):
         grid_run(grid, 3, 1)

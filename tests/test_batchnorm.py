@@ -16,7 +16,7 @@ TOL = 1e-5
 def quiet(**kwargs) -> BatchNormRun:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ranks may share cores; nothing here is timed
-        return record_batchnorm(timeout=120, **kwargs)
+        return record_batchnorm(stall_timeout=120, **kwargs)
 
 
 @pytest.fixture(scope="module")

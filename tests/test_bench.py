@@ -16,7 +16,7 @@ SIZES = (64, 4096)  # bytes
 
 @pytest.fixture(scope="module")
 def record():
-    config = BenchConfig(ks=(2,), sizes=SIZES, repeats=2, warmup=1, timeout=180)
+    config = BenchConfig(ks=(2,), sizes=SIZES, repeats=2, warmup=1, stall_timeout=180)
     return run_sweep(config, progress=False)
 
 
@@ -58,7 +58,7 @@ def test_the_fit_follows_the_fastest_call_not_late_wake_ups():
 
 @pytest.mark.parametrize("placement", PLACEMENTS)
 def test_the_wakeup_diagnostic_times_every_call(placement):
-    per_rank = launch(wakeup_worker, 2, args=((64, 4096), 3, placement), progress=False, timeout=120)
+    per_rank = launch(wakeup_worker, 2, args=((64, 4096), 3, placement), progress=False, stall_timeout=120)
     assert len(per_rank) == 2 and all(t.shape == (2, 3) and np.all(t > 0) for t in per_rank)
 
 
@@ -123,7 +123,7 @@ def test_load_names_the_path_of_another_schema(record, tmp_path):
         ({"warmup": -1}, "warmup"),
         ({"impls": ("tree",)}, "impls"),
         ({"backend": "mpi"}, "backend"),
-        ({"timeout": 0}, "timeout"),
+        ({"stall_timeout": 0}, "stall_timeout"),
     ],
 )
 def test_bad_arguments_name_themselves(change, name):

@@ -1,10 +1,15 @@
-"""The command line: help for every command, a real recorded run, one-sentence errors with exit status 2."""
+"""The command line: help for every command, a real recorded run, one-sentence errors with exit status 2.
+
+Help and drawing from saved records import no torch (``benchmarks/bench_imports.py`` times ``--help``).
+"""
 
 import subprocess
 import sys
+from dataclasses import fields
 
 import pytest
 
+from dpviz.cli import RECORD_DEFAULTS, main
 from dpviz.records.run import Run
 
 
@@ -12,11 +17,55 @@ def dpviz(*args, timeout=180):
     return subprocess.run([sys.executable, "-m", "dpviz", *args], capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize("command", ["record", "bench", "figures"])
-def test_help(command):
-    done = dpviz(command, "--help")
-    assert done.returncode == 0
-    assert "usage: python -m dpviz " + command in done.stdout
+def dpviz_importing(*args, timeout=180):
+    """``python -m dpviz ARGS`` under ``-X importtime``: the finished process (its stderr without the
+    import lines) and the set of modules it imported."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "dpviz", *args],
+                          capture_output=True, text=True, timeout=timeout)
+    imported, rest = set(), []
+    for line in done.stderr.splitlines():
+        if line.startswith("import time:"):
+            imported.add(line.rsplit("|", 1)[1].strip())
+        else:
+            rest.append(line)
+    return subprocess.CompletedProcess(done.args, done.returncode, done.stdout, "\n".join(rest)), imported
+
+
+def torch_layer(imported: set) -> list:
+    """torch (not its hundreds of submodules) and the dpviz.runs modules among ``imported``."""
+    return sorted(m for m in imported if m == "torch" or m.startswith("dpviz.runs"))
+
+
+@pytest.mark.parametrize("args", [[], ["record"], ["bench"], ["figures"]], ids=["dpviz", "record", "bench", "figures"])
+def test_help_imports_no_torch(args):
+    command = " ".join(["python -m dpviz", *args])
+    done, imported = dpviz_importing(*args, "--help")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "usage: " + command in done.stdout
+    assert not torch_layer(imported), f"{command} --help imported {torch_layer(imported)}"
+
+
+def test_drawing_from_records_imports_no_torch(tmp_path):
+    """An empty folder: the command imports all that drawing needs, then stops at the first missing record.
+
+    (Drawing the whole set takes half a minute; tests/test_figures.py does it, and tests/test_layers.py
+    checks that nothing the drawing imports, inside functions included, reaches torch.)
+    """
+    records = tmp_path / "records"
+    records.mkdir()
+    done, imported = dpviz_importing("figures", "--from-records", str(records), "--out", str(tmp_path / "out"))
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert done.stderr.startswith("python -m dpviz figures: error: ") and str(records) in done.stderr
+    assert "torch" not in imported, f"drawing from records imported {torch_layer(imported)}"
+
+
+def test_record_help_shows_the_defaults_of_train_config():
+    from dpviz.runs.training import TrainConfig
+
+    defaults = {f.name: f.default for f in fields(TrainConfig)}
+    unknown = sorted(set(RECORD_DEFAULTS) - set(defaults))
+    assert not unknown, f"RECORD_DEFAULTS names {unknown}, which are not fields of TrainConfig"
+    assert RECORD_DEFAULTS == {name: defaults[name] for name in RECORD_DEFAULTS}
 
 
 def test_record_prints_what_it_verified_and_saves(tmp_path, no_leftover_processes):
@@ -32,6 +81,13 @@ def test_drift_is_reported_without_all_reduce(no_leftover_processes):
     assert "replicas differ in 2 of 3 recorded states" in done.stdout
 
 
+def test_a_stalled_rank_ends_with_status_1_and_names_the_ranks(no_leftover_processes):
+    done = dpviz("record", "--k", "2", "--steps", "3", "--timeout", "1e-6")  # no rank can finish a step that fast
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "python -m dpviz record: rank" in done.stderr and "stalled" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 @pytest.mark.parametrize(
     "args, name",
     [
@@ -43,8 +99,16 @@ def test_drift_is_reported_without_all_reduce(no_leftover_processes):
         (["bench", "--repeats", "0"], "repeats must be"),
     ],
 )
-def test_bad_arguments_exit_2_with_one_sentence(args, name):
-    done = dpviz(*args)
+def test_bad_arguments_exit_2_with_one_sentence(args, name, capsys):
+    # in this process: each is refused before any rank starts, and torch is imported once, not once per case
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"python -m dpviz {args[0]}: error: ") and name in err
+    assert err.strip().count("\n") == 0  # one line, no traceback
+
+
+def test_a_bad_argument_ends_the_process_with_status_2():
+    done = dpviz("record", "--k", "0")
     assert done.returncode == 2
-    assert name in done.stderr
-    assert done.stderr.strip().count("\n") == 0  # one line, no traceback
+    assert "k must be" in done.stderr
+    assert done.stderr.strip().count("\n") == 0

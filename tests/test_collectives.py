@@ -22,7 +22,7 @@ def runs(request):
     k = request.param
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*ranks share")  # correctness, not timing, is tested here
-        return k, launch(compare_with_all_reduce, k, args=(SIZES, 7), backend="gloo", timeout=180)
+        return k, launch(compare_with_all_reduce, k, args=(SIZES, 7), backend="gloo", stall_timeout=180)
 
 
 def chunk_sizes(n, k):

@@ -34,18 +34,18 @@ KS = (1, 2, 4)
 def runs():
     """MLP runs that split one global batch over k = 1, 2, 4 ranks (k = 4 oversubscribes a 2-core machine)."""
     with pytest.warns() if max(KS) > _cores() else _nothing():
-        return {k: record_run(model="mlp", width=64, k=k, b=GLOBAL_BATCH // k, steps=4, timeout=180) for k in KS}
+        return {k: record_run(model="mlp", width=64, k=k, b=GLOBAL_BATCH // k, steps=4, stall_timeout=180) for k in KS}
 
 
 @pytest.fixture(scope="module")
 def line_run():
     with pytest.warns() if 4 > _cores() else _nothing():
-        return record_run(model="line", k=4, b=4, steps=2, timeout=180)
+        return record_run(model="line", k=4, b=4, steps=2, stall_timeout=180)
 
 
 @pytest.fixture(scope="module")
 def bench():
-    return run_sweep(BenchConfig(ks=(2,), sizes=(1024, 16384, 262144), impls=("all_reduce",), repeats=3, timeout=180),
+    return run_sweep(BenchConfig(ks=(2,), sizes=(1024, 16384, 262144), impls=("all_reduce",), repeats=3, stall_timeout=180),
                      progress=False)
 
 

@@ -11,7 +11,8 @@ import pytest
 
 from dpviz.data import line_data
 from dpviz.records import load
-from dpviz.records.lr_grid import SHIPPED_DIR, LrGrid, shipped_name
+from dpviz.records.lr_grid import LrGrid, shipped_name
+from dpviz.records.paths import SHIPPED_DIR
 from dpviz.theory import lr_rules
 from dpviz.theory.landscape import descent_path, full_grad
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from dpviz.records import KINDS, BenchRecord, Run, Schedule, load, provenance
-from dpviz.records import shipped
+from dpviz.records.paths import SHIPPED_DIR
 from dpviz.records.schema import Array, Kind, Meta
 
 FIGURE_RECORDS = Path(__file__).resolve().parents[1] / "figures" / "records"
@@ -25,7 +25,7 @@ def one_sentence(message: str) -> bool:
 
 
 def test_every_shipped_and_figure_record_loads_as_its_kind():
-    stems = sorted({p.with_suffix("") for p in [*FIGURE_RECORDS.glob("*.json"), *shipped.RECORDS_DIR.glob("*.json")]})
+    stems = sorted({p.with_suffix("") for p in [*FIGURE_RECORDS.glob("*.json"), *SHIPPED_DIR.glob("*.json")]})
     kinds = {type(load(s)).__name__ for s in stems}
     # the chapters past Step 6 add kinds and records of their own (lr_grid: chapter 09)
     assert {"Run", "BenchRecord", "Schedule"} <= kinds and len(stems) >= 18 + 9
@@ -33,7 +33,7 @@ def test_every_shipped_and_figure_record_loads_as_its_kind():
 
 def test_every_declared_field_is_an_attribute_of_its_declared_type():
     """Declared once, read everywhere: run.k, record.cores... come from the declaration, not from hand-written properties."""
-    stems = sorted({p.with_suffix("") for p in [*FIGURE_RECORDS.glob("*.json"), *shipped.RECORDS_DIR.glob("*.json")]})
+    stems = sorted({p.with_suffix("") for p in [*FIGURE_RECORDS.glob("*.json"), *SHIPPED_DIR.glob("*.json")]})
     types = {"int": int, "float": (int, float), "str": str, "bool": bool, "list": list}
     seen = set()
     for stem in stems:

@@ -25,6 +25,7 @@ from dpviz import figures
 from dpviz.plots.pipeline import GanttBars, plot_bubble, plot_gantt
 from dpviz.plots.tensor_parallel import plot_tensor_split
 from dpviz.records import load
+from dpviz.records.paths import SHIPPED_DIR
 from dpviz.records.pipeline import PipelineRun, idle_points, shipped_grid
 from dpviz.records.run import rel_err
 from dpviz.records.tensor_parallel import TensorSplit
@@ -398,7 +399,7 @@ def test_shipped_grid_is_complete_small_and_checked(grid):
     for (p, m, schedule), run in grid.items():
         assert (run.p, run.m, run.schedule) == (p, m, schedule)
         run.check()
-    size = sum(f.stat().st_size for f in (ROOT / "dpviz" / "records" / "shipped_runs").glob("pipeline_*"))
+    size = sum(f.stat().st_size for f in SHIPPED_DIR.glob("pipeline_*"))
     assert size < 2_000_000
 
 

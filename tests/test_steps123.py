@@ -21,7 +21,8 @@ from dpviz.data import LINE_START  # noqa: E402
 from dpviz.plots import step1, step2, step3  # noqa: E402
 from dpviz.records import load as load_shipped  # noqa: E402
 from dpviz.records.run import Run  # noqa: E402
-from dpviz.records.shipped import RECORDS_DIR, grid_name  # noqa: E402
+from dpviz.records.paths import SHIPPED_DIR  # noqa: E402
+from dpviz.records.shipped import grid_name  # noqa: E402
 from dpviz.runs.training import record_run  # noqa: E402
 from dpviz.widgets.base import find, png_bytes  # noqa: E402
 from dpviz.widgets.step1 import EtaFigure, eta_grid, eta_widget  # noqa: E402
@@ -36,7 +37,7 @@ RTOL, ATOL = 1e-5, 1e-6  # float32 means taken in a different order agree to rou
 def record(**config):
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*ranks share")  # gradients, not timings, are tested here
-        return record_run(steps=1, timeout=180, **config)
+        return record_run(steps=1, stall_timeout=180, **config)
 
 
 @pytest.fixture(scope="module")
@@ -249,7 +250,7 @@ def test_bad_step2_arguments_name_them(runs, kwargs, name):
 
 
 def test_a_run_without_per_example_gradients_is_refused():
-    shipped = load_shipped(RECORDS_DIR / grid_name(1, 4))  # a real line-model record, less its optional array
+    shipped = load_shipped(SHIPPED_DIR / grid_name(1, 4))  # a real line-model record, less its optional array
     run = Run(shipped.meta, {name: a for name, a in shipped.arrays.items() if name != "example_grad"})
     with pytest.raises(ValueError, match="run must be a line-model Run"):
         step2.plot_example_grads(run)

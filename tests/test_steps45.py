@@ -14,6 +14,7 @@ from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
 from matplotlib.quiver import Quiver  # noqa: E402
 
 from dpviz.records import shipped  # noqa: E402
+from dpviz.records.paths import SHIPPED_DIR  # noqa: E402
 from dpviz.plots.step4 import plot_devices  # noqa: E402
 from dpviz.plots.step5 import (  # noqa: E402
     plot_all_reduce,
@@ -35,11 +36,11 @@ F32 = 4
 @pytest.fixture(scope="module")
 def recorded():
     """Real small records, made once for the module: runs with and without the all-reduce, an MLP, two schedules."""
-    ring, server = record_schedules(K, N_ELEMENTS, timeout=180)  # both in one launch
+    ring, server = record_schedules(K, N_ELEMENTS, stall_timeout=180)  # both in one launch
     return {
-        "on": record_run(k=K, b=B, steps=3, timeout=180),
-        "off": record_run(k=K, b=B, steps=3, all_reduce=False, optimizer="momentum", timeout=180),
-        "mlp": record_run(k=2, b=B, steps=2, model="mlp", width=8, depth=1, timeout=180),
+        "on": record_run(k=K, b=B, steps=3, stall_timeout=180),
+        "off": record_run(k=K, b=B, steps=3, all_reduce=False, optimizer="momentum", stall_timeout=180),
+        "mlp": record_run(k=2, b=B, steps=2, model="mlp", width=8, depth=1, stall_timeout=180),
         "ring": ring,
         "server": server,
     }
@@ -311,7 +312,7 @@ def test_record_schedule_checks_its_arguments():
 
 
 def test_one_launch_of_both_schedules_gives_what_one_launch_each_gives(recorded):
-    alone = record_schedule(K, N_ELEMENTS, impl="parameter_server", timeout=180)
+    alone = record_schedule(K, N_ELEMENTS, impl="parameter_server", stall_timeout=180)
     for name, value in alone.arrays.items():
         np.testing.assert_array_equal(recorded["server"].arrays[name], value, err_msg=name)
 
@@ -438,10 +439,10 @@ def test_shipped_drift_pairs_stay_identical_with_all_reduce_and_drift_without():
 
 
 def test_shipped_records_are_small():
-    mine = [p for p in shipped.RECORDS_DIR.iterdir() if p.name.startswith(("grid_", "drift_"))]
+    mine = [p for p in SHIPPED_DIR.iterdir() if p.name.startswith(("grid_", "drift_"))]
     assert len([p for p in mine if p.suffix == ".npz"]) == 18
     assert sum(p.stat().st_size for p in mine) < 1_000_000
-    everything = sum(p.stat().st_size for p in shipped.RECORDS_DIR.iterdir())
+    everything = sum(p.stat().st_size for p in SHIPPED_DIR.iterdir())
     assert everything < 4_000_000, f"the shipped records of every chapter hold {everything:,} bytes; keep them to a few MB"
 
 

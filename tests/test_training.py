@@ -18,7 +18,7 @@ TOL = 1e-5  # max relative error in float32 (DESIGN.md)
 def quiet_run(**kwargs) -> Run:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # k > cores: the oversubscription warning
-        return record_run(steps=kwargs.pop("steps", 3), timeout=120, **kwargs)
+        return record_run(steps=kwargs.pop("steps", 3), stall_timeout=120, **kwargs)
 
 
 @pytest.mark.parametrize("k", [1, 2, 4])

@@ -250,7 +250,7 @@ def test_a_failing_worker_is_named(no_leftover_processes):
         warnings.simplefilter("ignore")
         with pytest.raises(RankError, match="rank 2 failed") as info:
             launch(_waiting_workers.failing_worker, 4, args=(AsyncConfig(k=3, updates=10), 2), backend="gloo",
-                   threads=1, timeout=60)
+                   threads=1, stall_timeout=60)
     assert "deliberate failure in worker 2" in info.value.rank_traceback
 
 
@@ -259,7 +259,7 @@ def test_a_hung_worker_is_named_at_the_timeout(no_leftover_processes):
         warnings.simplefilter("ignore")
         with pytest.raises(RankTimeout) as info:
             launch(_waiting_workers.hanging_worker, 3, args=(AsyncConfig(k=2, updates=6), 1), backend="gloo",
-                   threads=1, timeout=8)
+                   threads=1, stall_timeout=8)
     assert info.value.ranks == [1]
 
 

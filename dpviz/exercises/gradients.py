@@ -17,7 +17,8 @@ import numpy as np
 
 from dpviz.data import line_data
 import dpviz.exercises.verdict as v
-from dpviz.records.shipped import RECORDS_DIR, drift_name, grid_name
+from dpviz.records.paths import SHIPPED_DIR
+from dpviz.records.shipped import drift_name, grid_name
 from dpviz.records.run import Run
 from dpviz.theory.landscape import descent_path
 
@@ -28,7 +29,7 @@ MICRO_BATCHES = (4, 4, 2, 8, 16)  # m for chapter 10, one per step
 
 
 def _grid_run() -> Run:
-    return Run.load(RECORDS_DIR / grid_name(*BATCH_RUN))
+    return Run.load(SHIPPED_DIR / grid_name(*BATCH_RUN))
 
 
 def _where_step(t, run) -> str:
@@ -103,7 +104,7 @@ def check_weighted_mean(weighted_mean) -> v.Verdict:
 def check_data_parallel_step(data_parallel_step) -> v.Verdict:
     """Chapter 07: ``data_parallel_step(theta, rank_grads, eta)``; against the parameters a recorded k-rank run stepped to."""
     name = v.require_function("check_data_parallel_step", data_parallel_step)
-    run = Run.load(RECORDS_DIR / drift_name("sgd", True))
+    run = Run.load(SHIPPED_DIR / drift_name("sgd", True))
     eta, k = float(run.meta["lr"]), run.k
     cases = [v.Case((run.params[t, 0].copy(), run.local_grad[t].copy(), eta), run.params[t + 1, 0],
                     f"at step {t} of a recorded run on k = {k} ranks (η = {eta}),") for t in range(run.steps)]

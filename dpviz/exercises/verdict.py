@@ -12,8 +12,10 @@ import textwrap
 
 import numpy as np
 
+from dpviz.records.tolerance import GRAD_TOLERANCE
+
 PASSED, FAILED, NOT_ATTEMPTED = "passed", "failed", "not attempted"
-RTOL = 1e-5  # float32 rounding, relative to the largest expected magnitude
+RTOL = GRAD_TOLERANCE  # float32 rounding, relative to the largest expected magnitude
 
 
 class Verdict(str):

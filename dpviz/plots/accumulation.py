@@ -17,11 +17,12 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.patches import Patch
 
-from dpviz.plots.style import CORAL, GREY, IDEAL_STYLE, INK, LAVENDER, MEASURED_NOTE, MODELED_NOTE, SLATE, get_ax, source_note
+from dpviz.plots.style import (
+    CORAL, ERROR_BARS, GREY, IDEAL_STYLE, INK, LAVENDER, MEASURED_NOTE, MODELED_NOTE, REST, SLATE, get_ax, source_note,
+)
 from dpviz.plots.timeline import time_unit
+from dpviz.records.tolerance import GRAD_TOLERANCE
 
-REST = "#dddddd"  # the optimizer step and bookkeeping
-ERROR = "#c9d1db"  # bars of a relative error
 COLOURS = {"compute": LAVENDER, "comm": CORAL, "rest": REST}
 MODELED_HATCH = "///"
 BAR = 0.5  # bar height; rows are 1.0 apart, the label sits above its bar
@@ -179,13 +180,13 @@ def plot_activation_memory(points, *, ax=None, fontsize: float = 12, note: str |
     return ax
 
 
-def plot_update_error(points, *, ax=None, fontsize: float = 12, tol: float = 1e-5, note: str | None = None):
+def plot_update_error(points, *, ax=None, fontsize: float = 12, tol: float = GRAD_TOLERANCE, note: str | None = None):
     """The update's largest relative error to the big-batch gradient for each m, on a log scale, with the tolerance."""
     ax = get_ax(ax)
     x = np.arange(len(points.m))
     base = tol * 1e-5  # the bottom of the log axis, where the bars start; an error of exactly 0 gets no bar
     nonzero = points.rel_err > 0
-    ax.bar(x[nonzero], points.rel_err[nonzero] - base, width=0.62, bottom=base, color=ERROR, edgecolor=INK, linewidth=0.8,
+    ax.bar(x[nonzero], points.rel_err[nonzero] - base, width=0.62, bottom=base, color=ERROR_BARS, edgecolor=INK, linewidth=0.8,
            label=f"{MEASURED_NOTE}, worst step")
     for xi, err in zip(x, points.rel_err):
         words = "0: the same\nbits" if err == 0 else f"{err:.1e}"

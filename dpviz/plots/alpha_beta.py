@@ -20,11 +20,13 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, NullLocator
 
 from dpviz.plots.bench import k_colours
-from dpviz.plots.style import INK, MEASURED_NOTE, MODELED_NOTE, SLATE, get_ax, source_note
+from dpviz.plots.style import (
+    BAND_GREY, BRICK, FOREST, GRID_LINE, INK, MEASURED_NOTE, MODELED_NOTE, PLUM, REPLICA, SLATE, get_ax, source_note,
+)
 
 GIDS = {"points": "alpha_beta.points", "fit": "alpha_beta.fit", "residual": "alpha_beta.residual",
         "band": "alpha_beta.band", "verdict": "alpha_beta.verdict"}
-SYSTEM_COLOURS = ("#3a7bd5", "#8e44ad", "#1b7f5b", "#c0392b")  # published systems: blue, purple, green, red
+SYSTEM_COLOURS = (REPLICA, PLUM, FOREST, BRICK)  # published systems: blue, purple, green, red
 SYSTEM_MARKERS = ("o", "s", "D", "^")
 BAND = 0.20  # the residual band: the project's target for the median relative miss
 
@@ -53,7 +55,7 @@ def plot_fitted_times(items, *, ax=None, fontsize: float = 11):
     ax.set_ylabel("all-reduce time (µs)", fontsize=fontsize)
     ax.set_xlabel("message size M (bytes)", fontsize=fontsize, loc="right")
     ax.tick_params(labelsize=fontsize - 1)
-    ax.grid(True, which="major", color="#e6e6e6", linewidth=0.8)
+    ax.grid(True, which="major", color=GRID_LINE, linewidth=0.8)
     ax.set_axisbelow(True)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
@@ -74,9 +76,9 @@ def plot_residuals(items, *, ax=None, fontsize: float = 11, by_k: bool = False, 
     """
     items = list(items)
     ax = get_ax(ax)
-    ax.axhspan(1 - BAND, 1 + BAND, color="#e4e4e4", zorder=0, gid=GIDS["band"])
+    ax.axhspan(1 - BAND, 1 + BAND, color=BAND_GREY, zorder=0, gid=GIDS["band"])
     ax.axhline(1, color=SLATE, linewidth=1, linestyle="--", zorder=1)
-    handles = [Line2D([], [], color="#e4e4e4", linewidth=8, label=f"within ±{BAND:.0%}")]
+    handles = [Line2D([], [], color=BAND_GREY, linewidth=8, label=f"within ±{BAND:.0%}")]
     lines = []
     for i, item in enumerate(items):
         res = item.residuals

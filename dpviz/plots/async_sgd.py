@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.lines import Line2D
 
-from dpviz.plots.style import GREY, INK, MINT, RED, REPLICA, SLATE, get_ax
+from dpviz.plots.style import BUTTER, GREY, INK, MINT, MINT_SHADES, RED, REPLICA, SLATE, get_ax
 
 COLOURS = {"async": INK, "sync": REPLICA}
 ARROW = dict(angles="xy", scale_units="xy", scale=1.0, width=0.004, headwidth=4, headlength=5, headaxislength=4.5)
@@ -115,12 +115,11 @@ def plot_staleness(record, *, modeled=None, modeled_label: str = "modeled mean Ï
     top = int(record.staleness.max()) if record.updates else 0
     bins = np.arange(top + 2)
     bottom = np.zeros(top + 1)
-    shades = [MINT, "#9fdcc0", "#c9ecda", "#e2f5eb"]
     delays = record.meta["delays"]
     slowest = int(np.argmax(delays)) + 1
     for w, taus in record.staleness_by_worker().items():
         counts = np.histogram(taus, bins=bins)[0]
-        colour = "#f3cf5a" if w == slowest and len(set(delays)) > 1 else shades[(w - 1) % len(shades)]
+        colour = BUTTER if w == slowest and len(set(delays)) > 1 else MINT_SHADES[(w - 1) % len(MINT_SHADES)]
         ax.bar(bins[:-1], counts, bottom=bottom, width=0.8, color=colour, edgecolor=INK, linewidth=0.6,
                label=f"worker {w} ({delays[w - 1] * 1e3:g} ms per gradient)")
         bottom += counts

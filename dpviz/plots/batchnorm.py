@@ -16,7 +16,8 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.lines import Line2D
 
-from dpviz.plots.style import CORAL, INK, REPLICA, SLATE, get_ax, source_note
+from dpviz.plots.style import CORAL, INK, REPLICA, SLATE, ZERO_LINE, get_ax, source_note
+from dpviz.records.tolerance import GRAD_TOLERANCE
 
 RANK_MARKERS = "o^sDv<>p"
 
@@ -39,7 +40,7 @@ def plot_batchnorm_means(run, *, step: int = 0, ax=None, note: bool = True, font
     ax.plot(units, run.synced_mean[step, 0], "x", color=REPLICA, markersize=9, markeredgewidth=2, zorder=5)
     handles.append(Line2D([], [], marker="x", color=REPLICA, linestyle="none", markersize=9, markeredgewidth=2,
                           label="every rank, statistics all-reduced"))
-    ax.axhline(0, color="#d8d8d8", linewidth=0.8, zorder=0)
+    ax.axhline(0, color=ZERO_LINE, linewidth=0.8, zorder=0)
     ax.set_xticks(units)
     ax.set_xlabel("hidden unit (the batch norm's input)", fontsize=fontsize)
     ax.set_ylabel("mean it normalised with", fontsize=fontsize)
@@ -51,7 +52,7 @@ def plot_batchnorm_means(run, *, step: int = 0, ax=None, note: bool = True, font
     return ax
 
 
-def plot_batchnorm_errors(run, *, tol: float = 1e-5, ax=None, note: bool = True, fontsize: float = 11) -> "Axes":
+def plot_batchnorm_errors(run, *, tol: float = GRAD_TOLERANCE, ax=None, note: bool = True, fontsize: float = 11) -> "Axes":
     """Per step, max |all-reduced − big-batch| / max |big-batch|: per-shard statistics against all-reduced ones.
 
     ``note=False`` leaves out the line naming the run (for a panel beside another from the same run).

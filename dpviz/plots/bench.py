@@ -17,7 +17,7 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.lines import Line2D
 
-from dpviz.plots.style import INK, MEASURED_NOTE, MODELED_NOTE, get_ax, source_note
+from dpviz.plots.style import GRID_LINE, INK, MEASURED_NOTE, MODELED_NOTE, get_ax, source_note
 
 GIDS = {"points": "bench.points", "fit": "bench.fit"}
 FORMULA_STYLE = {"ring": "-", "notes": "--", "halving_doubling": "-."}
@@ -79,7 +79,7 @@ def plot_allreduce_times(bench, fits, *, ax=None, impl: str = "all_reduce", font
     ax.set_xlabel("message size M (bytes)", fontsize=fontsize, loc="right")
     ax.set_ylabel(f"all-reduce time (s), fastest of {bench.times.shape[1]}", fontsize=fontsize)
     ax.tick_params(labelsize=fontsize - 1)
-    ax.grid(True, which="major", color="#e6e6e6", linewidth=0.8)
+    ax.grid(True, which="major", color=GRID_LINE, linewidth=0.8)
     ax.set_axisbelow(True)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)

@@ -20,13 +20,15 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
 
 from dpviz.checks import check_choice
-from dpviz.plots.style import INK, MODELED_NOTE, RED, REPLICA, SLATE, get_ax, source_note
+from dpviz.plots.style import (
+    AMBER, INK, MAGENTA, MODELED_NOTE, ORANGE, PURPLE, RED, REPLICA, SLATE, TEAL, get_ax, source_note,
+)
 
 K1_COLOUR = INK                                                       # the run on one rank, the reference
-RULE_COLOURS = {"×1": "#7570b3", "×√k": "#e08a00", "×k": REPLICA}    # k ranks under each rule
-WARMUP_COLOURS = (REPLICA, "#1b9e77", "#d95f02", "#e7298a", "#7570b3")  # warm-up lengths, in the order given
+RULE_COLOURS = {"×1": PURPLE, "×√k": AMBER, "×k": REPLICA}            # k ranks under each rule
+WARMUP_COLOURS = (REPLICA, TEAL, ORANGE, MAGENTA, PURPLE)              # warm-up lengths, in the order given
 MODEL_MARKERS = {"line": "o", "mlp": "s"}
-K_COLOURS = {2: "#1b9e77", 4: REPLICA, 8: "#7570b3"}
+K_COLOURS = {2: TEAL, 4: REPLICA, 8: PURPLE}
 AGAINST = ("examples", "steps")
 FONT = 12
 

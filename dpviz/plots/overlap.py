@@ -15,9 +15,8 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.patches import Patch
 
-from dpviz.plots.style import CORAL, GREY, IDEAL_STYLE, INK, LAVENDER, MODELED_NOTE, SLATE, get_ax
+from dpviz.plots.style import CORAL, GREY, IDEAL_STYLE, INK, LAVENDER, MODELED_NOTE, SLATE, WAIT, get_ax
 
-WAIT = "#d9d9d9"
 MODE_LABELS = {
     "serial": "serial\n(s01: no overlap)",
     "per_parameter": "per parameter",

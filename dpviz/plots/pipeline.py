@@ -19,10 +19,11 @@ from matplotlib.collections import PolyCollection
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter
 
-from dpviz.plots.style import CORAL, INK, LAVENDER, MEASURED_NOTE, MODELED_NOTE, SLATE, get_ax, source_note
+from dpviz.plots.style import (
+    CORAL, DARK_LAVENDER, IDLE, INK, LAVENDER, MEASURED_NOTE, MINT, MODELED_NOTE, REPLICA, SLATE, get_ax, source_note,
+)
 
-BACKWARD = "#7c6bc4"   # a darker lavender: compute too, the backward pass
-IDLE = "#ececec"       # the stage's band, showing where it waits
+BACKWARD = DARK_LAVENDER  # compute too, the backward pass
 ROW = 0.62             # bar height, in rows
 SEND_MIN = 0.004       # a send is drawn at least this share of the axis wide, so that it shows at all
 LABEL_MIN = 0.022      # a bar narrower than this share of the axis carries no number
@@ -204,6 +205,6 @@ def plot_bubble(curves: dict, points=None, *, ax=None, fontsize: float = 11, tit
 
 
 def _p_colours(ps) -> dict:
-    palette = [SLATE, "#7c6bc4", CORAL, "#3a7bd5", "#6fcfa3"]
+    palette = [SLATE, DARK_LAVENDER, CORAL, REPLICA, MINT]
     return {p: palette[i % len(palette)] for i, p in enumerate(ps)}
 

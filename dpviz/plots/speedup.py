@@ -23,7 +23,7 @@ from matplotlib.ticker import FixedLocator, NullLocator
 
 from dpviz.theory.links import SPEED_ORDER
 from dpviz.plots.style import (
-    BUTTER, CORAL, IDEAL_STYLE, INK, MEASURED_NOTE, MINT, MODELED_NOTE, REPLICA, SLATE, get_ax, source_note,
+    BUTTER, CORAL, GRID_LINE, IDEAL_STYLE, INK, MEASURED_NOTE, MINT, MODELED_NOTE, REPLICA, SLATE, get_ax, source_note,
 )
 
 GIDS = {"ideal": "speedup.ideal", "link": "speedup.link", "measured": "speedup.measured",
@@ -93,7 +93,7 @@ def plot_speedup(curves, *, measured=None, measured_model=None, ax=None, log: bo
     ax.set_xlabel("k, number of devices", fontsize=fontsize, loc="right")
     ax.set_ylabel("speedup S over one device", fontsize=fontsize)
     ax.tick_params(labelsize=fontsize - 1)
-    ax.grid(True, color="#e6e6e6", linewidth=0.8)
+    ax.grid(True, color=GRID_LINE, linewidth=0.8)
     ax.set_axisbelow(True)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)

@@ -18,7 +18,7 @@ from matplotlib.lines import Line2D
 
 from dpviz.checks import check_int
 from dpviz.theory.landscape import angle_deg
-from dpviz.plots.style import GREY, INK, RED, SLATE, get_ax, source_note
+from dpviz.plots.style import GREY, INK, RED, SLATE, ZERO_LINE, get_ax, source_note
 
 LEGEND_ROOM = 0.4      # fraction of the arrows' height kept free above them for the legend
 NOTE_OFFSET = (0, -40)  # points below the Axes for the source note, clear of the axis label
@@ -58,8 +58,8 @@ def dashed_arrow(ax, tip, *, gid: str, color=SLATE):
 
 def gradient_plane(ax, points, *, fontsize: float = 10) -> None:
     """Label the (∂L/∂w, ∂L/∂c) plane, draw faint zero lines, and make room for ``points`` and the origin."""
-    ax.axhline(0, color="#d8d8d8", linewidth=0.8, zorder=0)
-    ax.axvline(0, color="#d8d8d8", linewidth=0.8, zorder=0)
+    ax.axhline(0, color=ZERO_LINE, linewidth=0.8, zorder=0)
+    ax.axvline(0, color=ZERO_LINE, linewidth=0.8, zorder=0)
     points = np.vstack([np.zeros((1, 2)), np.asarray(points, dtype=float).reshape(-1, 2)])
     points = points[np.isfinite(points).all(axis=1)]
     low, high = points[:, 1].min(), points[:, 1].max()

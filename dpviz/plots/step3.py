@@ -24,6 +24,7 @@ from matplotlib.textpath import TextPath
 from dpviz.plots.step2 import (EXAMPLE_STYLE, MEAN_STYLE, arrows, check_record, dashed_arrow, gradient_plane,
                                run_note)
 from dpviz.plots.style import GREY, INK, RED, SLATE, get_ax
+from dpviz.records.tolerance import GRAD_TOLERANCE
 from dpviz.theory.landscape import angle_deg
 
 GROUP_STYLE = dict(color=RED, alpha=0.35, width=0.008, headwidth=3.5, headlength=4, headaxislength=3.6)
@@ -31,7 +32,7 @@ BIG_MARK = dict(marker="o", markersize=15, markerfacecolor="none", markeredgecol
                 linestyle="none")
 GIDS = {"examples": "step3.examples", "big": "step3.big", "groups": "step3.groups", "mean": "step3.mean",
         "big_tip": "step3.big_tip", "difference": "step3.difference", "reference": "step3.reference"}
-ROUNDING = 1e-5  # relative difference below which two float32 gradients agree to rounding
+ROUNDING = GRAD_TOLERANCE  # relative difference below which two float32 gradients agree to rounding
 
 
 def agreement_words(diff: float, scale: float) -> str:

@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyBboxPatch, Rectangle
 
-from dpviz.plots.style import GREY, INK, REPLICA, SLATE, get_ax, source_note
+from dpviz.plots.style import GREY, INK, PANEL, PANEL_EDGE, REPLICA, SLATE, get_ax, source_note
 
 PITCH = 1.15              # data units from one box's left edge to the next
 DATA_PANEL = (0.47, 0.79)  # bottom and top of the data-slice panel, in box units
@@ -90,12 +90,12 @@ class DeviceBoxes:
         ax, x0 = self.ax, i * PITCH
         a = {}
         a["box"] = ax.add_patch(FancyBboxPatch((x0, 0.0), 1.0, 1.0, boxstyle="round,pad=0.0,rounding_size=0.04",
-                                               facecolor="#f6f6f6", edgecolor=INK, linewidth=1.5))
+                                               facecolor=PANEL, edgecolor=INK, linewidth=1.5))
         a["label"] = ax.text(x0 + 0.5, 0.955, f"rank {i}", ha="center", va="center", fontsize=10, fontweight="bold", color=INK)
         a["theta"] = ax.text(x0 + 0.5, 0.865, "", ha="center", va="center", fontsize=9, color="white",
                              bbox=dict(boxstyle="round,pad=0.3", facecolor=REPLICA, edgecolor="none"))
         lo, hi = DATA_PANEL
-        a["panel"] = ax.add_patch(Rectangle((x0 + 0.06, lo), 0.88, hi - lo, facecolor="white", edgecolor="#cccccc", lw=0.8))
+        a["panel"] = ax.add_patch(Rectangle((x0 + 0.06, lo), 0.88, hi - lo, facecolor="white", edgecolor=PANEL_EDGE, lw=0.8))
         a["others"] = ax.scatter([], [], s=9, color=GREY, alpha=0.5, linewidths=0)
         a["slice"] = ax.scatter([], [], s=18, color=INK, linewidths=0, zorder=3)
         (a["line"],) = ax.plot([], [], color=REPLICA, lw=2.2, zorder=2)
@@ -103,8 +103,8 @@ class DeviceBoxes:
         for artist in (a["others"], a["slice"], a["line"]):
             artist.set_clip_path(a["panel"])
         c = GRAD_CENTRE
-        (a["axis_w"],) = ax.plot([x0 + 0.12, x0 + 0.88], [c, c], color="#cccccc", lw=0.8)
-        (a["axis_b"],) = ax.plot([x0 + 0.5, x0 + 0.5], [c - 0.15, c + 0.15], color="#cccccc", lw=0.8)
+        (a["axis_w"],) = ax.plot([x0 + 0.12, x0 + 0.88], [c, c], color=PANEL_EDGE, lw=0.8)
+        (a["axis_b"],) = ax.plot([x0 + 0.5, x0 + 0.5], [c - 0.15, c + 0.15], color=PANEL_EDGE, lw=0.8)
         if i == 0:  # the axes of every gradient panel are the same; naming them once keeps the redraw fast
             a["name_w"] = ax.text(x0 + 0.88, c + 0.01, "∂L/∂w", ha="right", va="bottom", fontsize=9, color=SLATE)
             a["name_b"] = ax.text(x0 + 0.52, c + 0.15, "∂L/∂c", ha="left", va="top", fontsize=9, color=SLATE)

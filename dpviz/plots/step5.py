@@ -20,7 +20,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch, Rectangle
 
 from dpviz.plots.step4 import PITCH, fit_scale
-from dpviz.plots.style import CORAL, GREY, INK, RED, REPLICA, get_ax, source_note
+from dpviz.plots.style import CORAL, GREY, INK, PALE_RED, PANEL, PANEL_EDGE, RED, REPLICA, get_ax, source_note
 
 TOP = (0.72, 1.0)     # the row of ranks that send their g_i
 HUB = (0.36, 0.64)    # the all-reduce in the middle
@@ -61,7 +61,7 @@ class AllReduceFunnel:
         self.pipes_out = [ax.plot([], [], color=RED, lw=1.5, alpha=0.6, zorder=1)[0] for _ in range(slots)]
         lo, hi = HUB
         self.hub = ax.add_patch(FancyBboxPatch((0, lo), HUB_WIDTH, hi - lo, boxstyle="round,pad=0.0,rounding_size=0.04",
-                                               facecolor="#fff4f2", edgecolor=RED, linewidth=1.8, zorder=2))
+                                               facecolor=PALE_RED, edgecolor=RED, linewidth=1.8, zorder=2))
         self.hub_title = ax.text(0, hi - 0.025, "", ha="center", va="top", fontsize=10, fontweight="bold", color=RED, zorder=3)
         self.hub_value = ax.text(0, lo + 0.02, "", ha="center", va="bottom", fontsize=9, color=INK, zorder=3)
         self.funnel = []
@@ -103,7 +103,7 @@ class AllReduceFunnel:
         lo, hi = rows
         a = {}
         a["box"] = ax.add_patch(FancyBboxPatch((x0, lo), 1.0, hi - lo, boxstyle="round,pad=0.0,rounding_size=0.03",
-                                               facecolor="#f6f6f6", edgecolor=INK, linewidth=1.3, zorder=2))
+                                               facecolor=PANEL, edgecolor=INK, linewidth=1.3, zorder=2))
         a["label"] = ax.text(x0 + 0.04, hi - 0.02, "", ha="left", va="top", fontsize=10, fontweight="bold", color=INK, zorder=3)
         a["value"] = ax.text(x0 + 0.5, lo + 0.015, "", ha="center", va="bottom", fontsize=9, color=INK, zorder=3)
         a["arrow"] = ax.quiver([x0 + 0.5], [lo + ARROW_Y], [0.0], [0.0], angles="uv", scale_units="width",
@@ -197,7 +197,7 @@ def plot_replica_params(run, *, ax=None, knob: int = 0):
     else:
         verdict = f"replicas drifted apart:\nspread of {name} after step {len(steps) - 1}: {spread:.3g}"
     ax.text(0.97, 0.05, verdict, transform=ax.transAxes, ha="right", va="bottom", fontsize=10, color=INK,
-            bbox=dict(boxstyle="round,pad=0.3", facecolor="white", edgecolor="#cccccc"))
+            bbox=dict(boxstyle="round,pad=0.3", facecolor="white", edgecolor=PANEL_EDGE))
     mode = "with all-reduce" if run.meta["all_reduce"] else "without all-reduce"
     ax.set_title(f"{name} of every replica, {mode} ({run.meta['optimizer']})", fontsize=11)
     ax.set_xlabel("step", fontsize=10)
@@ -287,7 +287,7 @@ def plot_parameter_server(schedule: dict, *, ax=None):
         if rank == 0:
             text = f"rank 0 (server)\nreceives {int(received[0])} B\nsends {int(sent[0])} B"
         ax.text(*xy, text, ha="center", va="center", fontsize=9, color=INK, zorder=5,
-                bbox=dict(boxstyle="round,pad=0.4", facecolor="#f6f6f6", edgecolor=INK, lw=1.3))
+                bbox=dict(boxstyle="round,pad=0.4", facecolor=PANEL, edgecolor=INK, lw=1.3))
     ax.set_xlim(-1.8, 1.8)
     ax.set_ylim(-1.35, 1.35)
     ax.set_axis_off()

@@ -20,11 +20,10 @@ import numpy as np
 from matplotlib.collections import PolyCollection
 from matplotlib.patches import Patch
 
-from dpviz.plots.style import CORAL, GREY, IDEAL_STYLE, INK, LAVENDER, SLATE, get_ax
+from dpviz.plots.style import CORAL, DELAY, GREY, IDEAL_STYLE, INK, LAVENDER, SLATE, WAIT, get_ax
 
 KINDS = ("compute", "delay", "wait", "comm")
-DELAY = "#7d6cc9"  # a deeper lavender: compute time, but time the rank was told to waste
-COLOURS = {"compute": LAVENDER, "delay": DELAY, "wait": "#d9d9d9", "comm": CORAL}
+COLOURS = {"compute": LAVENDER, "delay": DELAY, "wait": WAIT, "comm": CORAL}
 HATCHES = {}  # none: a hatch costs a slider move a few milliseconds per redraw
 WORDS = {
     "compute": "compute (forward + backward)",

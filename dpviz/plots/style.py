@@ -16,8 +16,40 @@ BUTTER = "#f3cf5a"    # the medium link
 SLATE = "#556476"     # the ideal line, drawn dashed
 GREY = "#9a9a9a"      # per-example gradients
 RED = "#d62728"       # averages and the current θ
-REPLICA = "#3a7bd5"   # the model copy every device holds (one colour: they are identical)
+REPLICA = "#3a7bd5"   # the model copy every device holds (one colour: they are identical); also a plain blue series
 INK = "#222222"       # text and outlines
+
+# Shades of those, where a figure needs two of one meaning.
+DARK_LAVENDER = "#7c6bc4"  # compute too, told from LAVENDER: the backward pass, rank 1, a second compute curve
+DELAY = "#7d6cc9"          # a deeper lavender: compute time, but time the rank was told to waste (chapter 11)
+MINT_SHADES = (MINT, "#9fdcc0", "#c9ecda", "#e2f5eb")  # one worker after another, paler and paler
+PALE_RED = "#fff4f2"       # the fill of a box outlined in RED (the all-reduce's hub)
+PALE_CORAL = "#fbe3de"     # the fill of a box outlined in CORAL (the all-reduce in the summary)
+PALE_REPLICA = "#dfe9f9"   # the fill of a box outlined in REPLICA (a model copy)
+
+# Greys for what sits behind the data.
+ZERO_LINE = "#d8d8d8"      # the lines through 0 of a gradient plane or an error axis
+GRID_LINE = "#e6e6e6"      # grid lines
+BAND_GREY = "#e4e4e4"      # a tolerance band drawn behind residuals
+PANEL = "#f6f6f6"          # the fill of a rank's box, a data slice or a label's box
+PANEL_EDGE = "#cccccc"     # thin outlines: a note's box, a rank's data panel and its gradient axes
+SLOT_EDGE = "#d0d0d0"      # the outline of a circle a gradient arrow is drawn in
+SLICE_EDGE = "#bbbbbb"     # the outline of a rank's data slice
+SHARED = "#f4f4f4"         # a matrix every rank holds whole
+WAIT = "#d9d9d9"           # time a rank spends waiting for the others
+IDLE = "#ececec"           # a pipeline stage's band, showing where it waits
+REST = "#dddddd"           # the optimizer step and bookkeeping
+ERROR_BARS = "#c9d1db"     # bars of a relative error
+
+# Series that differ by colour alone (ColorBrewer's Dark2 where it has one).
+TEAL = "#1b9e77"
+ORANGE = "#d95f02"
+AMBER = "#e08a00"
+PURPLE = "#7570b3"
+MAGENTA = "#e7298a"
+PLUM = "#8e44ad"
+FOREST = "#1b7f5b"
+BRICK = "#c0392b"
 
 LINK_COLOURS = {"fast": MINT, "medium": BUTTER, "slow": CORAL}
 IDEAL_STYLE = dict(color=SLATE, linestyle="--", linewidth=1.5)

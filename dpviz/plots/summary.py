@@ -16,7 +16,10 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangle
 
-from dpviz.plots.style import CORAL, GREY, INK, LAVENDER, RED, REPLICA, SLATE, get_ax, source_note
+from dpviz.plots.style import (
+    CORAL, GREY, INK, LAVENDER, PALE_CORAL, PALE_REPLICA, PANEL, RED, REPLICA, SLATE, SLICE_EDGE, SLOT_EDGE,
+    get_ax, source_note,
+)
 from dpviz.plots.timeline import time_unit
 
 GIDS = {"local": "summary.local", "local_faint": "summary.local_faint", "reduced": "summary.reduced",
@@ -55,7 +58,7 @@ def plot_summary(run, times, *, step: int = 0, ax=None, fontsize: float = 11):
     for i, cx in enumerate(centres):
         _copy_box(ax, cx, Y_COPY, f"copy {i}", theta[i], fontsize, GIDS["copy"])
         _arrow(ax, (cx, Y_SLICE - 0.85), (cx, Y_COPY + 0.62), INK)
-        ax.add_patch(Circle((cx, Y_GRAD), RADIUS, facecolor="white", edgecolor="#d0d0d0", linewidth=1))
+        ax.add_patch(Circle((cx, Y_GRAD), RADIUS, facecolor="white", edgecolor=SLOT_EDGE, linewidth=1))
         ax.text(cx - RADIUS, Y_GRAD + RADIUS, f"$g_{i}$", fontsize=fontsize, color=INK, ha="left", va="bottom")
         _arrow(ax, (cx, Y_COPY - 0.62), (cx, Y_GRAD + RADIUS), INK)
         _arrow(ax, (cx, Y_GRAD - RADIUS), (cx * 0.35, Y_REDUCE + 0.45), GREY)
@@ -64,11 +67,11 @@ def plot_summary(run, times, *, step: int = 0, ax=None, fontsize: float = 11):
 
     width = centres[-1] - centres[0] + 2 * RADIUS + 0.4
     ax.add_patch(FancyBboxPatch((-width / 2, Y_REDUCE - 0.45), width, 0.9, boxstyle="round,pad=0.05,rounding_size=0.4",
-                                facecolor="#fbe3de", edgecolor=CORAL, linewidth=1.5, gid=GIDS["allreduce"]))
+                                facecolor=PALE_CORAL, edgecolor=CORAL, linewidth=1.5, gid=GIDS["allreduce"]))
     ax.text(0, Y_REDUCE, f"all-reduce: sum the {k} arrows, divide by k, give every rank the result",
             ha="center", va="center", fontsize=fontsize, color=INK)
 
-    ax.add_patch(Circle((0, Y_MEAN), RADIUS, facecolor="white", edgecolor="#d0d0d0", linewidth=1))
+    ax.add_patch(Circle((0, Y_MEAN), RADIUS, facecolor="white", edgecolor=SLOT_EDGE, linewidth=1))
     ax.quiver(np.zeros(k), np.full(k, Y_MEAN), g_local[:, 0], g_local[:, 1], color=GREY, alpha=0.4,
               scale=1 / per_unit, width=0.0035, gid=GIDS["local_faint"], zorder=3, **ARROW)
     ax.quiver([0.0], [Y_MEAN], [g_mean[0]], [g_mean[1]], color=RED, scale=1 / per_unit, width=0.007,
@@ -108,7 +111,7 @@ def _slices(ax, run, step, centres, fontsize):
     w, h = 2.4, 1.4
     for i, cx in enumerate(centres):
         mine = run.example_rank == i
-        ax.add_patch(Rectangle((cx - w / 2, Y_SLICE - h / 2), w, h, facecolor="#f6f6f6", edgecolor="#bbbbbb",
+        ax.add_patch(Rectangle((cx - w / 2, Y_SLICE - h / 2), w, h, facecolor=PANEL, edgecolor=SLICE_EDGE,
                                gid=GIDS["slice"]))
         px = cx - w / 2 + 0.1 + (xs[mine] - x0) / max(x1 - x0, 1e-12) * (w - 0.2)
         py = Y_SLICE - h / 2 + 0.1 + (ys[mine] - y0) / max(y1 - y0, 1e-12) * (h - 0.2)
@@ -119,7 +122,7 @@ def _slices(ax, run, step, centres, fontsize):
 
 def _copy_box(ax, cx, cy, title, theta, fontsize, gid):
     ax.add_patch(FancyBboxPatch((cx - 1.45, cy - 0.55), 2.9, 1.1, boxstyle="round,pad=0.05,rounding_size=0.25",
-                                facecolor="#dfe9f9", edgecolor=REPLICA, linewidth=2, gid=gid))
+                                facecolor=PALE_REPLICA, edgecolor=REPLICA, linewidth=2, gid=gid))
     ax.text(cx, cy + 0.2, title, ha="center", va="center", fontsize=fontsize - 1, color=REPLICA, weight="bold")
     ax.text(cx, cy - 0.22, f"θ = ({theta[0]:.3f}, {theta[1]:.3f})", ha="center", va="center",
             fontsize=fontsize - 2, color=INK)

@@ -14,10 +14,11 @@ from __future__ import annotations
 from matplotlib.patches import Rectangle
 from matplotlib.ticker import FuncFormatter
 
-from dpviz.plots.style import BUTTER, CORAL, INK, LAVENDER, MEASURED_NOTE, MINT, MODELED_NOTE, SLATE, get_ax, source_note
+from dpviz.plots.style import (
+    BUTTER, CORAL, DARK_LAVENDER, INK, LAVENDER, MEASURED_NOTE, MINT, MODELED_NOTE, SHARED, SLATE, get_ax, source_note,
+)
 
-RANK_COLOURS = (LAVENDER, "#7c6bc4", MINT, BUTTER)  # rank 0, 1, 2, 3 (more ranks cycle)
-SHARED = "#f4f4f4"  # a matrix every rank holds whole
+RANK_COLOURS = (LAVENDER, DARK_LAVENDER, MINT, BUTTER)  # rank 0, 1, 2, 3 (more ranks cycle)
 GAP = 1.6  # data units between matrices
 
 
@@ -129,7 +130,7 @@ def plot_exchange_bytes(curves: dict, measured: dict | None = None, *, ax=None, 
     in coral, tensor-parallel ones in lavender shades.
     """
     ax = get_ax(ax)
-    styles = [dict(color="#7c6bc4", linestyle="-"), dict(color=LAVENDER, linestyle="-"), dict(color=SLATE, linestyle=":")]
+    styles = [dict(color=DARK_LAVENDER, linestyle="-"), dict(color=LAVENDER, linestyle="-"), dict(color=SLATE, linestyle=":")]
     tp = 0
     colours = {}
     for label, (batch, values) in curves.items():

@@ -22,10 +22,11 @@ from pathlib import Path
 import numpy as np
 
 from dpviz.checks import check_choice, check_int
-from dpviz.records.paths import FIGURES_DIR
+from dpviz.records.paths import FIGURES_DIR, SHIPPED_DIR
 from dpviz.records.plan import FigurePlan
 from dpviz.records.run import rel_err
 from dpviz.records.schema import Array, Kind, Meta, RankRecord, ran_on, register
+from dpviz.records.tolerance import GRAD_TOLERANCE
 
 SYNCS = ("accumulate", "every")
 SYNC_WORDS = {"accumulate": "accumulate, then one all-reduce", "every": "an all-reduce after every micro-batch"}
@@ -167,7 +168,7 @@ class AccumulationRun(RankRecord):
         """Per recorded state (steps + 1), True where every replica's parameter bytes agree."""
         return (self.param_digest == self.param_digest[:, :1]).all(axis=1)
 
-    def check(self, tol: float = 1e-5) -> str:
+    def check(self, tol: float = GRAD_TOLERANCE) -> str:
         """Assert the claims that hold for this run and return a one-sentence report of them."""
         err = float(self.big_rel_err.max())
         assert err <= tol, f"{self.describe()}: the update differs from the big-batch gradient by {err:.2e} > {tol:g}"
@@ -214,7 +215,6 @@ def same_update(a: AccumulationRun, b: AccumulationRun, *, step: int = 0) -> flo
 
 # --- the records shipped for the sliders ---
 
-RECORDS_DIR = Path(__file__).resolve().parent / "shipped_runs"
 GRID_K = (1, 2, 4)  # ranks
 GRID_M = (1, 2, 4, 8)  # micro-batches per rank; k = 1 also runs k·m of them, the same work on one process
 GRID = dict(micro_batch=512, steps=6, width=256, depth=2, d_in=16, lr=0.05, seed=0, dataset_size=16384)
@@ -231,7 +231,7 @@ def grid_keys() -> list[tuple[int, int, str]]:
     return [(1, m, "accumulate") for m in singles] + keys
 
 
-def accumulation_grid(records_dir=RECORDS_DIR) -> dict[tuple[int, int, str], AccumulationRun]:
+def accumulation_grid(records_dir=SHIPPED_DIR) -> dict[tuple[int, int, str], AccumulationRun]:
     """The shipped accumulation runs, keyed by (k, m, sync); one process (k = 1) is keyed with sync "accumulate"."""
     out = {}
     for key in grid_keys():

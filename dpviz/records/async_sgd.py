@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dpviz.records.paths import SHIPPED_DIR
 from dpviz.records.schema import Array, Kind, Meta, RankRecord, ran_on, register
-from dpviz.records.straggler import RECORDS_DIR
 
 MODES = ("async", "sync")
 SHIPPED = {"async": "waiting_async_slow", "sync": "waiting_sync_slow"}
@@ -139,7 +139,7 @@ class AsyncRecord(RankRecord):
         return "; ".join(words) + "."
 
 
-def shipped_async(records_dir=RECORDS_DIR) -> dict[str, AsyncRecord]:
+def shipped_async(records_dir=SHIPPED_DIR) -> dict[str, AsyncRecord]:
     """The shipped pair {"async": ..., "sync": ...}: k = 3 workers, one of them slow, the same settings otherwise."""
     out = {}
     for mode, name in SHIPPED.items():

@@ -16,6 +16,7 @@ import numpy as np
 
 from dpviz.records.run import rel_err
 from dpviz.records.schema import Array, Kind, Meta, Record, ran_on, register
+from dpviz.records.tolerance import GRAD_TOLERANCE
 
 KIND = Kind(
     name="batchnorm",
@@ -79,7 +80,7 @@ class BatchNormRun(Record):
         """Per step, the same with the statistics all-reduced before normalising."""
         return rel_err(self.synced_reduced_grad, self.big_grad[:, None, :], axis=(1, 2))
 
-    def check(self, tol: float = 1e-5, miss: float = 1e-2) -> list[str]:
+    def check(self, tol: float = GRAD_TOLERANCE, miss: float = 1e-2) -> list[str]:
         """Assert the chapter's claims on this record and return them as lines.
 
         Per-shard statistics: every rank receives the same bits, yet the all-reduced gradient

@@ -27,7 +27,7 @@ MLP_KS = (1, 2, 4)  # process counts whose step times feed s01 and s02
 # can be woken a scheduler tick late (about 4 ms; benchmarks/bench_allreduce.py --wakeup), so T_comm per step is
 # often 3-5 ms: with the 2×64 MLP (15 ms of compute) that alone held S(2) to 1.2-1.45. A bigger batch would
 # also do, but at 65536 examples the float32 sums of the k shards drifted from the one big batch's by 1.4e-5,
-# more than the 1e-5 that run.check() allows.
+# more than the 1e-5 (GRAD_TOLERANCE) that run.check() allows.
 MLP_WORKLOAD = dict(model="mlp", width=256, depth=2, global_batch=16384, dataset_size=16384, steps=12, threads=1)
 
 SCHEDULE_ELEMENTS = 12  # a tensor of 12 float32: 4 chunks of 3 for k = 4

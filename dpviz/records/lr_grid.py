@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from dpviz.checks import check_choice, check_int, check_real
+from dpviz.records.paths import SHIPPED_DIR
 from dpviz.records.plan import FigurePlan
 from dpviz.records.schema import Array, Kind, Meta, Record, ran_on, register
 from dpviz.theory import lr_rules
 
-SHIPPED_DIR = Path(__file__).resolve().parent / "shipped_runs"
 MODELS = ("line", "mlp")
 
 KIND = Kind(

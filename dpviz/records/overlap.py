@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from dpviz.checks import check_choice
+from dpviz.records.paths import SHIPPED_DIR
 from dpviz.records.schema import Array, Kind, Meta, RankRecord, ran_on, register
-from dpviz.records.straggler import RECORDS_DIR
 
 SHIPPED = "waiting_overlap_k2"
 
@@ -35,7 +35,7 @@ MODE_WORDS = {
     "buckets": "buckets, each sent when full",
     "ddp": "torch DistributedDataParallel",
 }
-GRAD_TOLERANCE = 1e-6  # relative; only where the summation order may differ (k > 2): see OverlapRecord.check
+ORDER_TOLERANCE = 1e-6  # relative, mode against serial; only where the summation order may differ (k > 2): see OverlapRecord.check
 
 KIND = Kind(
     name="overlap",
@@ -147,7 +147,7 @@ class OverlapRecord(RankRecord):
             assert not bad, f"mode {bad[0]} gave gradients that differ from the serial all-reduce's in the last bits"
             words = f"every mode's gradients were bit-identical to the serial all-reduce's at all {self.meta['steps']} steps"
         else:
-            bad = [m for m, err in zip(self.mode, worst) if err > GRAD_TOLERANCE]
+            bad = [m for m, err in zip(self.mode, worst) if err > ORDER_TOLERANCE]
             assert not bad, f"mode {bad[0]} gave gradients {worst.max():.1e} (relative) away from the serial all-reduce's"
             words = (f"every mode's gradients matched the serial all-reduce's to {worst.max():.1e} (relative; k={self.k} sums "
                      f"in a bucket-dependent order, and rounding differs)")
@@ -156,7 +156,7 @@ class OverlapRecord(RankRecord):
         return f"k={self.k}: {words}; median step time against serial: {gains}."
 
 
-def shipped_overlap(records_dir=RECORDS_DIR) -> OverlapRecord:
+def shipped_overlap(records_dir=SHIPPED_DIR) -> OverlapRecord:
     """The shipped overlap run: k = 2 ranks, every mode, 12 steps each."""
     path = Path(records_dir) / SHIPPED
     if not path.with_suffix(".json").is_file():

@@ -18,9 +18,11 @@ from pathlib import Path
 
 import numpy as np
 
+from dpviz.records.paths import SHIPPED_DIR
 from dpviz.records.plan import FigurePlan
 from dpviz.records.run import rel_err
 from dpviz.records.schema import Array, Kind, Meta, RankRecord, ran_on, register
+from dpviz.records.tolerance import GRAD_TOLERANCE
 from dpviz.theory import pipeline as theory
 
 KIND = Kind(
@@ -107,7 +109,7 @@ class PipelineRun(RankRecord):
     def output_rel_err(self) -> float:
         return rel_err(self.output, self.big_output)
 
-    def check(self, tol: float = 1e-5) -> str:
+    def check(self, tol: float = GRAD_TOLERANCE) -> str:
         """Assert that the split model computed what the unsplit one does, to rounding; return what was checked."""
         out_err = self.output_rel_err()
         assert out_err <= tol, f"pipeline outputs differ from the unsplit model's by {out_err:.2e} > {tol:g}"
@@ -136,7 +138,6 @@ def idle_points(runs) -> dict:
     }
 
 
-RECORDS_DIR = Path(__file__).resolve().parent / "shipped_runs"
 GRID_P = (1, 2, 3, 4)
 GRID_M = (1, 2, 4, 8)
 
@@ -145,7 +146,7 @@ def grid_name(p: int, m: int, schedule: str) -> str:
     return f"pipeline_p{p}_m{m}_{schedule}"
 
 
-def shipped_grid(records_dir=RECORDS_DIR) -> dict:
+def shipped_grid(records_dir=SHIPPED_DIR) -> dict:
     """The shipped pipeline runs, keyed by (p, m, schedule): p in 1..4, m in 1, 2, 4, 8, both schedules.
 
     ``python -m dpviz.runs.pipeline`` records them again.

@@ -26,11 +26,12 @@ from pathlib import Path
 import numpy as np
 
 from dpviz.checks import check_choice
+from dpviz.records.paths import SHIPPED_DIR
 from dpviz.records.schema import Array, Kind, Meta, Record, register
 
 HERE = Path(__file__).resolve().parent
 CSV_PATH = HERE / "published_allreduce.csv"
-RECORD_PATH = HERE / "shipped_runs" / "published_allreduce"
+RECORD_PATH = SHIPPED_DIR / "published_allreduce"
 DATE_READ = "2026-11-30"  # when the tables below were read and typed out
 
 # One entry per table: what ran, over which links, and where the table is. "rows" says how much of the

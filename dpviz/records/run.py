@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from dpviz.records.schema import Array, Kind, Meta, Record, ran_on, register
+from dpviz.records.tolerance import GRAD_TOLERANCE
 
 KIND = Kind(
     name="run",
@@ -90,7 +91,7 @@ class Run(Record):
         """Per recorded state (steps + 1), True where every replica's parameter bytes agree."""
         return (self.param_digest == self.param_digest[:, :1]).all(axis=1)
 
-    def check(self, tol: float = 1e-5) -> str:
+    def check(self, tol: float = GRAD_TOLERANCE) -> str:
         """Assert the claims that hold for this run's settings and return a one-paragraph report."""
         lines = []
         if self.meta["all_reduce"]:

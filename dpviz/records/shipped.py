@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dpviz.records.paths import SHIPPED_DIR
 from dpviz.records.run import Run
 
-RECORDS_DIR = Path(__file__).resolve().parent / "shipped_runs"
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
 GRID_K = (1, 2, 3, 4)
@@ -59,11 +59,11 @@ def _load(records_dir, name: str) -> Run:
     return Run.load(path)
 
 
-def grid_runs(records_dir=RECORDS_DIR) -> dict[tuple[int, int], Run]:
+def grid_runs(records_dir=SHIPPED_DIR) -> dict[tuple[int, int], Run]:
     """The shipped grid, keyed by (k, b): line model, 5 steps of SGD with the all-reduce on."""
     return {(k, b): _load(records_dir, grid_name(k, b)) for k in GRID_K for b in GRID_B}
 
 
-def drift_runs(records_dir=RECORDS_DIR) -> dict[tuple[str, bool], Run]:
+def drift_runs(records_dir=SHIPPED_DIR) -> dict[tuple[str, bool], Run]:
     """The shipped drift pairs, keyed by (optimizer, all_reduce): k = 4, b = 8, 20 steps."""
     return {(opt, on): _load(records_dir, drift_name(opt, on)) for opt in OPTIMIZERS for on in (True, False)}

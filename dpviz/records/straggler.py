@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from dpviz.checks import check_int, check_real
+from dpviz.records.paths import SHIPPED_DIR
 from dpviz.records.schema import Array, Kind, Meta, RankRecord, ran_on, register
 
-RECORDS_DIR = Path(__file__).resolve().parent / "shipped_runs"
 SHIPPED_KS = (2, 3, 4)
 WAIT_TOLERANCE = (0.005, 0.30)  # a measured wait must be within 5 ms + 30 % of the injected delay
 
@@ -168,7 +168,7 @@ def shipped_name(k: int) -> str:
     return f"waiting_straggler_k{k}"
 
 
-def shipped_straggler(records_dir=RECORDS_DIR) -> dict[int, StragglerRecord]:
+def shipped_straggler(records_dir=SHIPPED_DIR) -> dict[int, StragglerRecord]:
     """The shipped straggler sweeps, keyed by k (2, 3, 4): every delay with every rank as the slow one."""
     out = {}
     for k in SHIPPED_KS:

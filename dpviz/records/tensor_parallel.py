@@ -12,6 +12,7 @@ import numpy as np
 
 from dpviz.records.run import rel_err
 from dpviz.records.schema import Array, Kind, Meta, Record, ran_on, register
+from dpviz.records.tolerance import GRAD_TOLERANCE
 from dpviz.theory import tensor_parallel as theory
 
 SPLITS = theory.SPLITS
@@ -79,7 +80,7 @@ class TensorSplit(Record):
         m = self.meta
         return {s: theory.exchange_bytes(m["batch"], m["d_in"], m["d_out"], m["k"], s) for s in SPLITS}
 
-    def check(self, tol: float = 1e-5) -> str:
+    def check(self, tol: float = GRAD_TOLERANCE) -> str:
         """Assert every rank's Y, dX and dW equal the unsplit layer's to rounding and the bytes match the ring's count."""
         errs = self.rel_errs()
         worst = max(errs.values())

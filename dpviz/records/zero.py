@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from dpviz.records.schema import Array, Kind, Meta, Record, ran_on, register
+from dpviz.records.tolerance import GRAD_TOLERANCE
 from dpviz.theory import memory
 
 PARTS = memory.PARTS  # params, grads, optimizer
@@ -80,7 +81,7 @@ class ZeroRun(Record):
         return memory.bytes_per_rank(self.n_params, self.k, zero_stage=zero_stage, optimizer="adam",
                                      element_bytes=int(self.meta["element_bytes"]))
 
-    def check(self, tol: float = 1e-5) -> str:
+    def check(self, tol: float = GRAD_TOLERANCE) -> str:
         """Assert the claims of the chapter on this run and say what was checked."""
         for name in ("params_dp", "params_zero"):
             history = getattr(self, name)

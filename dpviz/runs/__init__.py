@@ -4,6 +4,8 @@
 * :mod:`dpviz.runs.forkserver`    the fork server ranks start from: started by the first run or :func:`warm_up`
 * :mod:`dpviz.runs.supervise`     waiting on running ranks: failures and stalls named, every child reaped
 * :mod:`dpviz.runs.rank`          what runs inside a rank: tied to its parent's life, joins the group, runs the worker
+* :mod:`dpviz.runs.where`         the where-it-ran metadata every record kind declares, filled once
+* :mod:`dpviz.runs.recipes`       which recorder makes which figure plan's records (the torch side of ./run)
 * :mod:`dpviz.runs.training`      the data-parallel rank worker, ``record_run``, the torchrun entry point
 * :mod:`dpviz.runs.models`        the line model and the MLP
 * :mod:`dpviz.runs.optim`         SGD, momentum and Adam written out, bit-identical to torch.optim

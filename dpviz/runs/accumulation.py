@@ -31,8 +31,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
-import platform
-import socket
 import time
 import warnings
 from dataclasses import asdict, dataclass
@@ -46,11 +44,13 @@ from dpviz.checks import check_choice, check_int, check_real
 from dpviz.data import teacher_data
 from dpviz.records import rel_err
 from dpviz.records.accumulation import (
-    GRID, GRID_K, GRID_M, RECORDS_DIR, SYNCS, FIGURE_PLAN, AccumulationRun, grid_keys, grid_name,
+    GRID, GRID_K, GRID_M, SYNCS, FIGURE_PLAN, AccumulationRun, grid_keys, grid_name,
 )
+from dpviz.records.paths import SHIPPED_DIR
 from dpviz.runs import launch as launcher
 from dpviz.runs import optim
 from dpviz.runs.models import build_model, flat_grad, set_flat_grad
+from dpviz.runs.where import where_it_ran
 
 THREADS = 1  # intra-op threads per rank: the same in every configuration, so their times compare
 
@@ -315,14 +315,7 @@ def assemble(config: AccumConfig, results: list, launched: int, backend: str) ->
         n_params=int(results[0]["n_params"]),
         activation_bytes=int(results[0]["activation_bytes"]),
         launched_ranks=launched,
-        backend=backend,
-        device="cpu",
-        threads_per_rank=int(results[0]["threads"]),
-        torch_version=torch.__version__,
-        host=socket.gethostname(),
-        platform=platform.platform(),
-        cores=launcher.cpu_count(),
-        date=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **where_it_ran(AccumulationRun, backend=backend, device="cpu", threads_per_rank=int(results[0]["threads"])),
     )
     return AccumulationRun(meta, arrays)
 
@@ -382,7 +375,7 @@ def grid_configs(*, steps: int = GRID["steps"]) -> dict[tuple, AccumConfig]:
     }
 
 
-def regenerate(out_dir=RECORDS_DIR, *, progress: bool = True) -> list[Path]:
+def regenerate(out_dir=SHIPPED_DIR, *, progress: bool = True) -> list[Path]:
     """Record the shipped slider runs afresh and save them under ``out_dir``; returns the stems written."""
     configs = grid_configs()
     runs = record_accumulation(list(configs.values()), progress=progress)
@@ -398,7 +391,7 @@ def main(argv=None) -> None:
         prog="python -m dpviz.runs.accumulation",
         description=f"Record the accumulation runs the sliders of chapter 10 browse (k in {GRID_K}, m in {GRID_M}).",
     )
-    parser.add_argument("--out", default=str(RECORDS_DIR), help="folder to write the records into")
+    parser.add_argument("--out", default=str(SHIPPED_DIR), help="folder to write the records into")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     written = regenerate(args.out)

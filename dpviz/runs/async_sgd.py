@@ -24,7 +24,6 @@ gradient to stand in for real work, and a larger delay makes a slow worker.
 
 from __future__ import annotations
 
-import socket
 import time
 from dataclasses import asdict, dataclass
 
@@ -38,6 +37,7 @@ from dpviz.records.async_sgd import MODES, AsyncRecord
 from dpviz.runs import launch as launcher
 from dpviz.runs import optim
 from dpviz.runs.models import LineModel
+from dpviz.runs.where import where_it_ran
 from dpviz.theory.waiting import line_loss
 
 SERVER = 0
@@ -297,7 +297,6 @@ def assemble(config: AsyncConfig, results: list[dict]) -> AsyncRecord:
     meta = dict(
         mode=config.mode, k=config.k, updates=t, lr=config.lr, b=config.b, delays=list(config.delays),
         max_staleness=config.max_staleness, seed=config.seed, model="line", dataset_size=config.dataset_size,
-        backend="gloo", torch_version=torch.__version__, host=socket.gethostname(), cores=launcher.cpu_count(),
-        date=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **where_it_ran(AsyncRecord, backend="gloo"),
     )
     return AsyncRecord(meta, arrays)

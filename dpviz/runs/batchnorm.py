@@ -28,9 +28,6 @@ steps with the second; the launching process computes the big-batch gradient wit
 from __future__ import annotations
 
 import argparse
-import platform
-import socket
-import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -44,6 +41,7 @@ from dpviz.records.batchnorm import BatchNormRun
 from dpviz.runs import launch as launcher
 from dpviz.runs import optim
 from dpviz.runs.models import flat_grad, set_flat_grad
+from dpviz.runs.where import where_it_ran
 
 
 @dataclass
@@ -56,7 +54,7 @@ class BatchNormConfig:
     lr: float = 0.1           # learning rate η
     seed: int = 0             # seeds the data, the model and every batch draw
     dataset_size: int = 512   # examples in the data set
-    timeout: float = 60.0     # seconds a rank may go without finishing a step
+    stall_timeout: float = 60.0  # seconds a rank may go without finishing a step
     threads: int | None = None  # intra-op threads per rank; None: the cores shared evenly
 
     def __post_init__(self):
@@ -67,7 +65,7 @@ class BatchNormConfig:
         check_int("width", self.width, low=1, high=4096)
         check_real("lr", self.lr, low=0, low_open=True)
         check_int("dataset_size", self.dataset_size, low=2)
-        check_real("timeout", self.timeout, low=0, low_open=True)
+        check_real("stall_timeout", self.stall_timeout, low=0, low_open=True)
         if self.threads is not None:
             check_int("threads", self.threads, low=1, high=4096)
 
@@ -198,7 +196,7 @@ def record_batchnorm(config: BatchNormConfig | None = None, *, progress: bool = 
     ``record_batchnorm(k=2, b=8)`` builds the config from keywords.
     """
     config = BatchNormConfig(**{**(asdict(config) if config else {}), **overrides})
-    results = launcher.launch(batchnorm_worker, config.k, args=(config,), backend="gloo", timeout=config.timeout,
+    results = launcher.launch(batchnorm_worker, config.k, args=(config,), backend="gloo", stall_timeout=config.stall_timeout,
                               threads=config.threads, total_steps=config.steps, progress=progress)
     arrays = {name: np.stack([r[name] for r in results], axis=1)
               for name in ("local_grad", "reduced_grad", "synced_local_grad", "synced_reduced_grad",
@@ -214,9 +212,8 @@ def record_batchnorm(config: BatchNormConfig | None = None, *, progress: bool = 
     meta = dict(
         k=config.k, b=config.b, steps=config.steps, d_in=config.d_in, width=config.width,
         n_params=int(arrays["params"].shape[-1]), eps=float(build_model(config)[1].eps), lr=config.lr,
-        seed=config.seed, dataset_size=config.dataset_size, backend="gloo", device="cpu",
-        threads_per_rank=results[0]["threads"], torch_version=torch.__version__, host=socket.gethostname(),
-        platform=platform.platform(), cores=launcher.cpu_count(), date=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        seed=config.seed, dataset_size=config.dataset_size,
+        **where_it_ran(BatchNormRun, backend="gloo", device="cpu", threads_per_rank=results[0]["threads"]),
     )
     return BatchNormRun(meta, arrays)
 

@@ -22,9 +22,7 @@ The record it returns, and its arrays, are declared in :mod:`dpviz.records.bench
 
 from __future__ import annotations
 
-import datetime
 import os
-import platform
 import time
 from dataclasses import asdict, dataclass
 
@@ -34,7 +32,8 @@ import torch.distributed as dist
 
 from dpviz.checks import check_choice, check_int, check_real
 from dpviz.runs.collectives import parameter_server_all_reduce, ring_all_reduce
-from dpviz.runs.launch import BACKENDS, cpu_count, launch, report_progress, resolve_backend, threads_per_rank
+from dpviz.runs.launch import BACKENDS, launch, report_progress, resolve_backend, threads_per_rank
+from dpviz.runs.where import where_it_ran
 from dpviz.records.bench import IMPLS, BenchRecord
 
 
@@ -49,7 +48,7 @@ class BenchConfig:
     repeats: int = 10  # timed calls per (k, M, impl)
     warmup: int = 2  # untimed calls per (k, M, impl), before the timed ones
     backend: str = "gloo"  # "gloo", "nccl" or "auto", as in launch()
-    timeout: float = 120.0  # stall timeout: seconds a rank may go without finishing a message size
+    stall_timeout: float = 120.0  # seconds a rank may go without finishing a message size
 
     def __post_init__(self):
         self.ks = tuple(check_int("ks", k, low=1, high=1024) for k in _as_tuple("ks", self.ks))
@@ -58,7 +57,7 @@ class BenchConfig:
         self.repeats = check_int("repeats", self.repeats, low=1)
         self.warmup = check_int("warmup", self.warmup, low=0)
         self.backend = check_choice("backend", self.backend, BACKENDS)
-        self.timeout = check_real("timeout", self.timeout, low=0, low_open=True)
+        self.stall_timeout = check_real("stall_timeout", self.stall_timeout, low=0, low_open=True)
 
 
 def log_sizes(low: int, high: int, n: int) -> tuple:
@@ -130,7 +129,7 @@ def run_sweep(config: BenchConfig | None = None, *, progress: bool = True) -> Be
         per_rank = launch(
             bench_worker, k,
             args=(config.sizes, config.impls, config.repeats, config.warmup),
-            backend=config.backend, timeout=config.timeout,
+            backend=config.backend, stall_timeout=config.stall_timeout,
             total_steps=len(config.sizes), progress=progress,
         )
         slowest = np.max(np.stack(per_rank), axis=0)  # (sizes, impls, repeats): the last rank to finish
@@ -141,12 +140,8 @@ def run_sweep(config: BenchConfig | None = None, *, progress: bool = True) -> Be
                 rows["impl"].append(impl)
                 rows["times"].append(slowest[i, j])
     meta = {
-        "backend": backends[0] if len(set(backends)) == 1 else backends,
-        "host": platform.node(),
-        "cores": cpu_count(),
-        "torch_version": torch.__version__,
-        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "threads_per_rank": dict(zip(map(str, config.ks), threads)),
+        **where_it_ran(BenchRecord, backend=backends[0] if len(set(backends)) == 1 else backends,
+                       threads_per_rank=dict(zip(map(str, config.ks), threads))),
         "dtype": "float32",
         "config": asdict(config),
     }

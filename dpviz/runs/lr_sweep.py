@@ -26,8 +26,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import math
-import platform
-import socket
 import time
 import warnings
 from dataclasses import asdict, dataclass
@@ -39,10 +37,12 @@ import torch.distributed as dist
 
 from dpviz.checks import check_choice, check_int, check_real
 from dpviz.data import line_data, teacher_data
-from dpviz.records.lr_grid import FIGURE_PLAN, MODELS, SHIPPED_DIR, LrGrid, shipped_name
+from dpviz.records.lr_grid import FIGURE_PLAN, MODELS, LrGrid, shipped_name
+from dpviz.records.paths import SHIPPED_DIR
 from dpviz.runs import launch as launcher
 from dpviz.runs import optim
 from dpviz.runs.models import build_model, flat_grad, set_flat_grad
+from dpviz.runs.where import where_it_ran
 from dpviz.theory import lr_rules
 
 SQRT2 = math.sqrt(2.0)
@@ -330,9 +330,8 @@ def assemble(config: LrGridConfig, rows: list, results: dict, devices: list) -> 
         multipliers=list(config.multipliers), warmups=list(config.warmups),
         warmup_multipliers=None if config.warmup_multipliers is None else list(config.warmup_multipliers), seed=config.seed,
         dataset_size=config.dataset_size, diverge_factor=DIVERGE_FACTOR,
-        backend=",".join(sorted({launcher.resolve_backend(config.backend, k) for k in config.ks})), device=", ".join(devices),
-        threads_per_rank=config.threads, torch_version=torch.__version__, host=socket.gethostname(),
-        platform=platform.platform(), cores=launcher.cpu_count(), date=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **where_it_ran(LrGrid, backend=",".join(sorted({launcher.resolve_backend(config.backend, k) for k in config.ks})),
+                       device=", ".join(devices), threads_per_rank=config.threads),
     )
     return LrGrid(meta, arrays)
 

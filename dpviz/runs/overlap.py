@@ -19,7 +19,6 @@ step; each rank times every all-reduce from its start to the moment its future c
 from __future__ import annotations
 
 import hashlib
-import socket
 import time
 from dataclasses import asdict, dataclass
 
@@ -33,6 +32,7 @@ from dpviz.records.overlap import MODES, OverlapRecord
 from dpviz.runs import launch as launcher
 from dpviz.runs import optim
 from dpviz.runs.models import build_model, flat_grad
+from dpviz.runs.where import where_it_ran
 
 MAX_BUCKETS = 64  # the padding of the bucket arrays; per_parameter needs one per parameter tensor
 
@@ -334,8 +334,7 @@ def assemble(config: OverlapConfig, results: list[dict]) -> OverlapRecord:
     meta = dict(
         k=config.k, steps=config.steps, warmup=config.warmup, width=config.width, depth=config.depth, d_in=config.d_in,
         n_params=n_params, n_tensors=results[0]["n_tensors"], message_bytes=n_params * 4,
-        bucket_cap_bytes=config.bucket_cap_bytes, b=config.b, lr=config.lr, seed=config.seed, backend="gloo",
-        threads_per_rank=results[0]["threads"], torch_version=torch.__version__, host=socket.gethostname(),
-        cores=launcher.cpu_count(), date=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        bucket_cap_bytes=config.bucket_cap_bytes, b=config.b, lr=config.lr, seed=config.seed,
+        **where_it_ran(OverlapRecord, backend="gloo", threads_per_rank=results[0]["threads"]),
     )
     return OverlapRecord(meta, arrays)

@@ -25,7 +25,6 @@ before the matching send began).
 from __future__ import annotations
 
 import argparse
-import socket
 import time
 import warnings
 from dataclasses import asdict, dataclass, replace
@@ -38,10 +37,12 @@ from torch import nn
 
 from dpviz.checks import check_choice, check_int, check_real
 from dpviz.data import teacher_data
-from dpviz.records.pipeline import GRID_M, GRID_P, PipelineRun, RECORDS_DIR, grid_name
+from dpviz.records.paths import SHIPPED_DIR
+from dpviz.records.pipeline import GRID_M, GRID_P, PipelineRun, grid_name
 from dpviz.records.run import rel_err
 from dpviz.runs import launch as launcher
 from dpviz.runs.models import build_model, flat_grad
+from dpviz.runs.where import where_it_ran
 from dpviz.theory import pipeline as theory
 
 
@@ -57,7 +58,7 @@ class PipelineConfig:
     keep_grads: bool = True    # keep both P-long gradients in the record (the shipped runs keep only their errors)
     repeats: int = 3           # timed steps; the record keeps the one with the shortest span (the least disturbed)
     threads: int = 1           # intra-op threads per stage, the same for every p so that times compare
-    timeout: float = 60.0      # stall timeout, seconds: a stage that makes no progress this long is named
+    stall_timeout: float = 60.0  # seconds a stage may go without progress before it is named
 
     def __post_init__(self):
         self.depth = check_int("depth", self.depth, low=1, high=64)
@@ -75,7 +76,7 @@ class PipelineConfig:
         self.width = check_int("width", self.width, low=1, high=1 << 14)
         self.threads = check_int("threads", self.threads, low=1, high=4096)
         self.repeats = check_int("repeats", self.repeats, low=1, high=100)
-        check_real("timeout", self.timeout, low=0, low_open=True)
+        check_real("stall_timeout", self.stall_timeout, low=0, low_open=True)
 
     @property
     def micro_batch(self) -> int:
@@ -238,9 +239,8 @@ def assemble(config: PipelineConfig, results: list[dict], backend: str) -> Pipel
         arrays.update(grad=grad, big_grad=big_grad)
     meta = dict(
         p=config.p, m=config.m, schedule=config.schedule, batch=config.batch, micro_batch=config.micro_batch,
-        width=config.width, depth=config.depth, n_params=int(len(grad)), seed=config.seed, repeats=config.repeats, backend=backend,
-        threads_per_rank=results[0]["threads"], torch_version=torch.__version__, host=socket.gethostname(),
-        cores=launcher.cpu_count(), date=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        width=config.width, depth=config.depth, n_params=int(len(grad)), seed=config.seed, repeats=config.repeats,
+        **where_it_ran(PipelineRun, backend=backend, threads_per_rank=results[0]["threads"]),
     )
     return PipelineRun(meta, arrays)
 
@@ -258,7 +258,7 @@ def record_pipelines(configs, *, progress: bool = False) -> list[PipelineRun]:
             warnings.simplefilter("ignore")  # the records say p > cores, and every figure of them says so too
         results = launcher.launch(
             pipeline_worker, p, args=(configs,), backend="gloo", threads=configs[0].threads,
-            stall_timeout=max(c.timeout for c in configs),
+            stall_timeout=max(c.stall_timeout for c in configs),
             total_steps=sum(2 * c.m * (1 + c.repeats) for c in configs), progress=progress,
         )
     return [assemble(c, [r[i] for r in results], "gloo") for i, c in enumerate(configs)]
@@ -276,7 +276,7 @@ def record_pipeline(config: PipelineConfig | None = None, *, progress: bool = Fa
 GRID_REPEATS = 5  # timed steps per shipped run: recorded once, so a few more chances of an undisturbed one
 
 
-def record_grid(out=RECORDS_DIR, *, ps=GRID_P, ms=GRID_M, progress: bool = True) -> list[Path]:
+def record_grid(out=SHIPPED_DIR, *, ps=GRID_P, ms=GRID_M, progress: bool = True) -> list[Path]:
     """Record the shipped grid: every p, m and schedule, one launch per p; write each record under ``out``."""
     written = []
     for p in ps:
@@ -293,7 +293,7 @@ def record_grid(out=RECORDS_DIR, *, ps=GRID_P, ms=GRID_M, progress: bool = True)
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m dpviz.runs.pipeline",
                                      description="Record the pipeline runs shipped for chapter 12's sliders.")
-    parser.add_argument("--out", default=str(RECORDS_DIR), help="folder for the records (default: the shipped folder)")
+    parser.add_argument("--out", default=str(SHIPPED_DIR), help="folder for the records (default: the shipped folder)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     written = record_grid(args.out)

@@ -18,9 +18,6 @@ in a different order from gloo's own all-reduce.
 
 from __future__ import annotations
 
-import socket
-import time
-
 import numpy as np
 import torch
 import torch.distributed as dist
@@ -28,7 +25,8 @@ import torch.distributed as dist
 from dpviz.runs import collectives
 from dpviz.checks import check_choice, check_int, check_real
 from dpviz.records.schedule import Schedule
-from dpviz.runs.launch import cpu_count, launch
+from dpviz.runs.launch import launch
+from dpviz.runs.where import where_it_ran
 
 IMPLS = ("ring", "parameter_server")
 PHASES = {"ring": collectives.RING_PHASES, "parameter_server": collectives.SERVER_PHASES}
@@ -60,7 +58,7 @@ def schedules_worker(rank: int, world_size: int, n_elements: int, impls: tuple, 
     return [schedule_worker(rank, world_size, n_elements, impl, seed) for impl in impls]
 
 
-def record_schedule(k: int, n_elements: int, *, impl: str = "ring", timeout: float = 60, seed: int = 0) -> Schedule:
+def record_schedule(k: int, n_elements: int, *, impl: str = "ring", stall_timeout: float = 60, seed: int = 0) -> Schedule:
     """Launch k ranks, all-reduce an ``n_elements`` float32 tensor with ``impl``, and return the merged schedule.
 
     The :class:`~dpviz.records.schedule.Schedule` record holds every transfer (phase, step,
@@ -69,18 +67,18 @@ def record_schedule(k: int, n_elements: int, *, impl: str = "ring", timeout: flo
     and whether the two agree bit for bit.
     """
     check_choice("impl", impl, IMPLS)
-    return record_schedules(k, n_elements, impls=(impl,), timeout=timeout, seed=seed)[0]
+    return record_schedules(k, n_elements, impls=(impl,), stall_timeout=stall_timeout, seed=seed)[0]
 
 
-def record_schedules(k: int, n_elements: int, *, impls=IMPLS, timeout: float = 60, seed: int = 0) -> list[Schedule]:
+def record_schedules(k: int, n_elements: int, *, impls=IMPLS, stall_timeout: float = 60, seed: int = 0) -> list[Schedule]:
     """Like :func:`record_schedule` for each of ``impls``, all in one launch of k ranks (process start paid once)."""
     k = check_int("k", k, low=1, high=64)
     n_elements = check_int("n_elements", n_elements, low=1, high=1 << 24)
     impls = tuple(check_choice("impls entries", impl, IMPLS) for impl in impls)
     if not impls:
         raise ValueError(f"impls must name at least one of {', '.join(map(repr, IMPLS))}; got an empty list.")
-    timeout = check_real("timeout", timeout, low=0, low_open=True)
-    per_rank = launch(schedules_worker, k, args=(n_elements, impls, seed), backend="gloo", timeout=timeout)
+    stall_timeout = check_real("stall_timeout", stall_timeout, low=0, low_open=True)
+    per_rank = launch(schedules_worker, k, args=(n_elements, impls, seed), backend="gloo", stall_timeout=stall_timeout)
     return [_merge(k, n_elements, impl, seed, [results[i] for results in per_rank]) for i, impl in enumerate(impls)]
 
 
@@ -108,11 +106,7 @@ def _merge(k: int, n_elements: int, impl: str, seed: int, results: list[dict]) -
         "equal": bool(np.array_equal(stack["result"], stack["all_reduce"])),
         "max_abs_diff": float(np.abs(stack["result"] - stack["all_reduce"]).max()),
         "seed": seed,
-        "backend": results[0]["backend"],
-        "host": socket.gethostname(),
-        "cores": cpu_count(),
-        "torch_version": torch.__version__,
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **where_it_ran(Schedule, backend=results[0]["backend"]),
     }
     return Schedule.from_entries(
         entries, meta,

@@ -12,11 +12,12 @@ import argparse
 import warnings
 from pathlib import Path
 
-from dpviz.records.shipped import RECORDS_DIR, planned
+from dpviz.records.paths import SHIPPED_DIR
+from dpviz.records.shipped import planned
 from dpviz.runs.training import record_run
 
 
-def regenerate(out_dir=RECORDS_DIR, *, progress: bool = True) -> list[Path]:
+def regenerate(out_dir=SHIPPED_DIR, *, progress: bool = True) -> list[Path]:
     """Record every planned run afresh and save it under ``out_dir``; returns the record stems written."""
     from tqdm.auto import tqdm
 
@@ -37,7 +38,7 @@ def regenerate(out_dir=RECORDS_DIR, *, progress: bool = True) -> list[Path]:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m dpviz.runs.shipped", description="Record the runs the sliders of chapters 04 and 05 use.")
-    parser.add_argument("--out", default=str(RECORDS_DIR), help="folder to write the records into")
+    parser.add_argument("--out", default=str(SHIPPED_DIR), help="folder to write the records into")
     args = parser.parse_args(argv)
     for stem in regenerate(args.out):
         print(f"wrote {stem}.npz and {stem}.json")

@@ -14,7 +14,6 @@ processes start only once.
 
 from __future__ import annotations
 
-import socket
 import time
 from dataclasses import asdict, dataclass
 
@@ -28,6 +27,7 @@ from dpviz.records.straggler import StragglerRecord
 from dpviz.runs import launch as launcher
 from dpviz.runs import optim
 from dpviz.runs.models import build_model, flat_grad, set_flat_grad
+from dpviz.runs.where import where_it_ran
 
 MAX_DELAY = 10.0  # seconds; a longer sleep is a mistake, not an experiment
 
@@ -137,8 +137,7 @@ def assemble(config: StragglerConfig, results: list[dict]) -> StragglerRecord:
     arrays["slow_rank"] = np.array([r for _, r in settings], dtype=np.int64)
     meta = dict(
         k=config.k, steps=config.steps, warmup=config.warmup, model="mlp", width=config.width, depth=config.depth,
-        n_params=results[0]["n_params"], b=config.b, lr=config.lr, seed=config.seed, backend="gloo",
-        threads_per_rank=results[0]["threads"], torch_version=torch.__version__, host=socket.gethostname(),
-        cores=launcher.cpu_count(), date=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        n_params=results[0]["n_params"], b=config.b, lr=config.lr, seed=config.seed,
+        **where_it_ran(StragglerRecord, backend="gloo", threads_per_rank=results[0]["threads"]),
     )
     return StragglerRecord(meta, arrays)

@@ -21,8 +21,6 @@ it sends; each is also done with ``dist.all_gather`` / ``dist.all_reduce`` and c
 
 from __future__ import annotations
 
-import socket
-import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -33,6 +31,7 @@ from dpviz.checks import check_int, check_real
 from dpviz.records.tensor_parallel import SPLITS, TensorSplit
 from dpviz.runs import launch as launcher
 from dpviz.runs.collectives import owned_chunk, ring_all_gather, ring_all_reduce
+from dpviz.runs.where import where_it_ran
 from dpviz.theory import tensor_parallel as theory
 
 
@@ -43,14 +42,14 @@ class TensorConfig:
     d_in: int = 6       # input features; a multiple of k for the row split
     d_out: int = 8      # output features; a multiple of k for the column split
     seed: int = 0       # seeds X, W and dY
-    timeout: float = 60.0  # stall timeout, seconds
+    stall_timeout: float = 60.0  # seconds a rank may go without progress
 
     def __post_init__(self):
         self.k = check_int("k", self.k, low=1, high=64)
         self.batch = check_int("batch", self.batch, low=1, high=1 << 16)
         for split in SPLITS:
             theory.check_split(self.d_in, self.d_out, self.k, split)
-        check_real("timeout", self.timeout, low=0, low_open=True)
+        check_real("stall_timeout", self.stall_timeout, low=0, low_open=True)
 
 
 def layer_inputs(config: TensorConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -152,8 +151,7 @@ def assemble(config: TensorConfig, results: list[dict], backend: str) -> TensorS
     meta = dict(
         k=k, batch=config.batch, d_in=config.d_in, d_out=config.d_out, n_params=config.d_in * config.d_out,
         exchanges={split: dict(zip(("forward", "backward"), theory.EXCHANGES[split])) for split in SPLITS},
-        seed=config.seed, backend=backend, torch_version=torch.__version__, host=socket.gethostname(),
-        cores=launcher.cpu_count(), date=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        seed=config.seed, **where_it_ran(TensorSplit, backend=backend),
     )
     return TensorSplit(meta, arrays)
 
@@ -165,5 +163,5 @@ def record_tensor_split(config: TensorConfig | None = None, **overrides) -> Tens
     """
     config = TensorConfig(**{**(asdict(config) if config else {}), **overrides})
     results = launcher.launch(tensor_worker, config.k, args=(config,), backend="gloo", threads=1,
-                              stall_timeout=config.timeout)
+                              stall_timeout=config.stall_timeout)
     return assemble(config, results, "gloo")

@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import platform
-import socket
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -37,6 +35,7 @@ from dpviz.runs import optim
 from dpviz.checks import check_choice, check_int, check_real
 from dpviz.data import line_data, line_kind, teacher_data
 from dpviz.runs.models import MODELS, build_model, flat_grad, set_flat_grad
+from dpviz.runs.where import where_it_ran
 from dpviz.records.run import KIND as RUN_KIND, Run
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
@@ -64,7 +63,7 @@ class TrainConfig:
     sampling: str = "random"         # "random"; "biased": every example of one kind only (x >= 0); "by_kind":
                                      # rank r takes examples of kind r % 2 only (line model for both)
     backend: str = "auto"            # "auto", "gloo" or "nccl"
-    timeout: float = 60.0            # stall timeout: seconds a rank may go without finishing a step (start-up: 120 s)
+    stall_timeout: float = 60.0      # seconds a rank may go without finishing a step (start-up: 120 s)
     global_batch: int | None = None  # examples per step in all; if set, b = global_batch / k (must split evenly)
     threads: int | None = None       # intra-op threads per rank; None: the cores shared evenly (1 for timing studies)
 
@@ -81,7 +80,7 @@ class TrainConfig:
             raise ValueError(f"sampling={self.sampling!r} needs model='line', whose examples have kinds; got model={self.model!r}.")
         check_choice("backend", self.backend, launcher.BACKENDS)
         check_real("lr", self.lr, low=0, low_open=True)
-        check_real("timeout", self.timeout, low=0, low_open=True)
+        check_real("stall_timeout", self.stall_timeout, low=0, low_open=True)
         check_int("dataset_size", self.dataset_size, low=1)
         if self.threads is not None:
             check_int("threads", self.threads, low=1, high=4096)
@@ -318,15 +317,8 @@ def assemble(config: TrainConfig, results: list[dict], backend: str) -> Run:
     meta = {f.name: getattr(config, f.name) for f in RUN_KIND.meta if hasattr(config, f.name)}
     meta.update(
         shard_sizes=list(config.sizes),
-        backend=backend,
-        device=results[0]["device"],
         n_params=int(arrays["local_grad"].shape[-1]),
-        torch_version=torch.__version__,
-        host=socket.gethostname(),
-        platform=platform.platform(),
-        cores=launcher.cpu_count(),
-        threads_per_rank=results[0]["threads"],
-        date=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **where_it_ran(RUN_KIND, backend=backend, device=results[0]["device"], threads_per_rank=results[0]["threads"]),
     )
     return Run(meta, arrays)
 
@@ -343,7 +335,7 @@ def record_run(config: TrainConfig | None = None, *, progress: bool = False, **o
         config.k,
         args=(config,),
         backend=backend,
-        timeout=config.timeout,
+        stall_timeout=config.stall_timeout,
         threads=config.threads,
         total_steps=config.steps,
         progress=progress,
@@ -355,7 +347,7 @@ def main(argv=None) -> None:
     """Entry point under torchrun: every rank trains; rank 0 gathers and writes the record."""
     parser = argparse.ArgumentParser(prog="python -m dpviz.runs.training", description="Record a data-parallel run under torchrun.")
     for name, default in asdict(TrainConfig()).items():
-        if name in ("k", "shard_sizes", "backend", "all_reduce", "global_batch", "threads", "timeout"):
+        if name in ("k", "shard_sizes", "backend", "all_reduce", "global_batch", "threads", "stall_timeout"):
             continue
         parser.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
     parser.add_argument("--no-all-reduce", action="store_true", help="each rank steps on its own gradient")

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from dpviz.records.async_sgd import SHIPPED as ASYNC_SHIPPED
 from dpviz.records.overlap import SHIPPED as OVERLAP_SHIPPED
-from dpviz.records.straggler import RECORDS_DIR, SHIPPED_KS, shipped_name
+from dpviz.records.paths import SHIPPED_DIR
+from dpviz.records.straggler import SHIPPED_KS, shipped_name
 from dpviz.records.waiting import ASYNC, DELAYS, FIGURE_PLAN, OVERLAP_STEPS, SYNC_UPDATES
 from dpviz.runs import async_sgd, overlap, straggler
 from dpviz.runs import launch as launcher
@@ -84,7 +85,7 @@ def record_figure_records(*, quick: bool = False, progress: bool = False) -> dic
         }
 
 
-def regenerate(out_dir=RECORDS_DIR, *, progress: bool = True) -> list[Path]:
+def regenerate(out_dir=SHIPPED_DIR, *, progress: bool = True) -> list[Path]:
     """Record the shipped straggler sweeps and the async/sync pair afresh under ``out_dir``; returns the stems written."""
     out_dir = Path(out_dir)
     written = []
@@ -109,7 +110,7 @@ def regenerate(out_dir=RECORDS_DIR, *, progress: bool = True) -> list[Path]:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m dpviz.runs.waiting",
                                      description="Record the runs chapter 11's sliders browse (straggler sweeps, async/sync pair).")
-    parser.add_argument("--out", default=str(RECORDS_DIR), help="folder to write the records into")
+    parser.add_argument("--out", default=str(SHIPPED_DIR), help="folder to write the records into")
     args = parser.parse_args(argv)
     for stem in regenerate(args.out):
         print(f"wrote {stem}.npz and {stem}.json")

@@ -22,8 +22,6 @@ offers ``dist.reduce_scatter``; the hand-written phase is used because it counts
 
 from __future__ import annotations
 
-import socket
-import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -37,6 +35,7 @@ from dpviz.runs import optim
 from dpviz.runs.collectives import owned_chunk, ring_all_gather, ring_reduce_scatter
 from dpviz.runs.models import flat_grad, set_flat_grad
 from dpviz.runs.training import TrainConfig, batch_indices, load_data, make_model, mse
+from dpviz.runs.where import where_it_ran
 
 ELEMENT_BYTES = 4  # float32
 
@@ -52,13 +51,13 @@ class ZeroConfig:
     lr: float = 0.01           # Adam's learning rate
     seed: int = 0              # seeds the data, the model and every batch draw
     dataset_size: int = 512    # examples in the data set
-    timeout: float = 60.0      # stall timeout, seconds
+    stall_timeout: float = 60.0  # seconds a rank may go without progress
 
     def __post_init__(self):
         self.k = check_int("k", self.k, low=1, high=64)
         self.steps = check_int("steps", self.steps, low=1, high=10_000)
         check_real("lr", self.lr, low=0, low_open=True)
-        check_real("timeout", self.timeout, low=0, low_open=True)
+        check_real("stall_timeout", self.stall_timeout, low=0, low_open=True)
         self.train_config()  # checks b, width, depth, d_in and dataset_size
 
     def train_config(self) -> TrainConfig:
@@ -157,8 +156,7 @@ def assemble(config: ZeroConfig, results: list[dict], backend: str) -> ZeroRun:
         n_params=int(arrays["params_dp"].shape[-1]), element_bytes=ELEMENT_BYTES, lr=config.lr, seed=config.seed,
         dataset_size=config.dataset_size,
         collectives="plain: dist.all_reduce; ZeRO-1: the hand-written ring's reduce-scatter, then its all-gather",
-        backend=backend, threads_per_rank=results[0]["threads"], torch_version=torch.__version__,
-        host=socket.gethostname(), cores=launcher.cpu_count(), date=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        **where_it_ran(ZeroRun, backend=backend, threads_per_rank=results[0]["threads"]),
     )
     return ZeroRun(meta, arrays)
 
@@ -170,5 +168,5 @@ def record_zero(config: ZeroConfig | None = None, **overrides) -> ZeroRun:
     """
     config = ZeroConfig(**{**(asdict(config) if config else {}), **overrides})
     results = launcher.launch(zero_worker, config.k, args=(config,), backend="gloo", threads=1,
-                              stall_timeout=config.timeout, total_steps=2 * config.steps)
+                              stall_timeout=config.stall_timeout, total_steps=2 * config.steps)
     return assemble(config, results, "gloo")

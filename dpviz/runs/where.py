@@ -1,0 +1,41 @@
+"""Where and how a run ran: the metadata fields a record kind declares from ``dpviz.records.schema.RAN_ON``.
+
+    from dpviz.runs.where import where_it_ran
+    meta = dict(k=config.k, ..., **where_it_ran(ZeroRun, backend="gloo", threads_per_rank=results[0]["threads"]))
+
+The kind's declaration says which of the fields it holds; this fills exactly those, each the same way
+in every kind, so a run module never types a host name, a date format or a core count itself.
+"""
+
+from __future__ import annotations
+
+import platform
+import socket
+import time
+
+import torch
+
+from dpviz.records.schema import RAN_ON, Kind
+from dpviz.runs.launch import cpu_count
+
+DATE_FORMAT = "%Y-%m-%dT%H:%M:%S%z"  # local time with its UTC offset, e.g. 2026-11-30T17:34:49+0000
+
+
+def where_it_ran(kind, *, backend=None, device=None, threads_per_rank=None) -> dict:
+    """The where-it-ran metadata that ``kind`` (a :class:`~dpviz.records.schema.Kind` or a record class) declares.
+
+    ``backend``, ``device`` and ``threads_per_rank`` are what only the run knows: pass each one the kind
+    declares, and no other. The rest are read here: torch's version, the host name, the operating system,
+    the cores this process may use (:func:`dpviz.runs.launch.cpu_count`) and the date.
+    """
+    kind = kind if isinstance(kind, Kind) else kind.KIND
+    declared = [m.name for m in kind.meta if m.name in RAN_ON]
+    known = {"backend": backend, "device": device, "threads_per_rank": threads_per_rank}
+    for name, value in known.items():
+        if value is None and name in declared:
+            raise TypeError(f"a {kind.name!r} record declares {name!r}: pass {name}= to where_it_ran.")
+        if value is not None and name not in declared:
+            raise TypeError(f"a {kind.name!r} record does not declare {name!r}: pass {name}= only for kinds that do.")
+    known.update(torch_version=torch.__version__, host=socket.gethostname(), platform=platform.platform(),
+                 cores=cpu_count(), date=time.strftime(DATE_FORMAT))
+    return {name: known[name] for name in declared}
