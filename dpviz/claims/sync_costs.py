@@ -14,6 +14,15 @@
 * :func:`figure_claims` checks the MLP runs and the all-reduce sweep behind s01, s02 and the all-reduce
   figure, for ``./run``.
 
+The chapter's own checks:
+
+* :func:`speedup_limits`: the cost model's limits and edge cases (S = 1 at k = 1, S = k/2 when the sync takes
+  as long as the compute share, S -> k for a free sync, S -> T_compute/T_comm when it dominates).
+* :func:`runs_are_right_and_fair`: the MLP runs pass their ``check()``, every k > 1 step spent time in the
+  all-reduce, and every run gave each process one thread.
+* :func:`ring_sends`: the hand-written ring's messages counted: (k−1)/k·M in the reduce-scatter, 2(k−1)/k·M
+  in all, 2(k−1) messages per rank.
+
 Each function returns one line saying what it checked, or raises ``AssertionError`` naming the
 first number that contradicts the claim.
 """
@@ -25,8 +34,10 @@ from collections.abc import Mapping
 import numpy as np
 
 from dpviz.records.figure_set import Inputs
+from dpviz.theory import costmodel, timing
 
 EFFICIENCY = 0.9  # a curve has "peeled away" from S = k where S/k first drops below this
+DOMINANT_K, DOMINANT_SYNC = 10_000, 0.5  # k and sync seconds at which "the sync dominates" is checked
 
 
 def threads_per_rank(runs) -> int:
@@ -116,5 +127,73 @@ def figure_claims(records: dict) -> str:
     return "\n".join(lines)
 
 
+def speedup_limits(t_compute: float, ks, t_comm, speedups) -> str:
+    """The cost model's limits and edge cases, and the speedups ``speedups`` it gave for ``t_comm`` over ``ks``.
+
+    ``t_comm`` holds the modeled sync (seconds) at each k, 0 at k = 1; ``speedups`` are
+    :func:`dpviz.theory.costmodel.speedup` of them, as the chapter printed.
+    """
+    ks, t_comm, speedups = np.asarray(ks), np.asarray(t_comm, float), np.asarray(speedups, float)
+    for formula in costmodel.FORMULAS:
+        alone = costmodel.t_comm(1, 100e6, 5e-6, 10e9, formula=formula)
+        assert alone == 0.0, f"at k = 1 the {formula} formula gives T_comm = {alone:g} s, not 0"
+    one = costmodel.speedup(t_compute, 1, 0.0)
+    assert one == 1.0, f"at k = 1 with T_comm = 0, S = {one:g}, not 1"
+    for k in ks:
+        half, share = costmodel.speedup(t_compute, k, t_compute / k), costmodel.efficiency(t_compute, k, t_compute / k)
+        assert np.isclose(half, k / 2) and np.isclose(share, 0.5), \
+            f"with T_comm = T_compute/k at k = {k}: S = {half:g} (not k/2), S/k = {share:g} (not 1/2)"
+    free = costmodel.speedup(t_compute, ks, 0.0)
+    assert np.allclose(free, ks), f"a free sync does not give S = k: {free} at k = {ks}"
+    dominated = costmodel.speedup(t_compute, DOMINANT_K, DOMINANT_SYNC)
+    assert np.isclose(dominated, t_compute / DOMINANT_SYNC, rtol=1e-3), \
+        f"a sync of {DOMINANT_SYNC:g} s at k = {DOMINANT_K:,} gives S = {dominated:.4g}, not T_compute/T_comm"
+    above = np.flatnonzero((ks > 1) & (speedups >= ks))
+    assert not above.size, f"with a sync cost, S is not below k: S = {speedups[above[0]]:.3g} at k = {ks[above[0]]}"
+    ceiling = np.where(t_comm > 0, t_compute / np.where(t_comm > 0, t_comm, 1.0), np.inf)
+    over = np.flatnonzero(speedups >= ceiling)
+    assert not over.size, \
+        f"S is not below the ceiling T_compute/T_comm: S = {speedups[over[0]]:.3g} at k = {ks[over[0]]}, ceiling {ceiling[over[0]]:.3g}"
+    return ("Checked on the cost model: S = 1 at k = 1 with T_comm = 0; S = k/2 when T_comm = T_compute/k; "
+            "S -> k for free sync and S -> T_compute/T_comm when the sync dominates.")
+
+
+def runs_are_right_and_fair(runs) -> str:
+    """Each MLP run passes its ``check()`` and spent time in the all-reduce at every step with k > 1, and all
+    runs gave each process one thread, so their timings compare across k. ``runs`` maps k to a Run."""
+    for k, run in runs.items():
+        run.check()  # the big-batch gradient, the bits received, the replicas
+        if k > 1:
+            assert (run.t_comm > 0).all(), f"k={k}: a step with no time in the all-reduce"
+    threads = threads_per_rank(runs)
+    assert threads == 1, f"each process ran {threads} threads, not one: a process is not one core"
+    times = timing.measured_step_times(runs)
+    synced = {k: times[k].t_comm for k in times}
+    assert times[1].t_comm == 0.0 and all(synced[k] > 0 for k in times if k > 1), \
+        f"measured T_comm (seconds) is not 0 at k = 1 and > 0 beyond: {synced}"
+    return (f"The MLP runs for k = {sorted(runs)} passed check(): big-batch gradient matched, bits received "
+            f"identical, replicas identical after every step; every run gave each process {threads} thread.")
+
+
+def ring_sends(ring) -> str:
+    """The hand-written ring's messages counted: (k−1)/k·M per rank in the reduce-scatter (the notes' term),
+    2(k−1)/k·M in all, in 2(k−1) messages per rank; and its result is ``dist.all_reduce``'s, bit for bit."""
+    if ring.impl != "ring":
+        raise ValueError(f"ring must be the hand-written ring's schedule; got impl={ring.impl!r}.")
+    k, m = ring.k, ring.message_bytes
+    reduce_scatter = ring.phase == ring.meta["phases"].index("reduce-scatter")
+    sent_in_reduce_scatter = np.bincount(ring.src[reduce_scatter], weights=ring.bytes[reduce_scatter], minlength=k)
+    messages = np.bincount(ring.src, minlength=k)
+    assert ring.equal, "the hand-written ring differs from dist.all_reduce"
+    assert (sent_in_reduce_scatter == (k - 1) / k * m).all(), \
+        f"in the reduce-scatter the ranks sent {sent_in_reduce_scatter.tolist()} bytes, not (k-1)/k·M = {(k - 1) * m / k:g}"
+    assert (ring.bytes_sent == 2 * (k - 1) / k * m).all(), \
+        f"the ranks sent {ring.bytes_sent.tolist()} bytes in all, not 2(k-1)/k·M = {2 * (k - 1) * m / k:g}"
+    assert (messages == 2 * (k - 1)).all(), f"the ranks sent {messages.tolist()} messages, not 2(k-1) = {2 * (k - 1)}"
+    return (f"Ring all-reduce of M = {m} bytes on k = {k}: each rank sent {int(sent_in_reduce_scatter[0])} bytes "
+            f"in the reduce-scatter ((k-1)/k·M, the notes' term) and {int(ring.bytes_sent[0])} bytes in all "
+            f"(2(k-1)/k·M), in {messages[0]} messages (2(k-1)).")
+
+
 __all__ = ["EFFICIENCY", "threads_per_rank", "compute_shrinks", "sync_does_not_shrink", "peel_off",
-           "slower_peels_sooner", "figure_claims"]
+           "slower_peels_sooner", "figure_claims", "speedup_limits", "runs_are_right_and_fair", "ring_sends"]

@@ -4,6 +4,8 @@
   and returns the lines the summary chapter prints.
 * :func:`figure_claims` asserts what the derivation's published figures rest on, on their records
   (:data:`dpviz.records.figure_set.FIGURE_PLAN`), and returns the lines ``./run`` prints.
+* :func:`biased_shard_or_batch` asserts, on a run with one kind of example per shard and one with a biased
+  global batch, that a biased shard does not spoil the all-reduced mean while a biased batch does.
 
 A claim that fails raises ``AssertionError`` naming it and the numbers behind it.
 """
@@ -14,9 +16,11 @@ import numpy as np
 
 from dpviz.records.figure_set import Inputs
 from dpviz.records.run import Run, rel_err
+from dpviz.records.tolerance import GRAD_TOLERANCE
+from dpviz.theory import landscape
 
 
-def verify_summary(run: Run, alone: Run | None = None, *, tol: float = 1e-5) -> list[str]:
+def verify_summary(run: Run, alone: Run | None = None, *, tol: float = GRAD_TOLERANCE) -> list[str]:
     """Assert every claim of the walkthrough (Steps 1 to 6) on one recorded run; return them as lines.
 
     ``run`` is a line-model run with the all-reduce on and equal shards (its per-example
@@ -95,3 +99,39 @@ def figure_claims(records: dict) -> str:
         assert sched.equal, f"the hand-written {sched.impl} differs from dist.all_reduce"
         lines.append(f"{sched.impl} by hand, k={sched.k}: bit-identical to dist.all_reduce")
     return "\n".join(lines)
+
+
+def biased_shard_or_batch(by_kind: Run, biased: Run, *, tol: float = GRAD_TOLERANCE) -> str:
+    """A biased shard does not spoil the average; a biased global batch does.
+
+    ``by_kind`` is a k = 2 run whose rank 0 took only x < 0 and rank 1 only x ≥ 0 (``sampling="by_kind"``),
+    ``biased`` one whose ranks both took only x ≥ 0 (``sampling="biased"``). The yardstick is the whole data
+    set's gradient at ``by_kind``'s starting θ. In both runs the all-reduced gradient must be the global
+    batch's; the two one-kind shards' gradients must be more than 45° apart and each at least twice as far
+    from the yardstick as their mean, which is within 10° of it; the biased batch's mean more than 30° off.
+    """
+    for run, sampling in ((by_kind, "by_kind"), (biased, "biased")):
+        if run.k != 2 or run.meta["sampling"] != sampling:
+            raise ValueError(f"the {sampling} run must have k = 2 and sampling={sampling!r}; "
+                             f"got k = {run.k}, sampling={run.meta['sampling']!r}.")
+    full = landscape.full_grad(by_kind.x, by_kind.y, by_kind.params[0, 0])
+
+    def angle(g) -> float:
+        return landscape.angle_deg(g, full)
+
+    for run in (by_kind, biased):
+        err = run.big_batch_rel_err().max()
+        assert err <= tol and run.received_identical().all(), \
+            f"{run.meta['sampling']}: the all-reduced gradient is not the global batch's (relative error {err:.1e})"
+    shards, mean = by_kind.local_grad[0], by_kind.reduced_grad[0, 0]
+    apart = landscape.angle_deg(*shards)
+    assert apart > 45, f"the two one-kind shards' gradients are only {apart:.1f}° apart, not more than 45°"
+    alone = [angle(g) for g in shards]
+    assert all(a > 2 * angle(mean) for a in alone), \
+        f"a one-kind shard alone is not twice as far off as the mean: {alone[0]:.1f}° and {alone[1]:.1f}° against {angle(mean):.1f}°"
+    assert angle(mean) < 10, f"the mean of the one-kind shards is {angle(mean):.1f}° off the whole data set's gradient, not within 10°"
+    off = angle(biased.reduced_grad[0, 0])
+    assert off > 30, f"the biased global batch's mean is only {off:.1f}° off the whole data set's gradient, not more than 30°"
+    return ("One kind per shard: the shards' gradients disagree and are each further off than their all-reduced "
+            "mean, which is close to the whole data set's gradient. A biased global batch: the exact mean of "
+            "its shards points far off.")

@@ -1,0 +1,49 @@
+"""The all-reduce: one result, the same bits on every rank; the ring's even load against a server's hot spot (numpy only).
+
+    from dpviz.claims.all_reduce import received_the_big_batch_gradient, ring_against_server
+    print(received_the_big_batch_gradient(run))
+    print(ring_against_server(ring, server))
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpviz.records.run import Run
+from dpviz.records.schedule import Schedule
+from dpviz.records.tolerance import GRAD_TOLERANCE, tolerance_words
+
+
+
+def received_the_big_batch_gradient(run: Run) -> str:
+    """At every step all ranks received the same bits, equal to the big-batch gradient to rounding; no drift."""
+    same = run.received_identical()
+    assert same.all(), f"the ranks received different gradients at steps {np.flatnonzero(~same).tolist()}"
+    err = run.big_batch_rel_err()
+    assert err.max() <= GRAD_TOLERANCE, f"the all-reduced gradient is not the big-batch gradient: relative errors {err} > {tolerance_words()}"
+    replicas = run.replicas_identical()
+    assert replicas.all(), f"the replicas are not bit-identical at states {np.flatnonzero(~replicas).tolist()}"
+    return (f"At all {run.steps} steps the {run.k} ranks received bit-identical gradients, equal to the "
+            f"big-batch gradient within {tolerance_words()} (relative), and the replicas stayed bit-identical.")
+
+
+def ring_against_server(ring: Schedule, server: Schedule) -> str:
+    """Each ring rank sends and receives 2(k−1)/k·M; the server's rank 0 (k−1)·M, the others M; both equal
+    ``dist.all_reduce`` bit for bit. The two schedules must reduce the same M bytes on the same k ranks."""
+    if (ring.k, ring.message_bytes) != (server.k, server.message_bytes):
+        raise ValueError(f"ring and server must all-reduce the same M on the same k; got k={ring.k}, "
+                         f"M={ring.message_bytes} and k={server.k}, M={server.message_bytes}.")
+    k, m = ring.k, ring.message_bytes
+    even = 2 * (k - 1) * m // k
+    for name, counted in (("sent", ring.bytes_sent), ("received", ring.bytes_received)):
+        assert (counted == 2 * (k - 1) / k * m).all(), \
+            f"the ring's ranks {name} {counted.tolist()} bytes, not 2(k−1)/k·M = {even} each"
+    hub = (int(server.bytes_sent[0]), int(server.bytes_received[0]))
+    assert hub == ((k - 1) * m,) * 2, f"the server's rank 0 sent and received {hub} bytes, not (k−1)·M = {(k - 1) * m}"
+    others = np.concatenate([server.bytes_sent[1:], server.bytes_received[1:]])
+    assert (others == m).all(), f"the server's other ranks sent and received {others.tolist()} bytes, not M = {m}"
+    for schedule in (ring, server):
+        assert schedule.equal, f"the hand-written {schedule.impl} differs from dist.all_reduce"
+    return (f"Ring: every rank sent and received {even} bytes. "
+            f"Server: rank 0 received and sent {(k - 1) * m} bytes, the others {m}. "
+            "Both equal dist.all_reduce bit for bit.")
