@@ -258,7 +258,7 @@ def test_a_rank_that_stops_reporting_is_named_with_its_step(no_leftover_processe
 
 def test_timeout_is_the_stall_timeout(no_leftover_processes):
     with pytest.raises(RankTimeout, match="rank 1 stalled: no progress for 2 s"):
-        launch(_workers.stop_reporting, 2, args=(1, 5, 50, 0.02), timeout=2)
+        launch(_workers.stop_reporting, 2, args=(1, 5, 50, 0.02), stall_timeout=2)
 
 
 def test_the_optional_deadline_bounds_the_whole_run(no_leftover_processes):

@@ -82,7 +82,9 @@ def test_drift_is_reported_without_all_reduce(no_leftover_processes):
 
 
 def test_a_stalled_rank_ends_with_status_1_and_names_the_ranks(no_leftover_processes):
-    done = dpviz("record", "--k", "2", "--steps", "3", "--timeout", "1e-6")  # no rank can finish a step that fast
+    # no rank can finish a step in a microsecond; 2000 steps outlast many of the launcher's 20 ms polls, so one
+    # of them sees it (with 3 steps the run could end between two polls)
+    done = dpviz("record", "--k", "2", "--steps", "2000", "--timeout", "1e-6")
     assert done.returncode == 1, done.stderr[-2000:]
     assert "python -m dpviz record: rank" in done.stderr and "stalled" in done.stderr
     assert "Traceback" not in done.stderr

@@ -46,7 +46,7 @@ def test_more_ranks_than_cores_warns(no_leftover_processes):
 def test_failing_rank_is_named_with_its_traceback(no_leftover_processes):
     start = time.monotonic()
     with pytest.raises(RankError, match="rank 1 failed") as info:
-        launch(_workers.fail_on_rank, 3, args=(1,), timeout=60)
+        launch(_workers.fail_on_rank, 3, args=(1,), stall_timeout=60)
     assert info.value.rank == 1
     assert "deliberate failure in rank 1" in info.value.rank_traceback
     assert "fail_on_rank" in info.value.rank_traceback
@@ -56,7 +56,7 @@ def test_failing_rank_is_named_with_its_traceback(no_leftover_processes):
 def test_hung_rank_ends_at_the_timeout(no_leftover_processes):
     start = time.monotonic()
     with pytest.raises(RankTimeout, match="rank 2 stalled: no progress for 12 s, stuck before its first step") as info:
-        launch(_workers.hang_on_rank, 3, args=(2,), timeout=12)
+        launch(_workers.hang_on_rank, 3, args=(2,), stall_timeout=12)
     assert info.value.ranks == [2]
     assert time.monotonic() - start < 12 + 10
 
@@ -66,7 +66,7 @@ def test_keyboard_interrupt_reaps_every_rank(no_leftover_processes):
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            launch(_workers.hang_on_rank, 2, args=(0,), timeout=120)
+            launch(_workers.hang_on_rank, 2, args=(0,), stall_timeout=120)
     finally:
         timer.cancel()
 
@@ -76,7 +76,7 @@ def test_keyboard_interrupt_reaps_every_rank(no_leftover_processes):
     [
         (dict(k=0), "k"),
         (dict(k=2, backend="mpi"), "backend"),
-        (dict(k=2, timeout=0), "timeout"),
+        (dict(k=2, stall_timeout=0), "stall_timeout"),
         (dict(k=2, threads=0), "threads"),
     ],
 )

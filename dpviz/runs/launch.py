@@ -112,7 +112,6 @@ def launch(
     stall_timeout: float | None = None,
     deadline: float | None = None,
     start_timeout: float = START_TIMEOUT,
-    timeout: float | None = None,
     threads: int | None = None,
     total_steps: int | None = None,
     progress: bool = False,
@@ -123,17 +122,11 @@ def launch(
     without progress: without calling :func:`report_progress`, or, before its first
     report, after joining the group. ``start_timeout`` (default 120) is how long a
     rank may take to start and join the group. ``deadline`` (seconds, default
-    None: no limit) bounds the whole run. ``timeout`` is the older name of
-    ``stall_timeout``. With ``progress=True`` and ``total_steps`` set, a bar
+    None: no limit) bounds the whole run. With ``progress=True`` and ``total_steps`` set, a bar
     follows the slowest rank.
     """
     k = check_int("k", k, low=1, high=1024)
-    if timeout is not None and stall_timeout is not None:
-        raise TypeError("pass stall_timeout or its older name timeout, not both.")
-    if timeout is not None:
-        stall_timeout = check_real("timeout", timeout, low=0, low_open=True)
-    else:
-        stall_timeout = check_real("stall_timeout", STALL_TIMEOUT if stall_timeout is None else stall_timeout, low=0, low_open=True)
+    stall_timeout = check_real("stall_timeout", STALL_TIMEOUT if stall_timeout is None else stall_timeout, low=0, low_open=True)
     start_timeout = check_real("start_timeout", start_timeout, low=0, low_open=True)
     if deadline is not None:
         deadline = check_real("deadline", deadline, low=0, low_open=True)
