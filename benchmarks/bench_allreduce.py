@@ -105,9 +105,9 @@ def wakeup(sizes=(1 << 10, 1 << 16, 1 << 20), calls: int = 100) -> None:
     for placement in PLACEMENTS:
         per_rank = launch(wakeup_worker, 2, args=(sizes, calls, placement), progress=False)
         slowest = np.max(np.stack(per_rank), axis=0)  # (sizes, calls): the last rank to finish
-        for m, t in zip(sizes, slowest):
+        for M, t in zip(sizes, slowest):
             late = np.mean(t > t.min() + LATE)
-            print(f"{placement:>14} {m >> 10:>4} KiB {t.min() * 1e3:10.3f} {np.median(t) * 1e3:9.3f} "
+            print(f"{placement:>14} {M >> 10:>4} KiB {t.min() * 1e3:10.3f} {np.median(t) * 1e3:9.3f} "
                   f"{np.percentile(t, 90) * 1e3:7.2f} {late:5.0%}")
 
 

@@ -22,14 +22,15 @@ def record():
 
 def test_sweep_times_every_point(record):
     n = len(SIZES) * len(IMPLS)
-    assert record.k.shape == record.m.shape == record.impl.shape == (n,)
+    assert record.k.shape == record.M.shape == record.impl.shape == (n,)
+    assert record.M is record.m  # the stored array "m" (the file schema) under the notes' name M
     assert record.times.shape == (n, 2)
-    assert set(record.impl) == set(IMPLS) and set(record.m) == set(SIZES) and set(record.k) == {2}
+    assert set(record.impl) == set(IMPLS) and set(record.M) == set(SIZES) and set(record.k) == {2}
     assert np.all(record.times > 0)
     low, high = record.spread.T
     assert np.all((low <= record.median) & (record.median <= high))
     np.testing.assert_array_equal(record.fastest, record.times.min(axis=1))
-    np.testing.assert_allclose(record.algbw, record.m / record.median)
+    np.testing.assert_allclose(record.algbw, record.M / record.median)
     np.testing.assert_allclose(record.busbw, record.algbw)  # 2(k-1)/k = 1 at k = 2
     assert record.meta["backend"] == "gloo" and record.KIND.version == 2
     assert "all_reduce" in record.table() and "all-reduce sweep, k=2," in repr(record)
@@ -40,18 +41,18 @@ def test_the_fit_follows_the_fastest_call_not_late_wake_ups():
     does to a rank that waits on another core): the fit to the fastest calls finds α and β again; a fit to the
     medians would not."""
     alpha, beta, k = 100e-6, 2e9, 2
-    m = np.array(log_sizes(1 << 10, 16 << 20, 7))
-    exact = costmodel.t_comm(k, m, alpha, beta, formula="ring")
+    M = np.array(log_sizes(1 << 10, 16 << 20, 7))
+    exact = costmodel.t_comm(k, M, alpha, beta, formula="ring")
     times = np.repeat(exact[:, None], 10, axis=1)
     times[::2, 4:] += 4e-3  # six of ten calls late at every other size: the median jumps by 4 ms there
     meta = dict(backend="gloo", host="synthetic", cores=2, torch_version="none", date="2026-11-30",
                 threads_per_rank={"2": 1}, dtype="float32", config={})
-    record = BenchRecord.from_times(np.full(len(m), k), m, ["all_reduce"] * len(m), times, meta)
+    record = BenchRecord.from_times(np.full(len(M), k), M, ["all_reduce"] * len(M), times, meta)
     np.testing.assert_array_equal(record.fastest, exact)
     fit = record.fit("ring")
     assert fit.alpha == pytest.approx(alpha, rel=1e-6) and fit.beta == pytest.approx(beta, rel=1e-6)
     assert fit.median_rel_err < 1e-6
-    by_median = costmodel.fit_alpha_beta(record.k, record.m, record.median, formula="ring")
+    by_median = costmodel.fit_alpha_beta(record.k, record.M, record.median, formula="ring")
     assert abs(by_median.beta / beta - 1) > 0.1  # why the fit does not use the median here: β comes out wrong
     assert "fastest ms" in record.table()
 
@@ -67,8 +68,8 @@ def test_fits_and_ratios_use_the_measured_rows(record):
     assert tuple(fits) == costmodel.FORMULAS
     ring = record.fit("ring")
     assert ring.alpha >= 0 and ring.beta > 0 and ring.predicted.shape == (len(SIZES),)
-    ks, ms, ratio = record.ratio("ring")
-    assert list(ks) == [2, 2] and sorted(ms) == list(SIZES) and np.all(ratio > 0)
+    ks, Ms, ratio = record.ratio("ring")
+    assert list(ks) == [2, 2] and sorted(Ms) == list(SIZES) and np.all(ratio > 0)
 
 
 def test_save_load_round_trip_with_numpy_alone(record, tmp_path):
@@ -143,7 +144,7 @@ def test_run_sweep_rechecks_a_config_edited_after_creation():
 def test_log_sizes_are_whole_float32s_from_low_to_high():
     sizes = log_sizes(1000, 16 << 20, 8)
     assert sizes[0] == 1000 and sizes[-1] == 16 << 20 and len(sizes) == 8
-    assert all(m % 4 == 0 for m in sizes) and list(sizes) == sorted(sizes)
+    assert all(M % 4 == 0 for M in sizes) and list(sizes) == sorted(sizes)
 
 
 def test_fit_can_be_limited_to_some_k(record):

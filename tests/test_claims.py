@@ -507,7 +507,7 @@ def test_zero_one_claims_fail_on_a_tampered_record(zero):
 
 
 def test_cost_model_edge_cases_on_every_preset():
-    assert question_bank.cost_model_edge_cases(PRESETS, m=100_000_000, t_compute=0.5, ks=np.arange(1, 1025)) == (
+    assert question_bank.cost_model_edge_cases(PRESETS, M=100_000_000, t_compute=0.5, ks=np.arange(1, 1025)) == (
         "Checked on 3 link presets and k = 1 to 1024: T_comm = 0 and S = 1 at k = 1; S = k/2 when T_comm = "
         "T_compute/k; (k-1)/k < 1 and rising; T_comm rising with k.")
 
@@ -515,12 +515,12 @@ def test_cost_model_edge_cases_on_every_preset():
 def test_cost_model_edge_cases_fail_on_a_free_link_or_a_wrong_model(monkeypatch):
     free = Link("free", alpha=0.0, beta=1e9, source="made up: no latency")
     with pytest.raises(AssertionError, match="free, t_comm_notes: T_comm not rising with k"):   # nothing to send, no latency
-        question_bank.cost_model_edge_cases([free], m=0, t_compute=0.5, ks=np.arange(1, 65))
+        question_bank.cost_model_edge_cases([free], M=0, t_compute=0.5, ks=np.arange(1, 65))
     with pytest.raises(ValueError, match="ks must start 1, 2"):
-        question_bank.cost_model_edge_cases(PRESETS, m=1e8, t_compute=0.5, ks=np.arange(2, 65))
+        question_bank.cost_model_edge_cases(PRESETS, M=1e8, t_compute=0.5, ks=np.arange(2, 65))
     monkeypatch.setattr(costmodel, "speedup", lambda t, k, c: t / (t + c))   # forgot that the compute is shared
     with pytest.raises(AssertionError, match="S is not k/2 when T_comm = T_compute/k"):
-        question_bank.cost_model_edge_cases(PRESETS, m=1e8, t_compute=0.5, ks=np.arange(1, 65))
+        question_bank.cost_model_edge_cases(PRESETS, M=1e8, t_compute=0.5, ks=np.arange(1, 65))
 
 
 @pytest.fixture(scope="module")

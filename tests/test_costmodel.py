@@ -28,11 +28,11 @@ def test_named_functions_match_dispatch():
 
 
 def test_formulas_by_hand():
-    k, m = 8, 1e6
-    bw = 7 / 8 * m / BETA
-    assert cm.t_comm_notes(k, m, ALPHA, BETA) == pytest.approx(3 * ALPHA + bw)
-    assert cm.t_comm_ring(k, m, ALPHA, BETA) == pytest.approx(14 * ALPHA + 2 * bw)
-    assert cm.t_comm_halving_doubling(k, m, ALPHA, BETA) == pytest.approx(6 * ALPHA + 2 * bw)
+    k, M = 8, 1e6
+    bw = 7 / 8 * M / BETA
+    assert cm.t_comm_notes(k, M, ALPHA, BETA) == pytest.approx(3 * ALPHA + bw)
+    assert cm.t_comm_ring(k, M, ALPHA, BETA) == pytest.approx(14 * ALPHA + 2 * bw)
+    assert cm.t_comm_halving_doubling(k, M, ALPHA, BETA) == pytest.approx(6 * ALPHA + 2 * bw)
 
 
 def test_ring_moves_twice_the_notes_bytes():
@@ -78,8 +78,8 @@ def test_broadcast_matches_scalar_calls(formula):
     grid = cm.t_comm(K[:, None], M[None, :], ALPHA, BETA, formula=formula)
     assert grid.shape == (len(K), len(M))
     for i, k in enumerate(K):
-        for j, m in enumerate(M):
-            assert grid[i, j] == cm.t_comm(int(k), float(m), ALPHA, BETA, formula=formula)
+        for j, M_j in enumerate(M):
+            assert grid[i, j] == cm.t_comm(int(k), float(M_j), ALPHA, BETA, formula=formula)
     s = cm.speedup(1e-2, K[:, None], grid)
     assert s[1, 2] == cm.speedup(1e-2, int(K[1]), float(grid[1, 2]))
 
@@ -163,7 +163,7 @@ def test_notes_fit_reads_beta_half_as_large():
         (lambda: cm.t_comm(0, 1e6, ALPHA, BETA), "k"),
         (lambda: cm.t_comm(np.array([4, 0]), 1e6, ALPHA, BETA), "k"),
         (lambda: cm.t_comm(2.5, 1e6, ALPHA, BETA), "k"),
-        (lambda: cm.t_comm(4, -1.0, ALPHA, BETA), "m"),
+        (lambda: cm.t_comm(4, -1.0, ALPHA, BETA), "M"),
         (lambda: cm.t_comm(4, 1e6, -1e-6, BETA), "alpha"),
         (lambda: cm.t_comm(4, 1e6, ALPHA, 0.0), "beta"),
         (lambda: cm.t_comm(4, 1e6, ALPHA, np.nan), "beta"),
@@ -178,7 +178,7 @@ def test_notes_fit_reads_beta_half_as_large():
         (lambda: cm.fit_alpha_beta([2, 4], [1e3, 1e6], [1e-3]), "seconds"),
         (lambda: cm.fit_alpha_beta([2, 4], [1e3, 1e6], [1e-3, 0.0]), "seconds"),
         (lambda: cm.fit_alpha_beta([1, 4], [1e3, 1e6], [1e-3, 1e-2]), "k > 1"),
-        (lambda: cm.fit_alpha_beta([2, 4], [0.0, 0.0], [1e-3, 2e-3]), "m"),
+        (lambda: cm.fit_alpha_beta([2, 4], [0.0, 0.0], [1e-3, 2e-3]), "M"),
         (lambda: cm.fit_alpha_beta([2, 4], [1e3, 1e6], [1e-3, 1e-2], formula="x"), "formula"),
     ],
 )

@@ -132,7 +132,7 @@ def test_measured_speedup_rejects_runs_that_do_different_work(runs, line_run):
 
 def test_timeline_rows_mix_measured_and_modeled(runs):
     times = timing.measured_step_times(runs)
-    rows = timing.timeline_rows((1, 2, 4, 8), t_compute=0.5, alpha=1e-5, beta=1e9, m=4e6, measured=times)
+    rows = timing.timeline_rows((1, 2, 4, 8), t_compute=0.5, alpha=1e-5, beta=1e9, M=4e6, measured=times)
     assert [r.k for r in rows] == [1, 2, 4, 8]
     assert [r.source for r in rows] == ["measured"] * 3 + ["modeled"]
     assert rows[1].t_compute == times[2].t_compute and rows[2].oversubscribed == times[4].oversubscribed
@@ -155,11 +155,11 @@ def test_timeline_rows_mix_measured_and_modeled(runs):
         (dict(t_compute=-1.0), "t_compute"),
         (dict(t_compute=float("nan")), "t_compute"),
         (dict(t_comm=-0.1), "t_comm"),
-        (dict(t_comm=None, alpha=-1.0, beta=1e9, m=1e6), "alpha"),
-        (dict(t_comm=None, alpha=1e-6, beta=0.0, m=1e6), "beta"),
-        (dict(t_comm=None, alpha=1e-6, beta=1e9, m=-1.0), "m"),
+        (dict(t_comm=None, alpha=-1.0, beta=1e9, M=1e6), "alpha"),
+        (dict(t_comm=None, alpha=1e-6, beta=0.0, M=1e6), "beta"),
+        (dict(t_comm=None, alpha=1e-6, beta=1e9, M=-1.0), "M"),
         (dict(t_comm=None), "t_comm"),
-        (dict(t_comm=None, alpha=1e-6, beta=1e9, m=1e6, formula="tree"), "formula"),
+        (dict(t_comm=None, alpha=1e-6, beta=1e9, M=1e6, formula="tree"), "formula"),
         (dict(measured={2: (0.1,)}), "measured"),
         (dict(measured={2: (0.1, -1.0)}), "measured"),
         (dict(measured=[(0.1, 0.2)]), "measured"),
@@ -174,7 +174,7 @@ def test_timeline_rows_name_the_bad_argument(kwargs, name):
 
 def test_speedup_curves_follow_the_cost_model():
     ks = np.arange(1, 65)
-    curves = timing.speedup_curves(ks, t_compute=1.0, m=100e6)
+    curves = timing.speedup_curves(ks, t_compute=1.0, M=100e6)
     assert list(curves.curves) == list(SPEED_ORDER)
     np.testing.assert_array_equal(curves.ideal, ks)
     for name, curve in curves.curves.items():
@@ -192,13 +192,13 @@ def test_speedup_curves_follow_the_cost_model():
         (dict(ks=np.linspace(1, 8, 8)), "ks"),
         (dict(ks=[]), "ks"),
         (dict(t_compute=0.0), "t_compute"),
-        (dict(m=-5.0), "m"),
+        (dict(M=-5.0), "M"),
         (dict(formula="star"), "formula"),
         (dict(links=["NVLink"]), "links"),
     ],
 )
 def test_speedup_curves_name_the_bad_argument(kwargs, name):
-    args = dict(ks=np.arange(1, 9), t_compute=1.0, m=1e6)
+    args = dict(ks=np.arange(1, 9), t_compute=1.0, M=1e6)
     args.update(kwargs)
     with pytest.raises((ValueError, TypeError), match=name):
         timing.speedup_curves(**args)
@@ -209,8 +209,8 @@ def test_fit_lines_evaluate_the_bench_fits(bench):
     for formula, fl in lines.items():
         fit = bench.fit(formula)
         assert fl.fit.alpha == fit.alpha and fl.fit.beta == fit.beta
-        np.testing.assert_allclose(fl.seconds[2], costmodel.t_comm(2, fl.m, fit.alpha, fit.beta, formula=formula))
-        assert fl.m[0] == bench.m.min() and fl.m[-1] == pytest.approx(bench.m.max())
+        np.testing.assert_allclose(fl.seconds[2], costmodel.t_comm(2, fl.M, fit.alpha, fit.beta, formula=formula))
+        assert fl.M[0] == bench.M.min() and fl.M[-1] == pytest.approx(bench.M.max())
     with pytest.raises(ValueError, match="formulas"):
         timing.fit_lines(bench, ("tree",))
     with pytest.raises(ValueError, match="impl"):
@@ -246,7 +246,7 @@ def test_plot_timelines_draws_two_bars_per_row(runs, bench):
 
 
 def test_plot_speedup_draws_ideal_links_and_measured_points(runs):
-    curves = timing.speedup_curves(np.arange(1, 65), t_compute=1.0, m=100e6)
+    curves = timing.speedup_curves(np.arange(1, 65), t_compute=1.0, M=100e6)
     measured = timing.measured_speedup(runs)
     fig, ax = _draw_isolated(lambda ax: plot_speedup(curves, measured=measured, ax=ax))
     ideal = _with_gid(ax.lines, speedup_plot.GIDS["ideal"])
@@ -273,16 +273,16 @@ def test_plot_speedup_draws_ideal_links_and_measured_points(runs):
 
 def test_plot_speedup_draws_the_measured_runs_own_curve_apart(runs, bench):
     workload = timing.measured_workload(runs)
-    own = timing.speedup_curves(np.arange(1, 65), t_compute=workload.t_compute, m=workload.m,
+    own = timing.speedup_curves(np.arange(1, 65), t_compute=workload.t_compute, M=workload.M,
                                 links=[timing.link_from_fit(bench.fit("ring"), name="this machine")])
-    curves = timing.speedup_curves(np.arange(1, 65), t_compute=1.0, m=100e6)
+    curves = timing.speedup_curves(np.arange(1, 65), t_compute=1.0, M=100e6)
     fig, ax = _draw_isolated(lambda ax: plot_speedup(curves, measured=timing.measured_speedup(runs),
                                                      measured_model=own, ax=ax))
     (line,) = _with_gid(ax.lines, speedup_plot.GIDS["measured_model"])
     np.testing.assert_array_equal(line.get_ydata(), own.curves["this machine"].speedup)
     assert line.get_linestyle() == "-." and line.get_color() == speedup_plot.INK
     (label,) = [t for t in _legend_texts(ax) if t.startswith("modeled for the measured runs")]
-    assert speedup_plot.seconds_words(workload.t_compute) in label and speedup_plot.bytes_words(workload.m) in label
+    assert speedup_plot.seconds_words(workload.t_compute) in label and speedup_plot.bytes_words(workload.M) in label
     assert len(_with_gid(ax.lines, speedup_plot.GIDS["link"] + ":NVLink")) == 1  # the other curves stay
     with pytest.raises(ValueError, match="measured_model must hold one curve"):
         plot_speedup(curves, measured_model=curves, ax=ax)
@@ -365,7 +365,7 @@ def test_step_times_is_the_runs_median_step(runs, line_run):
 def test_measured_workload_is_the_k1_step_and_the_gradient_bytes(runs):
     workload = timing.measured_workload(runs)
     assert workload.t_compute == timing.measured_step_times(runs)[1].t_compute
-    assert workload.m == runs[1].local_grad.shape[-1] * 4 == timing.grad_bytes(runs[2])
+    assert workload.M == runs[1].local_grad.shape[-1] * 4 == timing.grad_bytes(runs[2])
     with pytest.raises(ValueError, match="k=1"):
         timing.measured_workload({2: runs[2]})
 
@@ -373,7 +373,7 @@ def test_measured_workload_is_the_k1_step_and_the_gradient_bytes(runs):
 def test_every_plot_works_without_an_axes(runs, bench, line_run):
     draws = [
         lambda: plot_timelines(timing.timeline_rows(t_compute=1.0, t_comm=0.1)),
-        lambda: plot_speedup(timing.speedup_curves(np.arange(1, 9), t_compute=1.0, m=1e6), log=False),
+        lambda: plot_speedup(timing.speedup_curves(np.arange(1, 9), t_compute=1.0, M=1e6), log=False),
         lambda: plot_allreduce_times(bench, timing.fit_lines(bench)),
         lambda: plot_summary(line_run, timing.step_times(line_run)),
     ]
@@ -397,7 +397,7 @@ def _your_line(sf):
 
 @pytest.mark.parametrize(
     "name, value",
-    [("k", 40), ("alpha", 3e-4), ("beta", 2e7), ("m", 5e8), ("t_compute", 0.02), ("formula", "notes"),
+    [("k", 40), ("alpha", 3e-4), ("beta", 2e7), ("M", 5e8), ("t_compute", 0.02), ("formula", "notes"),
      ("preset", "10 Gb Ethernet")],
 )
 def test_widget_updates_artists_in_place(widget, name, value):
@@ -440,14 +440,14 @@ def test_widget_presets_set_alpha_and_beta(widget, bench):
     s_your = _your_line(sf).get_ydata()
     np.testing.assert_allclose(
         s_your, costmodel.speedup(sf.values["t_compute"], np.arange(1, 65),
-                                  costmodel.t_comm_ring(np.arange(1, 65), sf.values["m"], 5e-3, sf.values["beta"])))
+                                  costmodel.t_comm_ring(np.arange(1, 65), sf.values["M"], 5e-3, sf.values["beta"])))
 
 
 def test_widget_blitted_frames_match_full_redraws(bench, runs):
     sf = costs_widget(measured_bench=bench, measured_runs=runs)
-    moves = [{"k": 3}, {"k": 50}, {"alpha": 2e-6}, {"beta": 3e10}, {"m": 2e8}, {"t_compute": 0.3}, {"alpha": 1e-7},
+    moves = [{"k": 3}, {"k": 50}, {"alpha": 2e-6}, {"beta": 3e10}, {"M": 2e8}, {"t_compute": 0.3}, {"alpha": 1e-7},
              {"t_compute": 1e-3}, {"beta": 1e7}, {"formula": "notes"}, {"preset": "NVLink"}, {"preset": MACHINE},
-             {"formula": "ring"}, {"k": 2}, {"t_compute": 1e-4, "alpha": 1e-2, "m": 1e10}, {"t_compute": 10.0}]
+             {"formula": "ring"}, {"k": 2}, {"t_compute": 1e-4, "alpha": 1e-2, "M": 1e10}, {"t_compute": 10.0}]
     for move in moves:
         sf.set(**move)
         assert_blit_is_right(sf, str(move))  # the legends sit under the Axes: nothing runs into them
@@ -461,7 +461,7 @@ def test_widget_moves_never_draw_the_whole_figure(bench, runs):
     sf.fig.canvas.draw = lambda *args, **kwargs: (full_draws.append(1), draw(*args, **kwargs))
     for t_compute in np.geomspace(1e-4, 10, 11):
         sf.set(t_compute=float(t_compute))
-    for move in ({"k": 64}, {"alpha": 1e-2}, {"beta": 1e6}, {"m": 1e10}, {"preset": MACHINE}, {"formula": "notes"}):
+    for move in ({"k": 64}, {"alpha": 1e-2}, {"beta": 1e6}, {"M": 1e10}, {"preset": MACHINE}, {"formula": "notes"}):
         sf.set(**move)
     assert full_draws == []
 
@@ -470,9 +470,9 @@ def test_costs_figure_update_changes_only_its_artists(bench, runs):
     figure = CostsFigure(machine={f: timing.link_from_fit(fit, name=MACHINE) for f, fit in bench.fits().items()},
                          measured=timing.measured_speedup(runs), workload=timing.measured_workload(runs))
     before = [id(a) for a in figure.fig.findobj()]
-    values = dict(k=5, alpha=1e-5, beta=1e9, m=1e7, t_compute=0.05, formula="ring", preset="10 Gb Ethernet")
+    values = dict(k=5, alpha=1e-5, beta=1e9, M=1e7, t_compute=0.05, formula="ring", preset="10 Gb Ethernet")
     figure.update(**values)
-    rows = timing.timeline_rows((1, 2, 4, 8, 5), t_compute=0.05, alpha=1e-5, beta=1e9, m=1e7)
+    rows = timing.timeline_rows((1, 2, 4, 8, 5), t_compute=0.05, alpha=1e-5, beta=1e9, M=1e7)
     scale = timeline_plot.UNITS[figure.bars.unit]
     assert [bar.get_width() for bar in figure.bars.comm] == pytest.approx([r.t_comm / scale for r in rows])
     your = costmodel.speedup(0.05, figure.ks, costmodel.t_comm_ring(figure.ks, 1e7, 1e-5, 1e9))
@@ -490,14 +490,14 @@ def test_measured_points_get_a_curve_modeled_for_their_own_run(widget, bench, ru
     workload = timing.measured_workload(runs)
     ks = np.arange(1, 65)
     for formula in ("ring", "notes"):
-        sf.set(formula=formula, t_compute=2.0, m=3e9, alpha=1e-3, beta=1e7)  # sliders far from the measured run
+        sf.set(formula=formula, t_compute=2.0, M=3e9, alpha=1e-3, beta=1e7)  # sliders far from the measured run
         fit = bench.fit(formula)
         own = costmodel.speedup(workload.t_compute, ks,
-                                costmodel.t_comm(ks, workload.m, fit.alpha, fit.beta, formula=formula))
+                                costmodel.t_comm(ks, workload.M, fit.alpha, fit.beta, formula=formula))
         np.testing.assert_allclose(figure.own_line.get_ydata(), own)
-    assert workload.m == timing.grad_bytes(runs[1]) and workload.t_compute < 1.0  # not the sliders' 1 s, 100 MB
+    assert workload.M == timing.grad_bytes(runs[1]) and workload.t_compute < 1.0  # not the sliders' 1 s, 100 MB
     label = next(t for t in _legend_texts(figure.ax_speed) if t.startswith("modeled for the measured runs"))
-    assert speedup_plot.seconds_words(workload.t_compute) in label and speedup_plot.bytes_words(workload.m) in label
+    assert speedup_plot.seconds_words(workload.t_compute) in label and speedup_plot.bytes_words(workload.M) in label
     assert figure.own_line.get_linestyle() == "-." and figure.own_line not in figure.lines.values()
     assert "dash-dot" in sf.status.value
 

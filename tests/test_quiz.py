@@ -94,12 +94,12 @@ def _speedup(t_compute, k, t_comm):
     return t_compute / (t_compute / k + t_comm)  # S = T_compute / (T_compute/k + T_comm)
 
 
-def _ring(k, m, alpha, beta):
-    return 2 * (k - 1) * alpha + 2 * (k - 1) / k * m / beta  # a ring all-reduce: reduce-scatter, then all-gather
+def _ring(k, M, alpha, beta):
+    return 2 * (k - 1) * alpha + 2 * (k - 1) / k * M / beta  # a ring all-reduce: reduce-scatter, then all-gather
 
 
-def _notes(k, m, alpha, beta):
-    return alpha * math.log2(k) + (k - 1) / k * m / beta  # the notes' formula: a reduce-scatter alone
+def _notes(k, M, alpha, beta):
+    return alpha * math.log2(k) + (k - 1) / k * M / beta  # the notes' formula: a reduce-scatter alone
 
 
 def _expect_half(p):
@@ -112,7 +112,7 @@ def _expect_half(p):
 
 def _expect_k1(p):
     link = PRESETS[p["link"]]
-    t_notes, t_ring = _notes(1, p["m"], link.alpha, link.beta), _ring(1, p["m"], link.alpha, link.beta)
+    t_notes, t_ring = _notes(1, p["M"], link.alpha, link.beta), _ring(1, p["M"], link.alpha, link.beta)
     assert t_notes == t_ring == 0.0
     return {"t_notes": t_notes, "t_ring": t_ring, "s": _speedup(p["t_compute"], 1, 0.0)}
 
@@ -132,8 +132,8 @@ def _expect_lr(p):
 
 
 def _expect_notes_vs_ring(p):
-    k, m, link = p["k"], p["m"], PRESETS[p["link"]]
-    t_notes, t_ring = _notes(k, m, link.alpha, link.beta), _ring(k, m, link.alpha, link.beta)
+    k, M, link = p["k"], p["M"], PRESETS[p["link"]]
+    t_notes, t_ring = _notes(k, M, link.alpha, link.beta), _ring(k, M, link.alpha, link.beta)
     return {
         "alpha_us": link.alpha * 1e6,
         "beta_gbs": link.beta / 1e9,
@@ -151,11 +151,11 @@ def _expect_ceiling(p):
 
 
 def _expect_double_bandwidth(p):
-    t, k, m = p["t_compute"], p["k"], p["m"]
+    t, k, M = p["t_compute"], p["k"], p["M"]
     out = {}
     for tag, name in zip("ab", p["links"]):
         link = PRESETS[name]
-        s = [_speedup(t, k, _ring(k, m, link.alpha, beta)) for beta in (link.beta, 2 * link.beta)]
+        s = [_speedup(t, k, _ring(k, M, link.alpha, beta)) for beta in (link.beta, 2 * link.beta)]
         assert s[1] < 2 * s[0]
         out[f"s_{tag}"], out[f"gain_{tag}"] = s, s[1] / s[0]
     return out
@@ -164,7 +164,7 @@ def _expect_double_bandwidth(p):
 def _expect_best_k(p):
     link = PRESETS[p["link"]]
     ks = range(1, p["k_max"] + 1)
-    s = [_speedup(p["t_compute"], k, _ring(k, p["m"], link.alpha, link.beta)) for k in ks]
+    s = [_speedup(p["t_compute"], k, _ring(k, p["M"], link.alpha, link.beta)) for k in ks]
     best = max(ks, key=lambda k: s[k - 1])
     assert 1 < best < p["k_max"]  # the card's point: more devices can be slower
     return {"best_k": best, "s_best": s[best - 1], "s_last": s[-1]}

@@ -291,12 +291,12 @@ def test_each_rank_holds_one_kth_of_adam_state(zero):
 
 
 def test_zero1_reduce_scatter_costs_the_notes_bandwidth_term(zero):
-    m = zero.message_bytes
+    M = zero.message_bytes
     # with alpha = 0 and beta = 1 byte/s the notes' formula is its bytes term: (k-1)/k * M
-    notes = costmodel.t_comm_notes(zero.k, m, 0.0, 1.0)
+    notes = costmodel.t_comm_notes(zero.k, M, 0.0, 1.0)
     assert (zero.rs_bytes == notes).all() and (zero.ag_bytes == notes).all()
     # the two halves together are one ring all-reduce
-    assert (zero.rs_bytes + zero.ag_bytes == costmodel.t_comm_ring(zero.k, m, 0.0, 1.0)).all()
+    assert (zero.rs_bytes + zero.ag_bytes == costmodel.t_comm_ring(zero.k, M, 0.0, 1.0)).all()
 
 
 def test_zero_config_refuses_bad_input():

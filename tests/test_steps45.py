@@ -241,9 +241,9 @@ def test_recorded_ring_equals_dist_all_reduce_and_follows_the_ring(recorded):
         for phase in ("reduce-scatter", "all-gather"):
             assert sorted(e["step"] for e in mine if e["phase"] == phase) == list(range(K - 1))
     # Together the ranks send 2(k-1)/k of the message each, 2(k-1)·M in all.
-    m = N_ELEMENTS * F32
-    assert s.message_bytes == m
-    assert s.bytes_sent.sum() == 2 * (K - 1) * m
+    M = N_ELEMENTS * F32
+    assert s.message_bytes == M
+    assert s.bytes_sent.sum() == 2 * (K - 1) * M
     # Each rank receives exactly what its left-hand neighbour sends.
     np.testing.assert_array_equal(s.bytes_received, np.roll(s.bytes_sent, 1))
     assert list(s.chunk_sizes) == [3, 2, 2]
@@ -251,11 +251,11 @@ def test_recorded_ring_equals_dist_all_reduce_and_follows_the_ring(recorded):
 
 def test_recorded_parameter_server_goes_through_rank_0(recorded):
     s = recorded["server"]
-    m = N_ELEMENTS * F32
+    M = N_ELEMENTS * F32
     assert s.equal
     assert len(s.entries) == 2 * (K - 1)
-    assert s.bytes_sent[0] == s.bytes_received[0] == (K - 1) * m
-    assert list(s.bytes_sent[1:]) == [m] * (K - 1)
+    assert s.bytes_sent[0] == s.bytes_received[0] == (K - 1) * M
+    assert list(s.bytes_sent[1:]) == [M] * (K - 1)
 
 
 def test_ring_schedule_figure_has_one_cell_per_transfer(recorded):
@@ -280,8 +280,8 @@ def test_parameter_server_figure_is_a_star_with_bytes(recorded):
     plot_parameter_server(s, ax=ax)
     arrows = [p for p in ax.patches if isinstance(p, FancyArrowPatch)]
     assert len(arrows) == 2 * (K - 1)
-    m = N_ELEMENTS * F32
-    assert f"rank 0 (server)\nreceives {(K - 1) * m} B\nsends {(K - 1) * m} B" in texts(ax)
+    M = N_ELEMENTS * F32
+    assert f"rank 0 (server)\nreceives {(K - 1) * M} B\nsends {(K - 1) * M} B" in texts(ax)
     assert "(k−1)·M" in ax.get_title()
     assert len(ax.get_legend().get_texts()) == 2
     plt.close(fig)

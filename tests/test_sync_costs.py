@@ -140,7 +140,7 @@ def test_s02_title_claim_holds_on_the_drawn_curves(inputs):
 def test_the_old_presets_broke_the_claim_and_the_check_says_so():
     """NVLink's α = 3 µs against InfiniBand's 1.5 µs made the 'faster' link the slower one on a 21 kB gradient."""
     links = [Link("NVLink", 3e-6, 300e9, "old"), Link("100 Gb InfiniBand", 1.5e-6, 12.5e9, "old")]
-    curves = timing.speedup_curves(np.arange(1, 65), t_compute=4.6e-3, m=21252, links=links)
+    curves = timing.speedup_curves(np.arange(1, 65), t_compute=4.6e-3, M=21252, links=links)
     with pytest.raises(AssertionError, match="above"):
         cost_claims.slower_peels_sooner(curves.k, {name: c.speedup for name, c in curves.curves.items()})
 
@@ -155,13 +155,13 @@ def test_s02_measured_points_get_the_curve_of_their_own_workload(inputs):
     workload = timing.measured_workload(inputs.mlp)
     fit = inputs.bench.fit("ring")
     expected = costmodel.speedup(workload.t_compute, own.get_xdata(),
-                                 costmodel.t_comm(own.get_xdata(), workload.m, fit.alpha, fit.beta))
+                                 costmodel.t_comm(own.get_xdata(), workload.M, fit.alpha, fit.beta))
     assert np.allclose(own.get_ydata(), expected)
     # every preset curve is modeled for the same workload: one workload on the axes
     curve = [line for line in ax.lines if line.get_gid() == f"{speedup_plot.GIDS['link']}:NVLink"][0]
     nv = PRESETS["NVLink"]
     assert np.allclose(curve.get_ydata(), costmodel.speedup(
-        workload.t_compute, curve.get_xdata(), costmodel.t_comm(curve.get_xdata(), workload.m, nv.alpha, nv.beta)))
+        workload.t_compute, curve.get_xdata(), costmodel.t_comm(curve.get_xdata(), workload.M, nv.alpha, nv.beta)))
 
 
 # --- item 4: when a fit is to be trusted ----------------------------------------------------------------------------
@@ -169,28 +169,28 @@ def test_s02_measured_points_get_the_curve_of_their_own_workload(inputs):
 
 def test_fit_trust_rule_rejects_beta_from_times_that_do_not_rise():
     """The chapter's old 'fresh fit': four sizes whose times do not rise with M gave β = 23 GB/s."""
-    k, m = np.full(4, 2), np.array([4096, 41270, 415800, 4194304])
+    k, M = np.full(4, 2), np.array([4096, 41270, 415800, 4194304])
     seconds = np.array([3.813e-3, 2.204e-3, 3.644e-3, 2.950e-3])
-    fit = costmodel.fit_alpha_beta(k, m, seconds)
-    verdict = alpha_beta.check_fit(fit, k, m, seconds)
+    fit = costmodel.fit_alpha_beta(k, M, seconds)
+    verdict = alpha_beta.check_fit(fit, k, M, seconds)
     assert not verdict.rises and not verdict.beta_trusted
     assert "β NOT trusted" in verdict.words()
 
 
 def test_fit_trust_rule_accepts_a_clean_alpha_beta_line():
-    k, m = np.full(8, 2), np.geomspace(1024, 64 << 20, 8).astype(np.int64)
-    seconds = np.asarray(costmodel.t_comm(k, m, 50e-6, 1e9))
-    fit = costmodel.fit_alpha_beta(k, m, seconds)
-    verdict = alpha_beta.check_fit(fit, k, m, seconds)
+    k, M = np.full(8, 2), np.geomspace(1024, 64 << 20, 8).astype(np.int64)
+    seconds = np.asarray(costmodel.t_comm(k, M, 50e-6, 1e9))
+    fit = costmodel.fit_alpha_beta(k, M, seconds)
+    verdict = alpha_beta.check_fit(fit, k, M, seconds)
     assert verdict.beta_trusted and verdict.alpha_trusted
-    assert np.allclose(alpha_beta.residuals(fit, k, m, seconds).rel, 0, atol=1e-9)
+    assert np.allclose(alpha_beta.residuals(fit, k, M, seconds).rel, 0, atol=1e-9)
 
 
 def test_fit_trust_rule_needs_the_largest_message_to_be_bandwidth_bound():
-    k, m = np.full(6, 2), np.geomspace(64, 4096, 6).astype(np.int64)  # tiny messages: the latency decides
-    seconds = np.asarray(costmodel.t_comm(k, m, 100e-6, 1e9))
-    fit = costmodel.fit_alpha_beta(k, m, seconds)
-    verdict = alpha_beta.check_fit(fit, k, m, seconds)
+    k, M = np.full(6, 2), np.geomspace(64, 4096, 6).astype(np.int64)  # tiny messages: the latency decides
+    seconds = np.asarray(costmodel.t_comm(k, M, 100e-6, 1e9))
+    fit = costmodel.fit_alpha_beta(k, M, seconds)
+    verdict = alpha_beta.check_fit(fit, k, M, seconds)
     assert verdict.transfer_share < alpha_beta.SHARE and not verdict.beta_trusted and verdict.alpha_trusted
     assert "NOT trusted" in verdict.words() and "α trusted" in verdict.words()
 
@@ -198,26 +198,26 @@ def test_fit_trust_rule_needs_the_largest_message_to_be_bandwidth_bound():
 def test_fit_trust_rule_needs_the_model_to_follow_its_points():
     """Times that rise, with large and small messages where the rule wants them, but scattered ±40 % about
     the line: the fit's numbers are not the link's, and the verdict says by how much the model misses."""
-    k, m = np.full(8, 2), np.geomspace(1024, 64 << 20, 8).astype(np.int64)
-    clean = np.asarray(costmodel.t_comm(k, m, 50e-6, 1e9))
+    k, M = np.full(8, 2), np.geomspace(1024, 64 << 20, 8).astype(np.int64)
+    clean = np.asarray(costmodel.t_comm(k, M, 50e-6, 1e9))
     scattered = clean * np.array([1.4, 0.6] * 4)
-    fit = costmodel.fit_alpha_beta(k, m, scattered)
-    verdict = alpha_beta.check_fit(fit, k, m, scattered)
+    fit = costmodel.fit_alpha_beta(k, M, scattered)
+    verdict = alpha_beta.check_fit(fit, k, M, scattered)
     assert verdict.rises and verdict.transfer_share >= alpha_beta.SHARE and verdict.latency_share >= alpha_beta.SHARE
     assert verdict.miss > alpha_beta.FIT_ERROR and not verdict.follows
     assert not verdict.beta_trusted and not verdict.alpha_trusted
     assert f"over the {alpha_beta.FIT_ERROR:.0%} allowed" in verdict.words()
     # the same points scattered ±10 % pass: a median miss within 20 % is what the project aims for
     near = clean * np.array([1.1, 0.9] * 4)
-    fit = costmodel.fit_alpha_beta(k, m, near)
-    verdict = alpha_beta.check_fit(fit, k, m, near)
+    fit = costmodel.fit_alpha_beta(k, M, near)
+    verdict = alpha_beta.check_fit(fit, k, M, near)
     assert verdict.follows and verdict.beta_trusted and verdict.alpha_trusted
     assert verdict.miss == pytest.approx(fit.median_rel_err)  # the fit's own measure, as its legend prints it
 
 
 def test_fit_check_names_bad_arguments():
     fit = costmodel.fit_alpha_beta([2, 2], [1024, 4096], [1e-3, 2e-3])
-    with pytest.raises(ValueError, match="k, m and seconds"):
+    with pytest.raises(ValueError, match="k, M and seconds"):
         alpha_beta.check_fit(fit, [2, 2], [1024], [1e-3, 2e-3])
     with pytest.raises(TypeError, match="fit must be"):
         alpha_beta.check_fit("fit", [2, 2], [1024, 4096], [1e-3, 2e-3])
@@ -257,8 +257,8 @@ def test_every_published_point_has_a_source_at_a_fixed_commit(published):
         url = published.source(system)
         assert re.match(r"https://github\.com/[^/]+/[^/]+/blob/[0-9a-f]{40}/", url), url
         assert published.label(system).endswith("not here")
-        k, m, seconds = published.rows(system)
-        assert (k == published.info(system)["gpus"]).all() and (np.diff(m) > 0).all() and (seconds > 0).all()
+        k, M, seconds = published.rows(system)
+        assert (k == published.info(system)["gpus"]).all() and (np.diff(M) > 0).all() and (seconds > 0).all()
 
 
 def test_a_typing_slip_in_the_published_table_is_caught(tmp_path):

@@ -33,17 +33,17 @@ def ring_against_server(ring: Schedule, server: Schedule) -> str:
     if (ring.k, ring.message_bytes) != (server.k, server.message_bytes):
         raise ValueError(f"ring and server must all-reduce the same M on the same k; got k={ring.k}, "
                          f"M={ring.message_bytes} and k={server.k}, M={server.message_bytes}.")
-    k, m = ring.k, ring.message_bytes
-    even = 2 * (k - 1) * m // k
+    k, M = ring.k, ring.message_bytes
+    even = 2 * (k - 1) * M // k
     for name, counted in (("sent", ring.bytes_sent), ("received", ring.bytes_received)):
-        assert (counted == 2 * (k - 1) / k * m).all(), \
+        assert (counted == 2 * (k - 1) / k * M).all(), \
             f"the ring's ranks {name} {counted.tolist()} bytes, not 2(k−1)/k·M = {even} each"
     hub = (int(server.bytes_sent[0]), int(server.bytes_received[0]))
-    assert hub == ((k - 1) * m,) * 2, f"the server's rank 0 sent and received {hub} bytes, not (k−1)·M = {(k - 1) * m}"
+    assert hub == ((k - 1) * M,) * 2, f"the server's rank 0 sent and received {hub} bytes, not (k−1)·M = {(k - 1) * M}"
     others = np.concatenate([server.bytes_sent[1:], server.bytes_received[1:]])
-    assert (others == m).all(), f"the server's other ranks sent and received {others.tolist()} bytes, not M = {m}"
+    assert (others == M).all(), f"the server's other ranks sent and received {others.tolist()} bytes, not M = {M}"
     for schedule in (ring, server):
         assert schedule.equal, f"the hand-written {schedule.impl} differs from dist.all_reduce"
     return (f"Ring: every rank sent and received {even} bytes. "
-            f"Server: rank 0 received and sent {(k - 1) * m} bytes, the others {m}. "
+            f"Server: rank 0 received and sent {(k - 1) * M} bytes, the others {M}. "
             "Both equal dist.all_reduce bit for bit.")

@@ -1,7 +1,7 @@
 """The question bank: the edge-case cards' claims, asserted on the cost model and on a real run (numpy only).
 
     from dpviz.claims.question_bank import cost_model_edge_cases, weighted_mean_for_unequal_batches
-    print(cost_model_edge_cases(PRESETS, m=m, t_compute=t_compute, ks=ks))
+    print(cost_model_edge_cases(PRESETS, M=M, t_compute=t_compute, ks=ks))
     print(weighted_mean_for_unequal_batches(run))
 """
 
@@ -18,11 +18,11 @@ from dpviz.records.tolerance import GRAD_TOLERANCE, tolerance_words
 MISS = 0.05  # relative: what "the plain mean does not" means, far above rounding
 
 
-def cost_model_edge_cases(links, *, m: float, t_compute: float, ks) -> str:
+def cost_model_edge_cases(links, *, M: float, t_compute: float, ks) -> str:
     """The first four edge-case cards, on every link and k = 1 to ``ks[-1]``: T_comm = 0 and S = 1 at k = 1 by both
     formulas; S = k/2 when T_comm = T_compute/k; (k−1)/k below 1 and rising; T_comm rising with k.
 
-    ``links`` are Link presets (or a mapping of them, as :data:`dpviz.theory.links.PRESETS`), ``m`` the bytes
+    ``links`` are Link presets (or a mapping of them, as :data:`dpviz.theory.links.PRESETS`), ``M`` the bytes
     all-reduced, ``t_compute`` one device's seconds per step, ``ks`` the device counts 1, 2, 3, ... in order.
     """
     links = list(links.values()) if isinstance(links, Mapping) else list(links)
@@ -31,12 +31,12 @@ def cost_model_edge_cases(links, *, m: float, t_compute: float, ks) -> str:
         raise ValueError(f"ks must start 1, 2, ... to hold the edge k = 1; got {ks[:3].tolist()}.")
     for link in links:
         for t_comm_of in (costmodel.t_comm_notes, costmodel.t_comm_ring):
-            alone = t_comm_of(1, m, link.alpha, link.beta)
+            alone = t_comm_of(1, M, link.alpha, link.beta)
             assert alone == 0.0, f"{link.name}, {t_comm_of.__name__}: T_comm = {alone:g} s at k = 1, not 0"
-            rises = np.diff(t_comm_of(ks, m, link.alpha, link.beta))
+            rises = np.diff(t_comm_of(ks, M, link.alpha, link.beta))
             assert np.all(rises > 0), (f"{link.name}, {t_comm_of.__name__}: T_comm not rising with k, from k = "
                                        f"{ks[np.argmax(rises <= 0)]} to {ks[np.argmax(rises <= 0) + 1]}")
-        one = costmodel.speedup(t_compute, 1, costmodel.t_comm_ring(1, m, link.alpha, link.beta))
+        one = costmodel.speedup(t_compute, 1, costmodel.t_comm_ring(1, M, link.alpha, link.beta))
         assert one == 1.0, f"{link.name}: S = {one:g} at k = 1, not 1"
     half = costmodel.speedup(t_compute, ks, t_compute / ks)
     assert np.allclose(half, ks / 2), f"S is not k/2 when T_comm = T_compute/k: S = {half[~np.isclose(half, ks / 2)][:3]}"

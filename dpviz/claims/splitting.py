@@ -33,21 +33,21 @@ def zero_one_claims(zero) -> list[str]:
     ``zero`` is a ZeroRun; returns the lines the chapter prints.
     """
     zero.check()  # the same parameters to rounding, on every rank
-    k, n, m = zero.k, zero.n_params, zero.message_bytes
+    k, n, M = zero.k, zero.n_params, zero.message_bytes
     state = 2 * int(zero.meta["element_bytes"]) * n  # Adam's m and v for every parameter
     held = zero.memory_zero[:, 2]
     assert (held == state // k).all(), f"Adam state per rank is {held.tolist()} bytes, not its shard's {state // k:,}"
     assert held.sum() == zero.memory_dp[0, 2] == state, \
         f"the shards of Adam state add up to {held.sum():,} bytes, not one full copy of {state:,}"
-    notes_bytes = costmodel.t_comm_notes(k, m, alpha=0.0, beta=1.0)  # the notes' formula, bytes term only
+    notes_bytes = costmodel.t_comm_notes(k, M, alpha=0.0, beta=1.0)  # the notes' formula, bytes term only
     assert (zero.rs_bytes == notes_bytes).all(), \
         f"the reduce-scatter sent {np.unique(zero.rs_bytes).tolist()} bytes per rank per step, not (k−1)/k · M = {notes_bytes:g}"
-    ring = costmodel.t_comm_ring(k, m, alpha=0.0, beta=1.0)
+    ring = costmodel.t_comm_ring(k, M, alpha=0.0, beta=1.0)
     both = zero.rs_bytes + zero.ag_bytes
     assert (both == ring).all(), \
         f"the reduce-scatter and the all-gather sent {np.unique(both).tolist()} bytes per rank per step, not one ring all-reduce's {ring:g}"
     return [
-        f"k = {k}, P = {n:,} parameters, M = {m:,} bytes: ZeRO-1 parameters match plain data parallelism within 1e-5 at every step;",
+        f"k = {k}, P = {n:,} parameters, M = {M:,} bytes: ZeRO-1 parameters match plain data parallelism within 1e-5 at every step;",
         f"Adam state per rank: plain {zero.memory_dp[0, 2]:,} bytes, ZeRO-1 {zero.memory_zero[0, 2]:,} bytes (1/{k});",
         f"reduce-scatter: {int(zero.rs_bytes[0, 0]):,} bytes per rank per step = (k−1)/k · M, the notes' formula; with the "
         f"all-gather, {int(both[0, 0]):,} bytes, one ring all-reduce.",

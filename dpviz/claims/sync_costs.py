@@ -180,17 +180,17 @@ def ring_sends(ring) -> str:
     2(k−1)/k·M in all, in 2(k−1) messages per rank; and its result is ``dist.all_reduce``'s, bit for bit."""
     if ring.impl != "ring":
         raise ValueError(f"ring must be the hand-written ring's schedule; got impl={ring.impl!r}.")
-    k, m = ring.k, ring.message_bytes
+    k, M = ring.k, ring.message_bytes
     reduce_scatter = ring.phase == ring.meta["phases"].index("reduce-scatter")
     sent_in_reduce_scatter = np.bincount(ring.src[reduce_scatter], weights=ring.bytes[reduce_scatter], minlength=k)
     messages = np.bincount(ring.src, minlength=k)
     assert ring.equal, "the hand-written ring differs from dist.all_reduce"
-    assert (sent_in_reduce_scatter == (k - 1) / k * m).all(), \
-        f"in the reduce-scatter the ranks sent {sent_in_reduce_scatter.tolist()} bytes, not (k-1)/k·M = {(k - 1) * m / k:g}"
-    assert (ring.bytes_sent == 2 * (k - 1) / k * m).all(), \
-        f"the ranks sent {ring.bytes_sent.tolist()} bytes in all, not 2(k-1)/k·M = {2 * (k - 1) * m / k:g}"
+    assert (sent_in_reduce_scatter == (k - 1) / k * M).all(), \
+        f"in the reduce-scatter the ranks sent {sent_in_reduce_scatter.tolist()} bytes, not (k-1)/k·M = {(k - 1) * M / k:g}"
+    assert (ring.bytes_sent == 2 * (k - 1) / k * M).all(), \
+        f"the ranks sent {ring.bytes_sent.tolist()} bytes in all, not 2(k-1)/k·M = {2 * (k - 1) * M / k:g}"
     assert (messages == 2 * (k - 1)).all(), f"the ranks sent {messages.tolist()} messages, not 2(k-1) = {2 * (k - 1)}"
-    return (f"Ring all-reduce of M = {m} bytes on k = {k}: each rank sent {int(sent_in_reduce_scatter[0])} bytes "
+    return (f"Ring all-reduce of M = {M} bytes on k = {k}: each rank sent {int(sent_in_reduce_scatter[0])} bytes "
             f"in the reduce-scatter ((k-1)/k·M, the notes' term) and {int(ring.bytes_sent[0])} bytes in all "
             f"(2(k-1)/k·M), in {messages[0]} messages (2(k-1)).")
 

@@ -77,10 +77,10 @@ def figure_s02_speedup(mlp: dict, bench: BenchRecord) -> Figure:
     cost_claims.threads_per_rank(mlp)
     ks = np.arange(1, 65)
     workload = timing.measured_workload(mlp)
-    curves = timing.speedup_curves(ks, t_compute=workload.t_compute, m=workload.m)
+    curves = timing.speedup_curves(ks, t_compute=workload.t_compute, M=workload.M)
     here = timing.link_from_fit(bench.fit("ring"), name="this machine, fitted",
                                 where=f"{bench.meta.get('host')}, {bench.meta.get('cores')} cores")
-    own = timing.speedup_curves(ks, t_compute=workload.t_compute, m=workload.m, links=[here])
+    own = timing.speedup_curves(ks, t_compute=workload.t_compute, M=workload.M, links=[here])
     fig, ax = new_figure((8.5, 6))
     plot_speedup(curves, measured=timing.measured_speedup(mlp), measured_model=own, ax=ax)
     drawn = {line.get_gid().split(":", 1)[1]: line for line in ax.lines

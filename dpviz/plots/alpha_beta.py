@@ -45,10 +45,10 @@ def plot_fitted_times(items, *, ax=None, fontsize: float = 11):
     ax = get_ax(ax)
     for i, item in enumerate(items):
         colour, marker = SYSTEM_COLOURS[i % len(SYSTEM_COLOURS)], SYSTEM_MARKERS[i % len(SYSTEM_MARKERS)]
-        ax.plot(item.m, item.seconds * 1e6, marker, color=colour, markersize=6, markerfacecolor="white",
+        ax.plot(item.M, item.seconds * 1e6, marker, color=colour, markersize=6, markerfacecolor="white",
                 markeredgewidth=1.6, zorder=4, gid=f"{GIDS['points']}:{item.name}", label=item.label)
         for k, line in item.line_seconds.items():
-            ax.plot(item.line_m, line * 1e6, color=colour, linewidth=2, zorder=3, gid=f"{GIDS['fit']}:{item.name}",
+            ax.plot(item.line_M, line * 1e6, color=colour, linewidth=2, zorder=3, gid=f"{GIDS['fit']}:{item.name}",
                     label=f"  {item.fit.formula} fit, k = {k} ({MODELED_NOTE}): {fit_words(item.fit)}")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -89,7 +89,7 @@ def plot_residuals(items, *, ax=None, fontsize: float = 11, by_k: bool = False, 
                 for fitted in (True, False):
                     sel = (res.k == kk) & (res.fitted == fitted)
                     if sel.any():
-                        ax.plot(res.m[sel], ratio[sel], "o", color=colour, markersize=7,
+                        ax.plot(res.M[sel], ratio[sel], "o", color=colour, markersize=7,
                                 markerfacecolor=colour if fitted else "white", markeredgewidth=1.6, zorder=4,
                                 gid=f"{GIDS['residual']}:{item.name}:k{kk}")
                 handles.append(Line2D([], [], marker="o", linestyle="none", color=colour, label=f"k = {kk}"))
@@ -98,7 +98,7 @@ def plot_residuals(items, *, ax=None, fontsize: float = 11, by_k: bool = False, 
                                       label="hollow: not fitted"))
         else:
             colour, marker = SYSTEM_COLOURS[i % len(SYSTEM_COLOURS)], SYSTEM_MARKERS[i % len(SYSTEM_MARKERS)]
-            ax.plot(res.m, ratio, marker, color=colour, markersize=6, markerfacecolor="white",
+            ax.plot(res.M, ratio, marker, color=colour, markersize=6, markerfacecolor="white",
                     markeredgewidth=1.4, zorder=4, gid=f"{GIDS['residual']}:{item.name}")
         if verdicts:
             lines.append((f"{item.label.split(':')[0]}: " if len(items) > 1 else "") + item.check.words())

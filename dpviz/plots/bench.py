@@ -50,7 +50,7 @@ def plot_allreduce_times(bench, fits, *, ax=None, impl: str = "all_reduce", font
                         f"got {type(fits).__name__}.")
     ax = get_ax(ax)
     rows = np.asarray(bench.impl) == impl
-    k, m = np.asarray(bench.k)[rows], np.asarray(bench.m)[rows]
+    k, M = np.asarray(bench.k)[rows], np.asarray(bench.M)[rows]
     fastest, median = np.asarray(bench.fastest)[rows], np.asarray(bench.median)[rows]
     colours = k_colours(set(k.tolist()))
     cores = bench.meta.get("cores")
@@ -59,12 +59,12 @@ def plot_allreduce_times(bench, fits, *, ax=None, impl: str = "all_reduce", font
         sel = k == kk
         err = np.stack([np.zeros(sel.sum()), median[sel] - fastest[sel]])  # (2, n): nothing below, up to the median
         shared = cores is not None and kk > cores
-        ax.errorbar(m[sel], fastest[sel], yerr=err, fmt="o", color=colour, markersize=7, capsize=3,
+        ax.errorbar(M[sel], fastest[sel], yerr=err, fmt="o", color=colour, markersize=7, capsize=3,
                     markerfacecolor="white" if shared else colour, markeredgewidth=1.6, zorder=4, gid=GIDS["points"],
                     label=f"k = {kk}, {MEASURED_NOTE}" + (f" (k > {cores} cores: ranks share cores)" if shared else ""))
         for formula, fl in fits.items():
             if kk in fl.seconds:
-                ax.plot(fl.m, fl.seconds[kk], color=colour, linestyle=FORMULA_STYLE.get(formula, ":"),
+                ax.plot(fl.M, fl.seconds[kk], color=colour, linestyle=FORMULA_STYLE.get(formula, ":"),
                         linewidth=2, gid=f"{GIDS['fit']}:{formula}", zorder=3)
 
     handles, labels = ax.get_legend_handles_labels()

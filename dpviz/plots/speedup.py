@@ -8,11 +8,11 @@ about the machine as about the sync. Measured points belong on a curve modeled f
 workload (their T_compute and M, with alpha and beta fitted on the same machine): ``measured_model``
 draws that one, dash-dotted in black, apart from the curves of any other workload::
 
-    plot_speedup(timing.speedup_curves(np.arange(1, 65), t_compute=1.0, m=100e6),
+    plot_speedup(timing.speedup_curves(np.arange(1, 65), t_compute=1.0, M=100e6),
                  measured=timing.measured_speedup(runs))
     workload = timing.measured_workload(runs)
     plot_speedup(curves, measured=timing.measured_speedup(runs),
-                 measured_model=timing.speedup_curves(ks, t_compute=workload.t_compute, m=workload.m,
+                 measured_model=timing.speedup_curves(ks, t_compute=workload.t_compute, M=workload.M,
                                                       links=[timing.link_from_fit(bench.fit("ring"))]))
 """
 
@@ -42,7 +42,7 @@ def link_colour(name: str, index: int = 0) -> str:
 
 def workload_words(curves) -> str:
     """The assumptions behind the modeled curves, in one line."""
-    return f"T_compute = {curves.t_compute:.3g} s per step on one device, M = {bytes_words(curves.m)}, {curves.formula} all-reduce"
+    return f"T_compute = {curves.t_compute:.3g} s per step on one device, M = {bytes_words(curves.M)}, {curves.formula} all-reduce"
 
 
 def plot_speedup(curves, *, measured=None, measured_model=None, ax=None, log: bool = True, fontsize: float = 11,
@@ -140,7 +140,7 @@ def measured_model_words(curves) -> str:
     """The legend entry of the curve modeled for the measured runs' own workload."""
     (own,) = curves.curves.values()
     return (f"{MODELED_NOTE} for the measured runs:\nT_compute = {seconds_words(curves.t_compute)}, "
-            f"M = {bytes_words(curves.m)},\nα, β: {own.name}")
+            f"M = {bytes_words(curves.M)},\nα, β: {own.name}")
 
 
 def power_of_two(value: float, _pos=None) -> str:
@@ -161,12 +161,12 @@ def _link_words(curve) -> str:
     return f"α = {curve.alpha * 1e6:.3g} µs, β = {beta} ({curve.source})"
 
 
-def bytes_words(m: float) -> str:
+def bytes_words(M: float) -> str:
     """A byte count in B, kB, MB or GB."""
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if m >= scale:
-            return f"{m / scale:.3g} {unit}"
-    return f"{m:.3g} B"
+        if M >= scale:
+            return f"{M / scale:.3g} {unit}"
+    return f"{M:.3g} B"
 
 
 __all__ = ["plot_speedup", "link_colour", "workload_words", "measured_model_words", "power_of_two", "bytes_words",

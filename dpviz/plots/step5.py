@@ -222,7 +222,7 @@ def plot_ring_schedule(schedule: dict, *, ax=None):
     ax = get_ax(ax)
     if schedule.impl != "ring":
         raise ValueError(f"schedule must come from record_schedule(..., impl='ring'); got impl={schedule.impl!r}.")
-    k, m = schedule.k, schedule.message_bytes
+    k, M = schedule.k, schedule.message_bytes
     colours = _chunk_colours(k)
     phases = schedule.phases
     rows = [(phase, s) for phase in phases for s in range(k - 1)]
@@ -234,7 +234,7 @@ def plot_ring_schedule(schedule: dict, *, ax=None):
     n_rows = len(rows)
     if k > 1:
         ax.axhline(k - 1.5, color=INK, lw=1.2)
-    ideal = 2 * (k - 1) / k * m
+    ideal = 2 * (k - 1) / k * M
     for rank, sent in enumerate(schedule.bytes_sent):
         ax.text(rank, n_rows + 0.1, f"sent {int(sent)} B", ha="center", va="center", fontsize=10, fontweight="bold", color=INK)
     ax.set_xlim(-0.55, k - 0.45)
@@ -251,7 +251,7 @@ def plot_ring_schedule(schedule: dict, *, ax=None):
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=min(k, 4), fontsize=9, frameon=False)
     check = "equals dist.all_reduce bit for bit" if schedule.equal else f"differs from dist.all_reduce by {schedule.max_abs_diff:.2g}"
     ax.set_title(
-        f"Ring all-reduce, k={k}, M={m} B: 2(k−1) = {2 * (k - 1)} steps, one chunk to the right each\n"
+        f"Ring all-reduce, k={k}, M={M} B: 2(k−1) = {2 * (k - 1)} steps, one chunk to the right each\n"
         f"each rank sends 2(k−1)/k·M {'=' if ideal == int(ideal) else '≈'} {ideal:.3g} B\nresult {check}",
         fontsize=11,
     )
@@ -266,7 +266,7 @@ def plot_parameter_server(schedule: dict, *, ax=None):
         raise ValueError(
             f"schedule must come from record_schedule(..., impl='parameter_server'); got impl={schedule.impl!r}."
         )
-    k, m = schedule.k, schedule.message_bytes
+    k, M = schedule.k, schedule.message_bytes
     angles = np.pi / 2 - 2 * np.pi * np.arange(1, k) / max(k - 1, 1)
     where = {0: np.zeros(2)}
     for rank, angle in zip(range(1, k), angles):
@@ -296,9 +296,9 @@ def plot_parameter_server(schedule: dict, *, ax=None):
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=9, frameon=False)
     check = "equals dist.all_reduce bit for bit" if schedule.equal else f"differs from dist.all_reduce by {schedule.max_abs_diff:.2g}"
     ax.set_title(
-        f"Parameter server, k={k}, M={m} B: all through rank 0\n"
-        f"rank 0 receives and sends (k−1)·M = {(k - 1) * m} B\n"
-        f"(a ring: {2 * (k - 1) / k * m:.3g} B per rank); result {check}",
+        f"Parameter server, k={k}, M={M} B: all through rank 0\n"
+        f"rank 0 receives and sends (k−1)·M = {(k - 1) * M} B\n"
+        f"(a ring: {2 * (k - 1) / k * M:.3g} B per rank); result {check}",
         fontsize=11,
     )
     source_note(ax, f"schedule: {schedule.describe()}")

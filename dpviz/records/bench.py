@@ -54,16 +54,21 @@ class BenchRecord(Record):
     KIND = KIND
 
     @classmethod
-    def from_times(cls, k, m, impl, times, meta: dict) -> "BenchRecord":
+    def from_times(cls, k, M, impl, times, meta: dict) -> "BenchRecord":
         """Build the record from the measured times, deriving median, quartiles, algbw and busbw."""
-        k, m = np.asarray(k, dtype=np.int64), np.asarray(m, dtype=np.int64)
+        k, M = np.asarray(k, dtype=np.int64), np.asarray(M, dtype=np.int64)
         times = np.asarray(times, dtype=np.float64)
         median = np.median(times, axis=1)
         q25, q75 = np.percentile(times, [25, 75], axis=1)
-        algbw = m / median
-        arrays = dict(k=k, m=m, impl=np.asarray(impl, dtype=str), times=times, median=median, q25=q25, q75=q75,
+        algbw = M / median
+        arrays = dict(k=k, m=M, impl=np.asarray(impl, dtype=str), times=times, median=median, q25=q25, q75=q75,
                       algbw=algbw, busbw=algbw * 2 * (k - 1) / k)
         return cls(meta, arrays)
+
+    @property
+    def M(self) -> np.ndarray:
+        """(n,) message size M, bytes: the stored array ``m`` under the notes' name."""
+        return self.m
 
     @property
     def spread(self) -> np.ndarray:
@@ -72,7 +77,7 @@ class BenchRecord(Record):
 
     def describe(self) -> str:
         ks = sorted(set(self.k.tolist()))
-        sizes = sorted(set(self.m.tolist()))
+        sizes = sorted(set(self.M.tolist()))
         m = self.meta
         return (
             f"all-reduce sweep, k={','.join(map(str, ks))}, M={_bytes(sizes[0])}..{_bytes(sizes[-1])} ({len(sizes)} sizes), "
@@ -93,12 +98,12 @@ class BenchRecord(Record):
         a list of k.
         """
         rows = self._rows(impl, ks)
-        return costmodel.fit_alpha_beta(self.k[rows], self.m[rows], self.fastest[rows], formula=formula)
+        return costmodel.fit_alpha_beta(self.k[rows], self.M[rows], self.fastest[rows], formula=formula)
 
     def fits(self, *, impl: str = "all_reduce", ks="own cores") -> dict:
         """One fit per formula in ``costmodel.FORMULAS``, keyed by formula (``ks`` as in :meth:`fit`)."""
         rows = self._rows(impl, ks)
-        return costmodel.fit_all(self.k[rows], self.m[rows], self.fastest[rows])
+        return costmodel.fit_all(self.k[rows], self.M[rows], self.fastest[rows])
 
     def own_core_ks(self) -> list:
         """The measured k > 1 that had a core per rank; all measured k if none did."""
@@ -107,12 +112,12 @@ class BenchRecord(Record):
         return own or ks
 
     def ratio(self, impl: str, against: str = "all_reduce") -> tuple:
-        """``(k, m, ratio)`` of the median time of ``impl`` to that of ``against`` at every (k, M) both have."""
+        """``(k, M, ratio)`` of the median time of ``impl`` to that of ``against`` at every (k, M) both have."""
         mine = self._medians(check_choice("impl", impl, IMPLS))
         theirs = self._medians(check_choice("against", against, IMPLS))
         keys = [key for key in mine if key in theirs]
-        ks, ms = (np.array([key[i] for key in keys], dtype=np.int64) for i in (0, 1))
-        return ks, ms, np.array([mine[key] / theirs[key] for key in keys])
+        ks, Ms = (np.array([key[i] for key in keys], dtype=np.int64) for i in (0, 1))
+        return ks, Ms, np.array([mine[key] / theirs[key] for key in keys])
 
     def table(self) -> str:
         """A plain-text table: one line per (k, M), fastest / median / algbw / busbw for each implementation."""
@@ -120,10 +125,10 @@ class BenchRecord(Record):
         head = f"{'k':>2} {'M':>9}" + "".join(f" | {name:^42}" for name in impls)
         sub = f"{'':>2} {'':>9}" + f" | {'fastest ms':>10} {'median ms':>9} {'algbw MB/s':>10} {'busbw MB/s':>10}" * len(impls)
         lines = [head, sub]
-        for k, m in dict.fromkeys(zip(self.k.tolist(), self.m.tolist())):
-            line = f"{k:>2} {_bytes(m):>9}"
+        for k, M in dict.fromkeys(zip(self.k.tolist(), self.M.tolist())):
+            line = f"{k:>2} {_bytes(M):>9}"
             for name in impls:
-                (row,) = np.flatnonzero((self.k == k) & (self.m == m) & (self.impl == name))
+                (row,) = np.flatnonzero((self.k == k) & (self.M == M) & (self.impl == name))
                 line += (f" | {self.fastest[row] * 1e3:10.3f} {self.median[row] * 1e3:9.3f} {self.algbw[row] / 1e6:10.1f}"
                          f" {self.busbw[row] / 1e6:10.1f}")
             lines.append(line)
@@ -137,11 +142,11 @@ class BenchRecord(Record):
 
     def _medians(self, impl: str) -> dict:
         rows = np.flatnonzero(self.impl == impl)
-        return {(int(self.k[r]), int(self.m[r])): self.median[r] for r in rows}
+        return {(int(self.k[r]), int(self.M[r])): self.median[r] for r in rows}
 
 
-def _bytes(m: int) -> str:
+def _bytes(M: int) -> str:
     for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if m >= scale:
-            return f"{m / scale:.3g} {unit}"
-    return f"{m} B"
+        if M >= scale:
+            return f"{M / scale:.3g} {unit}"
+    return f"{M} B"

@@ -10,7 +10,7 @@ slip cannot pass::
 
     from dpviz.records.published import published_allreduce
     pub = published_allreduce()                 # PublishedAllReduce
-    pub.rows("v100x8_nvlink")                   # (k, m, seconds) of one system
+    pub.rows("v100x8_nvlink")                   # (k, M, seconds) of one system
     pub.source("v100x8_nvlink")                 # the URL of its table
 
 Chapter 06 fits the same α-β ring model to these points as to this machine's own all-reduce times,
@@ -106,15 +106,20 @@ class PublishedAllReduce(Record):
                 f"(sources in the record; read {self.meta['date_read']})")
 
     @property
+    def M(self) -> np.ndarray:
+        """(n,) message size M, bytes: the stored array ``m`` under the notes' name."""
+        return self.m
+
+    @property
     def system_ids(self) -> list[str]:
         """The systems in the order their rows come."""
         return list(dict.fromkeys(self.system.tolist()))
 
     def rows(self, system: str) -> tuple:
-        """``(k, m, seconds)`` arrays of one system's points."""
+        """``(k, M, seconds)`` arrays of one system's points."""
         check_choice("system", system, self.system_ids)
         sel = self.system == system
-        return self.k[sel], self.m[sel], self.time[sel]
+        return self.k[sel], self.M[sel], self.time[sel]
 
     def info(self, system: str) -> dict:
         check_choice("system", system, self.system_ids)
@@ -131,18 +136,18 @@ class PublishedAllReduce(Record):
 
     def check(self) -> str:
         """Assert that every row obeys nccl-tests' own arithmetic, to the rounding of the printed columns."""
-        return check_rows(self.k, self.m, self.time, self.algbw, self.busbw, where="the published record")
+        return check_rows(self.k, self.M, self.time, self.algbw, self.busbw, where="the published record")
 
 
-def check_rows(k, m, time, algbw, busbw, *, where: str) -> str:
+def check_rows(k, M, time, algbw, busbw, *, where: str) -> str:
     """Raise on the first row whose printed bandwidths do not follow from its size and time; one line if all do.
 
     nccl-tests prints algbw = M / time and busbw = algbw · 2(k−1)/k in GB/s (1e9 bytes) to two decimals,
     and the time to four significant digits, so each may be off by half a unit in its last place.
     """
-    k, m, time = np.asarray(k, float), np.asarray(m, float), np.asarray(time, float)
+    k, M, time = np.asarray(k, float), np.asarray(M, float), np.asarray(time, float)
     algbw, busbw = np.asarray(algbw, float) / 1e9, np.asarray(busbw, float) / 1e9
-    expect_alg = m / time / 1e9
+    expect_alg = M / time / 1e9
     tol_alg = 0.005 + expect_alg * 1e-3  # the printed 2 decimals, plus the time's own rounding
     factor = 2 * (k - 1) / k
     tol_bus = 0.005 + factor * tol_alg
@@ -151,9 +156,9 @@ def check_rows(k, m, time, algbw, busbw, *, where: str) -> str:
     for bad, name, got, want in ((bad_alg, "algbw", algbw, expect_alg), (bad_bus, "busbw", busbw, algbw * factor)):
         if bad.size:
             i = int(bad[0])
-            raise ValueError(f"{where}: row {i} (M = {int(m[i])} B) prints {name} {got[i]:.2f} GB/s, but its size and "
+            raise ValueError(f"{where}: row {i} (M = {int(M[i])} B) prints {name} {got[i]:.2f} GB/s, but its size and "
                              f"time give {want[i]:.3f} GB/s; check the row against its source.")
-    return f"{len(m)} published rows: algbw = M / time and busbw = algbw·2(k−1)/k hold to the printed rounding"
+    return f"{len(M)} published rows: algbw = M / time and busbw = algbw·2(k−1)/k hold to the printed rounding"
 
 
 def read_table(path=CSV_PATH) -> PublishedAllReduce:

@@ -52,7 +52,7 @@ class BenchConfig:
 
     def __post_init__(self):
         self.ks = tuple(check_int("ks", k, low=1, high=1024) for k in _as_tuple("ks", self.ks))
-        self.sizes = tuple(_check_size(m) for m in _as_tuple("sizes", self.sizes))
+        self.sizes = tuple(_check_size(M) for M in _as_tuple("sizes", self.sizes))
         self.impls = tuple(check_choice("impls", i, IMPLS) for i in _as_tuple("impls", self.impls))
         self.repeats = check_int("repeats", self.repeats, low=1)
         self.warmup = check_int("warmup", self.warmup, low=0)
@@ -65,7 +65,7 @@ def log_sizes(low: int, high: int, n: int) -> tuple:
     low, high = check_int("low", low, low=4), check_int("high", high, low=low)
     n = check_int("n", n, low=1)
     sizes = np.unique(np.round(np.geomspace(low, high, n) / 4).astype(np.int64) * 4)
-    return tuple(int(m) for m in sizes)
+    return tuple(int(M) for M in sizes)
 
 
 def bench_worker(rank: int, world_size: int, sizes, impls, repeats: int, warmup: int) -> np.ndarray:
@@ -121,7 +121,7 @@ def run_sweep(config: BenchConfig | None = None, *, progress: bool = True) -> Be
     from tqdm.auto import tqdm
 
     config = BenchConfig() if config is None else BenchConfig(**asdict(config))  # re-checks edited fields
-    rows = {"k": [], "m": [], "impl": [], "times": []}
+    rows = {"k": [], "M": [], "impl": [], "times": []}
     backends, threads = [], []
     for k in tqdm(config.ks, desc="all-reduce sweep (process groups)", disable=not progress):
         backends.append(resolve_backend(config.backend, k))
@@ -133,10 +133,10 @@ def run_sweep(config: BenchConfig | None = None, *, progress: bool = True) -> Be
             total_steps=len(config.sizes), progress=progress,
         )
         slowest = np.max(np.stack(per_rank), axis=0)  # (sizes, impls, repeats): the last rank to finish
-        for i, m in enumerate(config.sizes):
+        for i, M in enumerate(config.sizes):
             for j, impl in enumerate(config.impls):
                 rows["k"].append(k)
-                rows["m"].append(m)
+                rows["M"].append(M)
                 rows["impl"].append(impl)
                 rows["times"].append(slowest[i, j])
     meta = {
@@ -145,7 +145,7 @@ def run_sweep(config: BenchConfig | None = None, *, progress: bool = True) -> Be
         "dtype": "float32",
         "config": asdict(config),
     }
-    return BenchRecord.from_times(rows["k"], rows["m"], rows["impl"], rows["times"], meta)
+    return BenchRecord.from_times(rows["k"], rows["M"], rows["impl"], rows["times"], meta)
 
 
 _IMPL_FUNCS = {"all_reduce": dist.all_reduce, "ring": ring_all_reduce, "parameter_server": parameter_server_all_reduce}
@@ -165,8 +165,8 @@ def _as_tuple(name: str, values) -> tuple:
     return values
 
 
-def _check_size(m) -> int:
-    m = check_int("sizes", m, low=4)
-    if m % 4:
-        raise ValueError(f"sizes must be whole float32 tensors, multiples of 4 bytes >= 4; got {m}.")
-    return m
+def _check_size(M) -> int:
+    M = check_int("sizes", M, low=4)
+    if M % 4:
+        raise ValueError(f"sizes must be whole float32 tensors, multiples of 4 bytes >= 4; got {M}.")
+    return M

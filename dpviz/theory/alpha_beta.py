@@ -18,8 +18,8 @@ its points follow it. :func:`check_fit` applies the rule; :func:`residuals` give
 for every point, fitted or not, to draw under the fit::
 
     fit = bench.fit("ring")
-    verdict = check_fit(fit, k, m, seconds)    # FitCheck: .beta_trusted, .alpha_trusted, .words()
-    res = residuals(fit, k, m, seconds)        # Residuals: per-point relative misses
+    verdict = check_fit(fit, k, M, seconds)    # FitCheck: .beta_trusted, .alpha_trusted, .words()
+    res = residuals(fit, k, M, seconds)        # Residuals: per-point relative misses
 
 The same fit and rule apply to other people's published measurements
 (:func:`published_fits`, on a :class:`dpviz.records.published.PublishedAllReduce`). numpy only.
@@ -49,7 +49,7 @@ class FitCheck:
     rise: float  # the smallest, over fitted k, of time(largest M) / time(smallest M)
     transfer_share: float  # W·M/β over the modeled time, at the largest fitted M
     latency_share: float  # A·α over the modeled time, at the smallest fitted M
-    m_range: tuple  # (smallest, largest) fitted M, bytes
+    M_range: tuple  # (smallest, largest) fitted M, bytes
     miss: float  # the median |measured − modeled| / measured over the fitted points (the fit's median_rel_err)
 
     @property
@@ -71,7 +71,7 @@ class FitCheck:
 
     def words(self) -> str:
         """Two or three sentences: what may be read off this fit, and why."""
-        lo, hi = (_bytes(v) for v in self.m_range)
+        lo, hi = (_bytes(v) for v in self.M_range)
         rise = (f"times rise ×{self.rise:.3g} from {lo} to {hi}" if self.rises
                 else f"times rise only ×{self.rise:.2g} from {lo} to {hi} (need ×{RISE:g})")
         beta = ("β trusted" if self.beta_trusted else "β NOT trusted")
@@ -84,33 +84,33 @@ class FitCheck:
         return f"{beta}: {why}. {alpha}. {miss}"
 
 
-def check_fit(fit: costmodel.Fit, k, m, seconds, *, fitted=None) -> FitCheck:
-    """Apply the trust rule to ``fit`` and the points ``(k, m, seconds)`` it was fitted to.
+def check_fit(fit: costmodel.Fit, k, M, seconds, *, fitted=None) -> FitCheck:
+    """Apply the trust rule to ``fit`` and the points ``(k, M, seconds)`` it was fitted to.
 
     ``fitted`` (bool array) marks the points the fit used; by default every point with k > 1.
     """
     if not isinstance(fit, costmodel.Fit):
         raise TypeError(f"fit must be a costmodel.Fit; got {type(fit).__name__}.")
-    k, m, seconds = (np.asarray(a) for a in (k, m, seconds))
-    if not (k.shape == m.shape == seconds.shape) or k.ndim != 1:
-        raise ValueError(f"k, m and seconds must be 1-d arrays of one length; got shapes {k.shape}, {m.shape}, {seconds.shape}.")
+    k, M, seconds = (np.asarray(a) for a in (k, M, seconds))
+    if not (k.shape == M.shape == seconds.shape) or k.ndim != 1:
+        raise ValueError(f"k, M and seconds must be 1-d arrays of one length; got shapes {k.shape}, {M.shape}, {seconds.shape}.")
     used = (k > 1) if fitted is None else np.asarray(fitted, bool) & (k > 1)
     if used.sum() < 2:
         raise ValueError(f"fitted must mark at least 2 points with k > 1; got {int(used.sum())}.")
-    k, m, seconds = k[used].astype(np.int64), m[used].astype(float), seconds[used].astype(float)
+    k, M, seconds = k[used].astype(np.int64), M[used].astype(float), seconds[used].astype(float)
     rises = []
     for kk in np.unique(k):
         sel = k == kk
-        lo, hi = np.argmin(m[sel]), np.argmax(m[sel])
+        lo, hi = np.argmin(M[sel]), np.argmax(M[sel])
         rises.append(seconds[sel][hi] / seconds[sel][lo])
-    latency, transfer = _terms(fit, k, m)
-    big, small = np.argmax(m), np.argmin(m)
+    latency, transfer = _terms(fit, k, M)
+    big, small = np.argmax(M), np.argmin(M)
     total_big, total_small = latency[big] + transfer[big], latency[small] + transfer[small]
     return FitCheck(
         formula=fit.formula, alpha=fit.alpha, beta=fit.beta, rise=float(min(rises)),
         transfer_share=float(transfer[big] / total_big) if total_big > 0 else 0.0,
         latency_share=float(latency[small] / total_small) if total_small > 0 else 0.0,
-        m_range=(float(m.min()), float(m.max())),
+        M_range=(float(M.min()), float(M.max())),
         miss=float(np.median(np.abs(seconds - (latency + transfer)) / seconds)),
     )
 
@@ -120,7 +120,7 @@ class Residuals:
     """How far the fitted model misses each point: ``rel`` = measured / modeled − 1."""
 
     k: np.ndarray  # (n,) int
-    m: np.ndarray  # (n,) bytes
+    M: np.ndarray  # (n,) bytes
     rel: np.ndarray  # (n,) measured / modeled − 1
     fitted: np.ndarray  # (n,) bool: the fit used this point (False: the model is extrapolated to it)
     formula: str
@@ -130,13 +130,13 @@ class Residuals:
         return float(np.median(np.abs(self.rel[sel])))
 
 
-def residuals(fit: costmodel.Fit, k, m, seconds, *, fitted=None) -> Residuals:
+def residuals(fit: costmodel.Fit, k, M, seconds, *, fitted=None) -> Residuals:
     """Measured / modeled − 1 at every point with k > 1, under ``fit`` (points it did not use included)."""
-    k, m, seconds = (np.asarray(a) for a in (k, m, seconds))
+    k, M, seconds = (np.asarray(a) for a in (k, M, seconds))
     keep = k > 1
     used = keep if fitted is None else np.asarray(fitted, bool) & keep
-    model = np.asarray(costmodel.t_comm(k[keep], m[keep], fit.alpha, fit.beta, formula=fit.formula), dtype=float)
-    return Residuals(k[keep].astype(int), m[keep].astype(float), seconds[keep] / model - 1.0, used[keep], fit.formula)
+    model = np.asarray(costmodel.t_comm(k[keep], M[keep], fit.alpha, fit.beta, formula=fit.formula), dtype=float)
+    return Residuals(k[keep].astype(int), M[keep].astype(float), seconds[keep] / model - 1.0, used[keep], fit.formula)
 
 
 @dataclass(frozen=True)
@@ -146,18 +146,18 @@ class FittedTimes:
     name: str  # who or what: "this machine", or a published system's id
     label: str  # how a figure names it
     k: np.ndarray
-    m: np.ndarray
+    M: np.ndarray
     seconds: np.ndarray
     fit: costmodel.Fit
     check: FitCheck
     residuals: Residuals
     source: str  # the machine it ran on, or the URL of a published table
-    line_m: np.ndarray = None  # (points,) bytes, log-spaced over the measured M
-    line_seconds: dict = None  # k -> (points,) seconds the fitted model gives at line_m
+    line_M: np.ndarray = None  # (points,) bytes, log-spaced over the measured M
+    line_seconds: dict = None  # k -> (points,) seconds the fitted model gives at line_M
 
 
-def _line(fit, k, m, points: int = 60) -> tuple:
-    grid = np.geomspace(max(float(np.min(m)), 1.0), float(np.max(m)), points)
+def _line(fit, k, M, points: int = 60) -> tuple:
+    grid = np.geomspace(max(float(np.min(M)), 1.0), float(np.max(M)), points)
     return grid, {int(kk): np.asarray(costmodel.t_comm(int(kk), grid, fit.alpha, fit.beta, formula=fit.formula),
                                       dtype=float) for kk in np.unique(k) if kk > 1}
 
@@ -170,15 +170,15 @@ def bench_fit(bench, formula: str = "ring", *, impl: str = "all_reduce") -> Fitt
     """
     check_choice("formula", formula, costmodel.FORMULAS)
     rows = np.asarray(bench.impl) == impl
-    k, m, seconds = np.asarray(bench.k)[rows], np.asarray(bench.m)[rows], np.asarray(bench.fastest)[rows]
+    k, M, seconds = np.asarray(bench.k)[rows], np.asarray(bench.M)[rows], np.asarray(bench.fastest)[rows]
     fitted = np.isin(k, bench.own_core_ks())
     fit = bench.fit(formula, impl=impl)
     meta = bench.meta
     where = f"{meta.get('backend')} on {meta.get('host')}, {meta.get('cores')} cores, {str(meta.get('date', ''))[:10]}"
     label = f"this machine ({where}; fastest of {bench.times.shape[1]} calls per point)"
-    return FittedTimes("this machine", label, k, m, seconds, fit,
-                       check_fit(fit, k, m, seconds, fitted=fitted), residuals(fit, k, m, seconds, fitted=fitted), where,
-                       *_line(fit, k, m))
+    return FittedTimes("this machine", label, k, M, seconds, fit,
+                       check_fit(fit, k, M, seconds, fitted=fitted), residuals(fit, k, M, seconds, fitted=fitted), where,
+                       *_line(fit, k, M))
 
 
 def published_fits(published, formula: str = "ring") -> dict[str, FittedTimes]:
@@ -186,25 +186,25 @@ def published_fits(published, formula: str = "ring") -> dict[str, FittedTimes]:
     check_choice("formula", formula, costmodel.FORMULAS)
     out = {}
     for system in published.system_ids:
-        k, m, seconds = published.rows(system)
-        fit = costmodel.fit_alpha_beta(k, m, seconds, formula=formula)
-        out[system] = FittedTimes(system, published.label(system), k, m, seconds, fit, check_fit(fit, k, m, seconds),
-                                  residuals(fit, k, m, seconds), published.source(system), *_line(fit, k, m))
+        k, M, seconds = published.rows(system)
+        fit = costmodel.fit_alpha_beta(k, M, seconds, formula=formula)
+        out[system] = FittedTimes(system, published.label(system), k, M, seconds, fit, check_fit(fit, k, M, seconds),
+                                  residuals(fit, k, M, seconds), published.source(system), *_line(fit, k, M))
     return out
 
 
-def _terms(fit, k, m):
-    """The latency and transfer terms of the fitted model at each (k, m), in seconds."""
-    latency = np.asarray(costmodel.t_comm(k, np.zeros_like(m), fit.alpha, 1.0, formula=fit.formula), dtype=float)
-    total = np.asarray(costmodel.t_comm(k, m, fit.alpha, fit.beta, formula=fit.formula), dtype=float)
+def _terms(fit, k, M):
+    """The latency and transfer terms of the fitted model at each (k, M), in seconds."""
+    latency = np.asarray(costmodel.t_comm(k, np.zeros_like(M), fit.alpha, 1.0, formula=fit.formula), dtype=float)
+    total = np.asarray(costmodel.t_comm(k, M, fit.alpha, fit.beta, formula=fit.formula), dtype=float)
     return latency, total - latency
 
 
-def _bytes(m: float) -> str:
+def _bytes(M: float) -> str:
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if m >= scale:
-            return f"{m / scale:.3g} {unit}"
-    return f"{m:.0f} B"
+        if M >= scale:
+            return f"{M / scale:.3g} {unit}"
+    return f"{M:.0f} B"
 
 
 __all__ = ["RISE", "SHARE", "FIT_ERROR", "FitCheck", "check_fit", "Residuals", "residuals", "FittedTimes", "bench_fit",

@@ -3,11 +3,11 @@
 A step on ``k`` ranks takes ``t_compute / k`` (the work split evenly) plus ``t_comm`` (the gradient
 all-reduce, which nobody can skip). Every all-reduce below costs
 
-    t_comm = alpha * A(k) + W(k) * m / beta
+    t_comm = alpha * A(k) + W(k) * M / beta
 
 with ``alpha`` the per-message latency (seconds), ``beta`` the link bandwidth (bytes/second) and
-``m`` the message size (bytes). The three formulas differ only in ``A(k)``, the number of latency
-hops, and ``W(k)``, the share of ``m`` each rank must push through its link:
+``M`` the message size (bytes). The three formulas differ only in ``A(k)``, the number of latency
+hops, and ``W(k)``, the share of ``M`` each rank must push through its link:
 
     formula             A(k)          W(k)
     "notes"             log2 k        (k-1)/k      a reduce-scatter on its own
@@ -76,47 +76,47 @@ def _hops_and_share(k, formula):
     return 2 * np.log2(k), 2 * share
 
 
-def _t_comm(k, m, alpha, beta, formula):
-    k, m = _k(k), _nonneg("m", m)
+def _t_comm(k, M, alpha, beta, formula):
+    k, M = _k(k), _nonneg("M", M)
     alpha, beta = _nonneg("alpha", alpha), _positive("beta", beta)
     hops, share = _hops_and_share(k, formula)
-    return _out(alpha * hops + share * m / beta)
+    return _out(alpha * hops + share * M / beta)
 
 
-def t_comm_notes(k, m, alpha, beta):
-    """Seconds for ``alpha * log2(k) + (k-1)/k * m / beta``, the formula the notes use.
+def t_comm_notes(k, M, alpha, beta):
+    """Seconds for ``alpha * log2(k) + (k-1)/k * M / beta``, the formula the notes use.
 
     It prices a reduce-scatter alone, which is half of an all-reduce: after it each rank holds
     the sum of only its own 1/k slice of the gradient, and an all-gather (the other half) is still
     needed to hand every rank the whole sum. Use ``t_comm_ring`` or ``t_comm_halving_doubling``
     for the full all-reduce.
     """
-    return _t_comm(k, m, alpha, beta, "notes")
+    return _t_comm(k, M, alpha, beta, "notes")
 
 
-def t_comm_ring(k, m, alpha, beta):
-    """Seconds for a ring all-reduce: ``2 (k-1) alpha + 2 (k-1)/k * m / beta``.
+def t_comm_ring(k, M, alpha, beta):
+    """Seconds for a ring all-reduce: ``2 (k-1) alpha + 2 (k-1)/k * M / beta``.
 
-    The ring sends k-1 chunks of size m/k around to reduce-scatter, then k-1 more to all-gather,
-    so latency grows linearly in k while the bytes per rank stay below 2m. gloo runs this.
+    The ring sends k-1 chunks of size M/k around to reduce-scatter, then k-1 more to all-gather,
+    so latency grows linearly in k while the bytes per rank stay below 2M. gloo runs this.
     """
-    return _t_comm(k, m, alpha, beta, "ring")
+    return _t_comm(k, M, alpha, beta, "ring")
 
 
-def t_comm_halving_doubling(k, m, alpha, beta):
-    """Seconds for Rabenseifner's all-reduce: ``2 log2(k) alpha + 2 (k-1)/k * m / beta``.
+def t_comm_halving_doubling(k, M, alpha, beta):
+    """Seconds for Rabenseifner's all-reduce: ``2 log2(k) alpha + 2 (k-1)/k * M / beta``.
 
     A recursive-halving reduce-scatter followed by a recursive-doubling all-gather: the same bytes
     as the ring in only 2 log2(k) rounds. The count is exact for k a power of two; for other k
     real implementations add a step or two, which this idealised formula leaves out.
     """
-    return _t_comm(k, m, alpha, beta, "halving_doubling")
+    return _t_comm(k, M, alpha, beta, "halving_doubling")
 
 
-def t_comm(k, m, alpha, beta, *, formula="ring"):
-    """Seconds to all-reduce ``m`` bytes across ``k`` ranks, by the named formula (see module doc)."""
+def t_comm(k, M, alpha, beta, *, formula="ring"):
+    """Seconds to all-reduce ``M`` bytes across ``k`` ranks, by the named formula (see module doc)."""
     check_choice("formula", formula, FORMULAS)
-    return _t_comm(k, m, alpha, beta, formula)
+    return _t_comm(k, M, alpha, beta, formula)
 
 
 def speedup(t_compute, k, t_comm):
@@ -182,7 +182,7 @@ class Fit:
     formula: str  # one of FORMULAS
     alpha: float  # seconds per latency hop
     beta: float  # bytes per second; inf when the fit found no bandwidth term
-    predicted: np.ndarray  # seconds, the model at each measured (k, m)
+    predicted: np.ndarray  # seconds, the model at each measured (k, M)
     residuals: np.ndarray  # seconds, measured - predicted
     rel_err: np.ndarray  # |residuals| / measured
     median_rel_err: float  # over the points with k > 1, the ones the fit used
@@ -194,11 +194,11 @@ class Fit:
         )
 
 
-def fit_alpha_beta(k, m, seconds, *, formula="ring"):
+def fit_alpha_beta(k, M, seconds, *, formula="ring"):
     """Fit ``alpha`` (seconds) and ``beta`` (bytes/second) to all-reduce times ``seconds``.
 
-    ``k``, ``m`` (bytes) and ``seconds`` are arrays of one shape, one entry per measurement. The
-    model ``t = alpha * A(k) + (1/beta) * W(k) * m`` is linear in ``alpha`` and ``1/beta``, so this
+    ``k``, ``M`` (bytes) and ``seconds`` are arrays of one shape, one entry per measurement. The
+    model ``t = alpha * A(k) + (1/beta) * W(k) * M`` is linear in ``alpha`` and ``1/beta``, so this
     is a least-squares fit, made on relative residuals (each row divided by its measured time):
     otherwise the largest messages would decide everything and the latency of small ones would
     be ignored. Points with k = 1 are left out, since A = W = 0 there says nothing.
@@ -208,10 +208,10 @@ def fit_alpha_beta(k, m, seconds, *, formula="ring"):
     whichever pinned fit has the smaller error, so alpha >= 0 and beta > 0 always hold.
     """
     check_choice("formula", formula, FORMULAS)
-    shapes = {name: np.shape(v) for name, v in (("k", k), ("m", m), ("seconds", seconds))}
+    shapes = {name: np.shape(v) for name, v in (("k", k), ("M", M), ("seconds", seconds))}
     if len(set(shapes.values())) > 1:
-        raise ValueError(f"k, m and seconds must have one shape; got {shapes}.")
-    k, m = np.asarray(_k(k), float), np.asarray(_nonneg("m", m), float)
+        raise ValueError(f"k, M and seconds must have one shape; got {shapes}.")
+    k, M = np.asarray(_k(k), float), np.asarray(_nonneg("M", M), float)
     seconds = np.asarray(_positive("seconds", seconds), float)
 
     hops, share = _hops_and_share(k, formula)
@@ -219,14 +219,14 @@ def fit_alpha_beta(k, m, seconds, *, formula="ring"):
     if used.sum() < 2:
         raise ValueError(f"fit_alpha_beta needs at least 2 points with k > 1; got {used.sum()}.")
     # Rows scaled by 1/seconds: the fit drives every predicted/measured ratio towards 1.
-    x = np.stack([hops[used], share[used] * m[used]], axis=1) / seconds[used, None]
+    x = np.stack([hops[used], share[used] * M[used]], axis=1) / seconds[used, None]
     if np.linalg.matrix_rank(x) < 2:
         raise ValueError(
-            "m must vary, or k vary with m > 0, across the points with k > 1 to tell alpha from beta."
+            "M must vary, or k vary with M > 0, across the points with k > 1 to tell alpha from beta."
         )
     coef = _fit_nonnegative(x, np.ones(len(x)))
 
-    predicted = coef[0] * hops + coef[1] * share * m
+    predicted = coef[0] * hops + coef[1] * share * M
     residuals = seconds - predicted
     rel_err = np.abs(residuals) / seconds
     with np.errstate(divide="ignore"):
@@ -250,6 +250,6 @@ def _fit_nonnegative(x, y):
     return min(feasible, key=lambda c: np.sum((x @ c - y) ** 2))
 
 
-def fit_all(k, m, seconds):
+def fit_all(k, M, seconds):
     """One ``Fit`` per formula in ``FORMULAS``, keyed by its name, to compare them on one data set."""
-    return {formula: fit_alpha_beta(k, m, seconds, formula=formula) for formula in FORMULAS}
+    return {formula: fit_alpha_beta(k, M, seconds, formula=formula) for formula in FORMULAS}

@@ -10,7 +10,7 @@ T_compute, and every result says which. The figures in :mod:`dpviz.plots.timelin
     rows = timing.machine_timelines(runs, bench)          # s01 from this machine
     points = timing.measured_speedup(runs)                # s02's measured points
     workload = timing.measured_workload(runs)             # ... and the T_compute, M they were measured with
-    curves = timing.speedup_curves(np.arange(1, 65), t_compute=1.0, m=100e6)   # s02's modeled curves
+    curves = timing.speedup_curves(np.arange(1, 65), t_compute=1.0, M=100e6)   # s02's modeled curves
 
 Measured times are medians over steps and ranks. ``t_comm`` is what a rank spent inside
 ``all_reduce``, which includes waiting for the slowest rank to arrive: in a synchronous step that
@@ -159,7 +159,7 @@ class Workload:
     """What one training step asks for, in the cost model's terms (everything but the link and k)."""
 
     t_compute: float  # seconds, one step's forward and backward on one device
-    m: float  # bytes each rank all-reduces per step
+    M: float  # bytes each rank all-reduces per step
     source: str  # where the two numbers come from
 
 
@@ -200,7 +200,7 @@ def timeline_rows(
     t_comm: float | Callable | None = None,
     alpha: float | None = None,
     beta: float | None = None,
-    m: float | None = None,
+    M: float | None = None,
     formula: str = "ring",
     measured: Mapping | None = None,
 ) -> list[TimelineRow]:
@@ -208,7 +208,7 @@ def timeline_rows(
 
     The model splits ``t_compute`` (seconds for one step on one device) evenly over k ranks and adds
     a sync time: either ``t_comm`` (a fixed number of seconds, as in the notes' figure, or a function
-    of k), or the cost model ``formula`` with ``alpha`` (s), ``beta`` (bytes/s) and ``m`` (bytes).
+    of k), or the cost model ``formula`` with ``alpha`` (s), ``beta`` (bytes/s) and ``M`` (bytes).
     At k = 1 there is nobody to sync with, so the sync time is 0 either way.
 
     ``measured`` maps k to a :class:`StepTimes` or to a pair ``(t_compute_per_rank, t_comm)`` in
@@ -221,7 +221,7 @@ def timeline_rows(
             raise ValueError("t_compute must be given (seconds per step on one device) unless measured has k=1.")
         t_compute = measured[1][0]
     t_compute = check_real("t_compute", t_compute, low=0.0)
-    comm = _comm_model(t_comm, alpha, beta, m, formula, need=any(k not in measured for k in ks))
+    comm = _comm_model(t_comm, alpha, beta, M, formula, need=any(k not in measured for k in ks))
 
     rows = []
     for k in ks:
@@ -249,7 +249,7 @@ def machine_timelines(runs, bench=None, *, ks=(1, 2, 4, 8), formula: str = "ring
         return timeline_rows(ks, measured=times, t_compute=0.0)  # every row is measured; nothing is modeled
     fit = bench.fit(formula)
     return timeline_rows(
-        ks, measured=times, alpha=fit.alpha, beta=fit.beta, m=grad_bytes(run), formula=formula,
+        ks, measured=times, alpha=fit.alpha, beta=fit.beta, M=grad_bytes(run), formula=formula,
         t_compute=times[1].t_compute if 1 in times else None,
     )
 
@@ -271,17 +271,17 @@ class SpeedupCurve:
 
 @dataclass(frozen=True)
 class SpeedupCurves:
-    """Modeled S(k) for several links, under one workload (t_compute, m) and one formula."""
+    """Modeled S(k) for several links, under one workload (t_compute, M) and one formula."""
 
     k: np.ndarray  # (n,) int
     ideal: np.ndarray  # (n,) S = k, sync for free
     curves: dict  # name -> SpeedupCurve, in the order given (fast to slow for the presets)
     t_compute: float  # seconds per step on one device
-    m: float  # bytes all-reduced per step
+    M: float  # bytes all-reduced per step
     formula: str  # cost-model formula for T_comm
 
 
-def speedup_curves(ks, *, t_compute: float, m: float, links=None, formula: str = "ring") -> SpeedupCurves:
+def speedup_curves(ks, *, t_compute: float, M: float, links=None, formula: str = "ring") -> SpeedupCurves:
     """S = t_compute / (t_compute / k + T_comm(k)) for each link, T_comm from the cost model.
 
     ``ks`` are integers (e.g. ``np.arange(1, 65)``). ``links`` is a dict {name: Link} or a list of
@@ -289,14 +289,14 @@ def speedup_curves(ks, *, t_compute: float, m: float, links=None, formula: str =
     """
     ks = np.asarray(_ks(ks), dtype=int)
     t_compute = check_real("t_compute", t_compute, low=0.0, low_open=True)
-    m = check_real("m", m, low=0.0)
+    M = check_real("M", M, low=0.0)
     check_choice("formula", formula, costmodel.FORMULAS)
     curves = {}
     for link in _links(links):
-        comm = np.asarray(costmodel.t_comm(ks, m, link.alpha, link.beta, formula=formula), dtype=float)
+        comm = np.asarray(costmodel.t_comm(ks, M, link.alpha, link.beta, formula=formula), dtype=float)
         s = np.asarray(costmodel.speedup(t_compute, ks, comm), dtype=float)
         curves[link.name] = SpeedupCurve(link.name, link.alpha, link.beta, link.source, comm, s)
-    return SpeedupCurves(ks, ks.astype(float), curves, t_compute, m, formula)
+    return SpeedupCurves(ks, ks.astype(float), curves, t_compute, M, formula)
 
 
 def link_from_fit(fit: costmodel.Fit, *, name: str = "this machine, measured", where: str = "") -> Link:
@@ -316,7 +316,7 @@ class FitLines:
 
     formula: str
     fit: costmodel.Fit
-    m: np.ndarray  # (points,) bytes, log-spaced over the measured sizes
+    M: np.ndarray  # (points,) bytes, log-spaced over the measured sizes
     seconds: dict  # k -> (points,) modeled seconds
     fitted_ks: tuple = ()  # the k whose times were fitted; lines for other k are extrapolated
 
@@ -331,7 +331,7 @@ def fit_lines(bench, formulas=("notes", "ring"), *, impl: str = "all_reduce", po
     rows = np.asarray(bench.impl) == impl
     if not rows.any():
         raise ValueError(f"impl must be one measured in bench, {sorted(set(np.asarray(bench.impl).tolist()))}; got {impl!r}.")
-    sizes = np.asarray(bench.m)[rows]
+    sizes = np.asarray(bench.M)[rows]
     grid = np.geomspace(max(sizes.min(), 1), sizes.max(), points)
     ks = sorted(set(np.asarray(bench.k)[rows].tolist()))
     out = {}
@@ -400,24 +400,24 @@ def _measured(measured) -> dict:
     return out
 
 
-def _comm_model(t_comm, alpha, beta, m, formula, *, need: bool):
-    """A function k -> modeled sync seconds, from a fixed t_comm, a function, or alpha/beta/m."""
+def _comm_model(t_comm, alpha, beta, M, formula, *, need: bool):
+    """A function k -> modeled sync seconds, from a fixed t_comm, a function, or alpha/beta/M."""
     if t_comm is not None:
-        if alpha is not None or beta is not None or m is not None:
-            raise ValueError("t_comm must not be given together with alpha, beta, m: pick one way to model the sync.")
+        if alpha is not None or beta is not None or M is not None:
+            raise ValueError("t_comm must not be given together with alpha, beta, M: pick one way to model the sync.")
         if callable(t_comm):
             return lambda k: check_real("t_comm(k)", t_comm(k), low=0.0)
         fixed = check_real("t_comm", t_comm, low=0.0)
         return lambda k: fixed
     check_choice("formula", formula, costmodel.FORMULAS)
-    if alpha is None or beta is None or m is None:
+    if alpha is None or beta is None or M is None:
         if need:
-            raise ValueError("t_comm, or all of alpha, beta and m, must be given to model the rows nobody measured.")
+            raise ValueError("t_comm, or all of alpha, beta and M, must be given to model the rows nobody measured.")
         return lambda k: 0.0
     check_real("alpha", alpha, low=0.0)
     check_real("beta", beta, low=0.0, low_open=True)
-    check_real("m", m, low=0.0)
-    return lambda k: float(costmodel.t_comm(k, m, alpha, beta, formula=formula))
+    check_real("M", M, low=0.0)
+    return lambda k: float(costmodel.t_comm(k, M, alpha, beta, formula=formula))
 
 
 def _links(links) -> list[Link]:

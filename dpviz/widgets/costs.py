@@ -10,7 +10,7 @@ the runs' own T_compute and gradient bytes M with the α, β fitted here, which 
 
     costs_widget(measured_bench=BenchRecord.load("runs/bench"), measured_runs=runs)
 
-:class:`CostsFigure` is the figure, built once; its ``update(k=, alpha=, beta=, m=, t_compute=,
+:class:`CostsFigure` is the figure, built once; its ``update(k=, alpha=, beta=, M=, t_compute=,
 formula=, preset=)`` only sets new widths, y-data and text on the artists already there, which
 are drawn again over a cached background. The speedup axis is fixed from S = 1/32 to k_max (a
 curve below it runs off the bottom; the marker then points down); the time axis is redrawn with
@@ -80,7 +80,7 @@ class CostsFigure:
         self.measured = measured
         self.own = {}  # formula -> the measured runs' modeled curve: their T_compute and M, α, β fitted here
         if workload is not None and self.machine:
-            self.own = {formula: timing.speedup_curves(self.ks, t_compute=workload.t_compute, m=workload.m,
+            self.own = {formula: timing.speedup_curves(self.ks, t_compute=workload.t_compute, M=workload.M,
                                                        links=[link], formula=formula)
                         for formula, link in self.machine.items()}
         self.caption = ""  # HTML for the status line above the figure
@@ -92,7 +92,7 @@ class CostsFigure:
         self.ax_time, self.ax_speed = ax_time, ax_speed = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=[1.15, 1]))
         fig.subplots_adjust(left=0.075, right=0.985, top=0.86, bottom=0.27, wspace=0.22)
         # Drawn first with placeholder numbers; update() puts in the real ones.
-        rows, curves = self._numbers(k=self.k_max, alpha=1e-5, beta=1e9, m=1e8, t_compute=1.0, formula="ring")
+        rows, curves = self._numbers(k=self.k_max, alpha=1e-5, beta=1e9, M=1e8, t_compute=1.0, formula="ring")
         self.bars = TimelineBars(ax_time, rows, fontsize=10, mark_source=False,
                                  title="s01: one step on k devices, modeled: no step is shorter than its coral bar")
         ax_time.set_yticks(ax_time.get_yticks(), [f"k = {k}" for k in FIXED_KS] + ["your k"])
@@ -152,9 +152,9 @@ class CostsFigure:
         link = self.link_for(preset, formula)
         return bool(np.isclose(alpha, _clip(link.alpha, ALPHA_RANGE)) and np.isclose(beta, _clip(link.beta, BETA_RANGE)))
 
-    def update(self, *, k: int, alpha: float, beta: float, m: float, t_compute: float, formula: str,
+    def update(self, *, k: int, alpha: float, beta: float, M: float, t_compute: float, formula: str,
                preset: str) -> None:
-        rows, curves = self._numbers(k=k, alpha=alpha, beta=beta, m=m, t_compute=t_compute, formula=formula)
+        rows, curves = self._numbers(k=k, alpha=alpha, beta=beta, M=M, t_compute=t_compute, formula=formula)
         if self._time_view(max(row.t_step for row in rows)):
             self._set_time_axis()
         self.bars.show(rows, unit=self._time["unit"], suffix=f" at k = {k}")
@@ -187,15 +187,15 @@ class CostsFigure:
         self.caption = (f"<b>{_html(self.headline.get_text())}</b><br>{_html(link_words)}<br>"
                         f"modeled: {_html(speedup_plot.workload_words(curves))}{self._measured_caption}")
 
-    def _numbers(self, *, k, alpha, beta, m, t_compute, formula):
+    def _numbers(self, *, k, alpha, beta, M, t_compute, formula):
         """The rows of s01 (k = 1, 2, 4, 8 and yours) and the curves of s02 for these values."""
-        model = dict(t_compute=t_compute, alpha=alpha, beta=beta, m=m, formula=formula)
+        model = dict(t_compute=t_compute, alpha=alpha, beta=beta, M=M, formula=formula)
         rows = timing.timeline_rows(FIXED_KS, **model) + timing.timeline_rows((k,), **model)
         links = [PRESETS[name] for name in SPEED_ORDER]
         if self.machine:
             links.append(self.machine[formula])
         links.append(Link(YOURS, alpha=alpha, beta=beta, source="the sliders"))
-        return rows, timing.speedup_curves(self.ks, t_compute=t_compute, m=m, links=links, formula=formula)
+        return rows, timing.speedup_curves(self.ks, t_compute=t_compute, M=M, links=links, formula=formula)
 
     def _time_view(self, longest: float) -> bool:
         """Keep the time axis while the longest bar (s) fits it well; else choose a new end. True if it moved."""
@@ -242,11 +242,12 @@ class CostsFigure:
         """For the status line: which runs the points come from and, if drawn, what their own curve assumes."""
         if self.measured is None:
             return ""
-        m = self.measured
-        words = f"measured points: real runs on {m.host}, {m.cores} cores, global batch {m.global_batch}"
+        measured = self.measured
+        words = (f"measured points: real runs on {measured.host}, {measured.cores} cores, "
+                 f"global batch {measured.global_batch}")
         if self.own:
             words += (f"; dash-dot, modeled for those runs: T_compute = {seconds_words(workload.t_compute)} "
-                      f"(their k = 1 step), M = {speedup_plot.bytes_words(workload.m)} (their gradient), "
+                      f"(their k = 1 step), M = {speedup_plot.bytes_words(workload.M)} (their gradient), "
                       f"α, β fitted to this machine's all-reduce times")
         return "<br>" + _html(words)
 
@@ -257,7 +258,7 @@ def costs_widget(
     measured_runs=None,
     k: int = 8,
     t_compute: float = 1.0,
-    m: float = 100e6,
+    M: float = 100e6,
     formula: str = "ring",
     preset: str = "100 Gb InfiniBand",
     k_max: int = 64,
@@ -267,13 +268,13 @@ def costs_widget(
     ``measured_bench`` (a BenchRecord) adds the preset "this machine, fitted" with α, β fitted
     to its all-reduce times; ``measured_runs`` ({k: Run} sharing one global batch, k = 1 included)
     adds this machine's measured speedups, and with ``measured_bench`` the curve modeled for those
-    runs' own T_compute and M. ``t_compute`` (s), ``m`` (bytes), ``formula``, ``k`` and ``preset``
+    runs' own T_compute and M. ``t_compute`` (s), ``M`` (bytes), ``formula``, ``k`` and ``preset``
     set where the controls start.
     """
     k_max = check_int("k_max", k_max, low=8, high=4096)
     k = check_int("k", k, low=1, high=k_max)
     t_compute = check_real("t_compute", t_compute, low=10.0 ** T_COMPUTE_RANGE[0], high=10.0 ** T_COMPUTE_RANGE[1])
-    m = check_real("m", m, low=10.0 ** M_RANGE[0], high=10.0 ** M_RANGE[1])
+    M = check_real("M", M, low=10.0 ** M_RANGE[0], high=10.0 ** M_RANGE[1])
     check_choice("formula", formula, costmodel.FORMULAS)
     check_choice("preset", preset, list(SPEED_ORDER) + ([MACHINE] if measured_bench is not None else []))
     machine = {}
@@ -291,7 +292,7 @@ def costs_widget(
         "k": widgets.IntSlider(value=k, min=1, max=k_max, description="k", continuous_update=False),
         "alpha": _log_slider("α (s)", _clip(start.alpha, ALPHA_RANGE), ALPHA_RANGE),
         "beta": _log_slider("β (B/s)", _clip(start.beta, BETA_RANGE), BETA_RANGE),
-        "m": _log_slider("M (bytes)", m, M_RANGE),
+        "M": _log_slider("M (bytes)", M, M_RANGE),
         "t_compute": _log_slider("T_compute (s)", t_compute, T_COMPUTE_RANGE),
         "formula": widgets.Dropdown(options=list(costmodel.FORMULAS), value=formula, description="formula"),
         "preset": widgets.Dropdown(options=figure.presets, value=preset, description="link"),

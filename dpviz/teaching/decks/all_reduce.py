@@ -18,11 +18,11 @@ def link_preset(name: str) -> Link:
     return PRESETS[name]
 
 
-def notes_against_ring(k, m, link):
-    """All-reduce time of m bytes on a preset link by the notes' formula and by the ring formula."""
+def notes_against_ring(k, M, link):
+    """All-reduce time of M bytes on a preset link by the notes' formula and by the ring formula."""
     lk = link_preset(link)
-    t_notes = costmodel.t_comm_notes(k, m, lk.alpha, lk.beta)
-    t_ring = costmodel.t_comm_ring(k, m, lk.alpha, lk.beta)
+    t_notes = costmodel.t_comm_notes(k, M, lk.alpha, lk.beta)
+    t_ring = costmodel.t_comm_ring(k, M, lk.alpha, lk.beta)
     return {
         "alpha_us": lk.alpha * 1e6,
         "beta_gbs": lk.beta / 1e9,
@@ -80,12 +80,12 @@ CARDS = (
         "why", "05", "05-what-is-cured",
     ),
     Card(
-        "An all-reduce of {m:,.0f} bytes across k = {k} devices runs over {link}. How long does it "
+        "An all-reduce of {M:,.0f} bytes across k = {k} devices runs over {link}. How long does it "
         "take by the notes' formula, and by the ring formula?",
         "With the preset α = {alpha_us:g} µs and β = {beta_gbs:g} GB/s: the notes' formula gives "
         "{t_notes_ms:.3g} ms and the ring formula {t_ring_ms:.3g} ms, {ratio:.2f} times as long. "
         "The gap is the all-gather half, which the notes' formula (a reduce-scatter alone) leaves out.",
         "numeric", "05", "05-num-notes-vs-ring",
-        compute=notes_against_ring, params={"k": 4, "m": 400_000_000, "link": "NVLink"},
+        compute=notes_against_ring, params={"k": 4, "M": 400_000_000, "link": "NVLink"},
     ),
 )

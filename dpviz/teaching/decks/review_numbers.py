@@ -24,12 +24,12 @@ def equal_sync_and_compute(t_compute, k):
     }
 
 
-def single_device(t_compute, m, link):
+def single_device(t_compute, M, link):
     """T_comm by both formulas, and S, for k = 1."""
     lk = link_preset(link)
-    t_ring = costmodel.t_comm_ring(1, m, lk.alpha, lk.beta)
+    t_ring = costmodel.t_comm_ring(1, M, lk.alpha, lk.beta)
     return {
-        "t_notes": costmodel.t_comm_notes(1, m, lk.alpha, lk.beta),
+        "t_notes": costmodel.t_comm_notes(1, M, lk.alpha, lk.beta),
         "t_ring": t_ring,
         "s": costmodel.speedup(t_compute, 1, t_ring),
     }
@@ -66,13 +66,13 @@ def speedup_ceiling(t_compute, t_comm, ks):
     }
 
 
-def doubled_bandwidth(t_compute, k, m, links):
+def doubled_bandwidth(t_compute, k, M, links):
     """S with each link's beta and with twice that beta (ring all-reduce), and the gain."""
     out = {}
     for tag, name in zip("ab", links):
         lk = link_preset(name)
-        before = costmodel.speedup(t_compute, k, costmodel.t_comm_ring(k, m, lk.alpha, lk.beta))
-        after = costmodel.speedup(t_compute, k, costmodel.t_comm_ring(k, m, lk.alpha, 2 * lk.beta))
+        before = costmodel.speedup(t_compute, k, costmodel.t_comm_ring(k, M, lk.alpha, lk.beta))
+        after = costmodel.speedup(t_compute, k, costmodel.t_comm_ring(k, M, lk.alpha, 2 * lk.beta))
         out[f"s_{tag}"] = [before, after]
         out[f"gain_{tag}"] = after / before
     return out
@@ -88,12 +88,12 @@ NUMERIC = (
         compute=equal_sync_and_compute, params={"t_compute": 0.8, "k": 8},
     ),
     Card(
-        "One device, k = 1: T_compute = {t_compute:g} s and a gradient of {m:,.0f} bytes on {link}. "
+        "One device, k = 1: T_compute = {t_compute:g} s and a gradient of {M:,.0f} bytes on {link}. "
         "What are T_comm and S?",
         "T_comm = {t_notes:g} s by the notes' formula and {t_ring:g} s by the ring formula: there "
         "is nothing to send. S = {s:g}.",
         "numeric", "13", "13-num-k1",
-        compute=single_device, params={"t_compute": 0.5, "m": 100_000_000, "link": "10 Gb Ethernet"},
+        compute=single_device, params={"t_compute": 0.5, "M": 100_000_000, "link": "10 Gb Ethernet"},
     ),
     Card(
         "What is the bandwidth factor (k−1)/k for k = {ks[0]}, {ks[1]}, {ks[2]}, {ks[3]}, {ks[4]} "
@@ -120,13 +120,13 @@ NUMERIC = (
         compute=lr_rules, params={"lr_base": 0.1, "k": 4},
     ),
     Card(
-        "A {m:,.0f}-byte gradient is all-reduced across k = {k} devices over {link}. How long does "
+        "A {M:,.0f}-byte gradient is all-reduced across k = {k} devices over {link}. How long does "
         "that take by the notes' formula and by the ring formula?",
         "With the preset α = {alpha_us:g} µs and β = {beta_gbs:g} GB/s: {t_notes_ms:.3g} ms by the "
         "notes' formula, which counts the reduce-scatter half only, and {t_ring_ms:.3g} ms for the "
         "whole ring all-reduce, {ratio:.2f} times as long.",
         "numeric", "13", "13-num-ring",
-        compute=notes_against_ring, params={"k": 8, "m": 100_000_000, "link": "10 Gb Ethernet"},
+        compute=notes_against_ring, params={"k": 8, "M": 100_000_000, "link": "10 Gb Ethernet"},
     ),
     Card(
         "T_compute = {t_compute:g} s and T_comm = {t_comm:g} s, whatever k is. What is the ceiling "
@@ -137,13 +137,13 @@ NUMERIC = (
         compute=speedup_ceiling, params={"t_compute": 1.0, "t_comm": 0.05, "ks": (8, 64, 1024)},
     ),
     Card(
-        "T_compute = {t_compute:g} s, k = {k}, a {m:,.0f}-byte gradient, ring all-reduce. What does "
+        "T_compute = {t_compute:g} s, k = {k}, a {M:,.0f}-byte gradient, ring all-reduce. What does "
         "doubling β do to S on {links[0]}, and on {links[1]}?",
         "{links[0]}: S goes from {s_a[0]:.3g} to {s_a[1]:.3g}, ×{gain_a:.2f}. {links[1]}: from "
         "{s_b[0]:.3g} to {s_b[1]:.3g}, ×{gain_b:.2f}. Neither doubles, and where compute already "
         "dominates the gain is small.",
         "numeric", "13", "13-num-double-bandwidth",
         compute=doubled_bandwidth,
-        params={"t_compute": 1.0, "k": 8, "m": 100_000_000, "links": ("10 Gb Ethernet", "100 Gb InfiniBand")},
+        params={"t_compute": 1.0, "k": 8, "M": 100_000_000, "links": ("10 Gb Ethernet", "100 Gb InfiniBand")},
     ),
 )

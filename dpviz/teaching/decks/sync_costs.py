@@ -9,11 +9,11 @@ from dpviz.teaching.decks.all_reduce import link_preset
 from dpviz.theory import costmodel
 
 
-def best_device_count(t_compute, m, link, k_max):
+def best_device_count(t_compute, M, link, k_max):
     """The k in 1..k_max with the largest modeled S (ring all-reduce), and S there and at k_max."""
     lk = link_preset(link)
     ks = np.arange(1, k_max + 1)
-    s = costmodel.speedup(t_compute, ks, costmodel.t_comm_ring(ks, m, lk.alpha, lk.beta))
+    s = costmodel.speedup(t_compute, ks, costmodel.t_comm_ring(ks, M, lk.alpha, lk.beta))
     best = int(np.argmax(s))
     return {"best_k": int(ks[best]), "s_best": float(s[best]), "s_last": float(s[-1])}
 
@@ -54,14 +54,14 @@ CARDS = (
         "self-check", "06", "06-s02",
     ),
     Card(
-        "T_compute = {t_compute:g} s per step, a gradient of {m:,.0f} bytes, ring all-reduce over "
+        "T_compute = {t_compute:g} s per step, a gradient of {M:,.0f} bytes, ring all-reduce over "
         "{link}. Which k from 1 to {k_max} gives the largest speedup?",
         "k = {best_k} gives the largest S, {s_best:.3g}. At k = {k_max} the model gives only "
         "{s_last:.3g}: past the best k, each extra device adds more sync latency (2(k−1)·α) than it "
         "saves in compute, and steps get slower.",
         "numeric", "06", "06-num-best-k",
         compute=best_device_count,
-        params={"t_compute": 0.01, "m": 1_000_000, "link": "10 Gb Ethernet", "k_max": 128},
+        params={"t_compute": 0.01, "M": 1_000_000, "link": "10 Gb Ethernet", "k_max": 128},
     ),
     Card(
         "T_compute = {t_compute:g} s and k = {k}. What is S for T_comm = {t_comms[0]:g}, "
