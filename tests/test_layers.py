@@ -22,7 +22,7 @@ TORCH_FREE = ("dpviz.records", "dpviz.theory", "dpviz.plots", "dpviz.widgets", "
               "dpviz.data", "dpviz.checks",
               # the exercises' checkers that run in the notebook's process (dpviz.exercises.ranked starts ranks)
               "dpviz.exercises.verdict", "dpviz.exercises.solutions", "dpviz.exercises.gradients",
-              "dpviz.exercises.formulas", "dpviz.exercises.catalogue")
+              "dpviz.exercises.formulas", "dpviz.exercises.catalogue", "dpviz.exercises.write_cells")
 # What the torch layer never loads: it writes records, and only their readers draw, teach or state claims.
 DRAWING = ("dpviz.plots", "dpviz.widgets", "dpviz.figures", "dpviz.teaching", "dpviz.claims", "matplotlib")
 EXTERNAL = ("torch", "matplotlib")  # the packages outside dpviz that the graph keeps track of

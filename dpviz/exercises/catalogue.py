@@ -1,8 +1,9 @@
 """Every "your turn" exercise, chapter by chapter: what the reader writes, the stub a chapter shows, and its checker.
 
 The chapters' "Your turn" cells are written from this table (the markdown, the stub and the
-``print(check_<name>(<name>))`` cell), so the words a student reads and the checker that answers
-them cannot drift apart. Plain Python: importing it starts nothing.
+``print(check_<name>(<name>))`` cell) by ``python -m dpviz.exercises.write_cells``, and
+``tests/test_chapter_exercises.py`` holds every chapter to it, so the words a student reads and the
+checker that answers them cannot drift apart. Plain Python: importing it starts nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ class Exercise:
     @property
     def checker(self) -> str:
         return f"check_{self.name}"
+
+    def markdown(self) -> str:
+        """The markdown cell above the stub: the title as a level-3 heading, then the text."""
+        return f"### {self.title}\n\n{self.text}"
 
     def stub(self) -> str:
         """The code cell the chapter shows: the def line, the docstring, and a NotImplementedError to replace."""
