@@ -57,7 +57,7 @@ def regenerate(out="figures", *, quick: bool = False, progress: bool = True, rec
     for group in GROUPS:
         if group.claims is not None:
             print(group.claims(recorded[group.plan.name]))
-    cores = next(iter(recorded["derivation"].values())).meta["cores"]
+    cores = next(iter(next(iter(recorded.values())).values())).meta["cores"]  # every run of one ./run: one machine
     print(f"wrote {len(written)} files for {len(manifest)} figures to {out}/ in {total:.1f} s "
           f"(recording {recording:.1f} s, drawing {total - recording:.1f} s) on {cores} cores")
     return written

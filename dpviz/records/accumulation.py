@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from dpviz.checks import check_choice, check_int
-from dpviz.records.paths import FIGURES_DIR, SHIPPED_DIR
+from dpviz.records.paths import SHIPPED_DIR
 from dpviz.records.plan import FigurePlan
 from dpviz.records.run import rel_err
 from dpviz.records.schema import Array, Kind, Meta, RankRecord, ran_on, register
@@ -307,13 +307,4 @@ def figure_selection(records: dict) -> dict:
 
 def figure_records(folder=None) -> dict[str, AccumulationRun]:
     """The records behind chapter 10's figures, by stem, from ``folder`` (default: figures/records)."""
-    folder = Path(folder) if folder is not None else FIGURES_DIR / "records"
-    out = {}
-    for stem in FIGURE_STEMS:
-        path = folder / stem
-        if not path.with_suffix(".json").is_file():
-            raise FileNotFoundError(
-                f"path {str(path)!r}.json does not exist; record the figures with `python -m dpviz figures` (./run)."
-            )
-        out[stem] = AccumulationRun.load(path)
-    return out
+    return FIGURE_PLAN.load(folder)

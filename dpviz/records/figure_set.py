@@ -9,10 +9,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 from dpviz.records.bench import BenchRecord
-from dpviz.records.paths import FIGURES_DIR
 from dpviz.records.plan import FigurePlan
 from dpviz.records.run import Run
 from dpviz.records.schedule import Schedule
@@ -70,6 +68,6 @@ class Inputs:
                    **{attr: records[stem] for attr, stem in RUN_FILES.items()})
 
 
-def load_inputs(folder=FIGURES_DIR / "records") -> Inputs:
+def load_inputs(folder=None) -> Inputs:
     """The records ``python -m dpviz figures`` saved: ``load_inputs().mlp[2]`` is the k=2 MLP run behind figure s01."""
-    return Inputs.from_records(FIGURE_PLAN.load(Path(folder)))
+    return Inputs.from_records(FIGURE_PLAN.load(folder))

@@ -39,6 +39,10 @@ class FigurePlan:
     def load(self, folder=None) -> dict:
         """The plan's records, ``{stem: record}``, from ``folder`` (default: figures/records of the checkout)."""
         folder = Path(folder) if folder is not None else FIGURES_DIR / "records"
+        for stem in self.stems:
+            if not (folder / stem).with_suffix(".json").is_file():
+                raise FileNotFoundError(f"path {str(folder / stem)!r}.json does not exist; record the figures with "
+                                        "`python -m dpviz figures` (./run).")
         return {stem: load(folder / stem) for stem in self.stems}
 
     def check_recorded(self, records: Mapping) -> None:

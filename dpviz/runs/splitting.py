@@ -43,5 +43,4 @@ def record_figure_records(*, quick: bool = False, progress: bool = True) -> dict
         warnings.simplefilter("ignore")  # 4 ranks on fewer cores: the figures drawn from those runs say so
         for _, make in tqdm(stages, desc="recording the splitting chapter", unit="launch", disable=not progress):
             records.update(make())
-    FIGURE_PLAN.check_recorded(records)
     return records
