@@ -27,6 +27,7 @@ NUMERIC = {  # checker name -> reference solution
     "check_weighted_mean": solutions.weighted_mean,
     "check_t_comm_ring": solutions.t_comm_ring,
     "check_speedup": solutions.speedup,
+    "check_bus_bandwidth": solutions.bus_bandwidth,
     "check_data_parallel_step": solutions.data_parallel_step,
     "check_lr_for_k": solutions.lr_for_k,
     "check_warmup_lr": solutions.warmup_lr,
@@ -53,6 +54,9 @@ WRONG = [
     ("check_speedup", lambda t, k, c: t / (t + c), "The compute is shared"),
     ("check_speedup", lambda t, k, c: (t / k + c) / t, "upside down"),
     ("check_speedup", lambda t, k, c: k, "leaves out T_comm"),
+    ("check_bus_bandwidth", lambda M, t, k: M / t, "That is algbw"),
+    ("check_bus_bandwidth", lambda M, t, k: M / t * (k - 1) / k, "counts one phase of the ring"),
+    ("check_bus_bandwidth", lambda M, t, k: 2 * M / t, "not 2"),
     ("check_data_parallel_step", lambda th, g, eta: th - eta * g.sum(axis=0), "the sum of the 4 gradients"),
     ("check_data_parallel_step", lambda th, g, eta: th - eta * g[0], "rank 0 stepping on its own gradient"),
     ("check_lr_for_k", lambda lr, k, rule: lr * (k ** 0.5 if rule == "linear" else k), "the other rule's rate"),
@@ -78,6 +82,7 @@ WHERE = {
     "check_weighted_mean": "with groups of 2, 5, 9 examples from step 0",
     "check_t_comm_ring": "at k = 4, M = 4e+08 bytes",
     "check_speedup": "at T_compute = 1 s, k = 4, T_comm = 0.1 s",
+    "check_bus_bandwidth": "for M = 4e+08 bytes in 0.01 s on k = 8",
     "check_data_parallel_step": "at step 0 of a recorded run on k = 4 ranks",
     "check_lr_for_k": "for lr_base = 0.1, k = 4",
     "check_warmup_lr": "at step ",
@@ -186,7 +191,7 @@ def test_catalogue_stub_has_the_reference_solutions_signature(exercise):
 
 
 def test_every_chapter_from_01_has_one_to_three_exercises():
-    for chapter in ("01", "02", "03", "04", "05", "06", "07", "09", "10", "11", "12"):
+    for chapter in ("01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12"):
         assert 1 <= len(catalogue.for_chapter(chapter)) <= 3, chapter
 
 

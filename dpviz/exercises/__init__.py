@@ -19,7 +19,8 @@ chapter  the reader writes                           checked against
 05       ``reduce_scatter_step(chunks, rank, k, s)`` 3 real ranks: the library's ring, ``dist.all_reduce``
 06       ``t_comm_ring(k, M, alpha, beta)``,         :mod:`dpviz.theory.costmodel`
          ``speedup(t_compute, k, t_comm)``
-07       ``data_parallel_step(theta, rank_grads, η)`` a recorded run on 4 real ranks
+07       ``bus_bandwidth(M, seconds, k)``            :mod:`dpviz.theory.costmodel`
+08       ``data_parallel_step(theta, rank_grads, η)`` a recorded run on 4 real ranks
 09       ``lr_for_k(lr_base, k, rule)``,             :mod:`dpviz.theory.lr_rules`
          ``warmup_lr(lr, step, warmup)``
 10       ``accumulated_gradient(micro_grads)``       a recorded run's whole-batch gradient
@@ -39,6 +40,7 @@ function gets there).
 
 from dpviz.exercises.formulas import (
     check_bubble,
+    check_bus_bandwidth,
     check_lr_for_k,
     check_speedup,
     check_staleness,
@@ -61,6 +63,7 @@ __all__ = [
     "check_accumulated_gradient",
     "check_average_gradients",
     "check_bubble",
+    "check_bus_bandwidth",
     "check_data_parallel_step",
     "check_gather_columns",
     "check_lr_for_k",

@@ -109,7 +109,17 @@ EXERCISES = (
         "Return the speedup S of k ranks over one.",
     ),
     Exercise(
-        "07", "data_parallel_step", "theta, rank_grads, eta", "The whole step in one function",
+        "07", "bus_bandwidth", "M, seconds, k", "The bandwidth a benchmark reports",
+        "Write `bus_bandwidth(M, seconds, k)`: an all-reduce of `M` bytes over `k` ranks took `seconds`; return "
+        "its bus bandwidth in bytes per second, the number `nccl-tests` prints as busbw and the one to compare "
+        "with a link's $\\beta$.\n\n"
+        "*Hint:* start from the algorithm bandwidth $M/T$, then count the bytes each rank sends in a ring "
+        "all-reduce.\n\n"
+        "The checker compares it with the cost model's `bus_bandwidth`, $k = 1$ included.",
+        "Return the bus bandwidth, in bytes per second, of an all-reduce of M bytes over k ranks.",
+    ),
+    Exercise(
+        "08", "data_parallel_step", "theta, rank_grads, eta", "The whole step in one function",
         "Write `data_parallel_step(theta, rank_grads, eta)`: row $i$ of `rank_grads` is rank $i$'s gradient "
         "$\\mathbf{g}_i$ (all groups the same size); return the knobs every replica holds after the all-reduce "
         "and the SGD step.\n\n"

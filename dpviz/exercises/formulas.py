@@ -2,6 +2,7 @@
 
     print(check_t_comm_ring(t_comm_ring))   # chapter 06, against costmodel.t_comm_ring
     print(check_speedup(speedup))           # chapter 06, against costmodel.speedup
+    print(check_bus_bandwidth(bus_bandwidth))  # chapter 07, against costmodel.bus_bandwidth
     print(check_lr_for_k(lr_for_k))         # chapter 09, against lr_rules.scaled_lr
     print(check_warmup_lr(warmup_lr))       # chapter 09, against lr_rules.warmup_schedule
     print(check_wait_times(wait_times))     # chapter 11, against waiting.straggler_step
@@ -28,6 +29,7 @@ COMM_CASES = (  # (k, M bytes, alpha seconds, beta bytes/second)
     (3, 3e7, 1e-4, 1e9),
     (1, 1e8, 1e-5, 1e9),
 )
+BUSBW_CASES = ((4e8, 0.01, 8), (1e6, 2e-3, 2), (3e7, 0.05, 3), (1e8, 0.1, 1))  # (M bytes, seconds, k)
 SPEEDUP_CASES = ((1.0, 4, 0.1), (0.5, 8, 0.05), (2.0, 2, 0.5), (0.3, 1, 0.0))  # (t_compute, k, t_comm), seconds
 LR_CASES = ((0.1, 4, "linear"), (0.1, 4, "sqrt"), (0.05, 8, "linear"), (0.05, 9, "sqrt"), (0.2, 1, "linear"))
 WARMUP = (0.4, 5, 8)  # (lr, warm-up steps, steps checked)
@@ -74,6 +76,21 @@ def check_speedup(speedup) -> v.Verdict:
     ]
     return v.run_cases(name, speedup, cases, mistakes=mistakes, returns="a number, the speedup S",
                        success=f"it equals the cost model's S = T_compute / (T_compute/k + T_comm) in all {len(cases)} cases")
+
+
+def check_bus_bandwidth(bus_bandwidth) -> v.Verdict:
+    """Chapter 07: ``bus_bandwidth(M, seconds, k)`` = M / seconds · 2(k−1)/k; against the cost model."""
+    name = v.require_function("check_bus_bandwidth", bus_bandwidth)
+    cases = [v.Case(c, costmodel.bus_bandwidth(*c), f"for M = {c[0]:g} bytes in {c[1]:g} s on k = {c[2]}")
+             for c in BUSBW_CASES]
+    mistakes = [
+        (lambda M, t, k: M / t, "That is algbw, M / T: the bus bandwidth multiplies it by the ring's 2(k−1)/k."),
+        (lambda M, t, k: M / t * (k - 1) / k, "That counts one phase of the ring: the reduce-scatter and the "
+                                              "all-gather each send (k−1)/k · M, so the factor is 2(k−1)/k."),
+        (lambda M, t, k: 2 * M / t, "The factor is 2(k−1)/k, not 2: at k = 1 nothing is sent, at k = 2 it is 1."),
+    ]
+    return v.run_cases(name, bus_bandwidth, cases, mistakes=mistakes, returns="a number of bytes per second",
+                       success=f"it equals busbw = M / T · 2(k−1)/k in all {len(cases)} cases, k = 1 included")
 
 
 def check_lr_for_k(lr_for_k) -> v.Verdict:

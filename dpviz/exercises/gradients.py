@@ -4,7 +4,7 @@ recorded runs' gradients (shipped in ``dpviz/records/shipped_runs``). numpy only
     print(check_sgd_step(sgd_step))                      # chapter 01
     print(check_mean_gradient(mean_gradient))            # chapter 02
     print(check_weighted_mean(weighted_mean))            # chapter 03
-    print(check_data_parallel_step(data_parallel_step))  # chapter 07
+    print(check_data_parallel_step(data_parallel_step))  # chapter 08
     print(check_accumulated_gradient(accumulated_gradient))  # chapter 10
 
 The real answer is always the recorded one: the next θ of the path, the gradient torch's backward
@@ -102,7 +102,7 @@ def check_weighted_mean(weighted_mean) -> v.Verdict:
 
 
 def check_data_parallel_step(data_parallel_step) -> v.Verdict:
-    """Chapter 07: ``data_parallel_step(theta, rank_grads, eta)``; against the parameters a recorded k-rank run stepped to."""
+    """Chapter 08: ``data_parallel_step(theta, rank_grads, eta)``; against the parameters a recorded k-rank run stepped to."""
     name = v.require_function("check_data_parallel_step", data_parallel_step)
     run = Run.load(SHIPPED_DIR / drift_name("sgd", True))
     eta, k = float(run.meta["lr"]), run.k

@@ -38,8 +38,13 @@ def speedup(t_compute, k, t_comm):
     return t_compute / (t_compute / k + t_comm)
 
 
+def bus_bandwidth(M, seconds, k):
+    """Chapter 07: the bus bandwidth of a ring all-reduce, algbw = M / T times 2(k−1)/k."""
+    return M / seconds * 2 * (k - 1) / k
+
+
 def data_parallel_step(theta, rank_grads, eta):
-    """Chapter 07: every rank steps with the mean of the k ranks' gradients (the all-reduce divided by k)."""
+    """Chapter 08: every rank steps with the mean of the k ranks' gradients (the all-reduce divided by k)."""
     return np.asarray(theta) - eta * np.mean(rank_grads, axis=0)
 
 

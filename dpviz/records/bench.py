@@ -62,7 +62,7 @@ class BenchRecord(Record):
         q25, q75 = np.percentile(times, [25, 75], axis=1)
         algbw = M / median
         arrays = dict(k=k, m=M, impl=np.asarray(impl, dtype=str), times=times, median=median, q25=q25, q75=q75,
-                      algbw=algbw, busbw=algbw * 2 * (k - 1) / k)
+                      algbw=algbw, busbw=costmodel.bus_bandwidth(M, median, k))
         return cls(meta, arrays)
 
     @property

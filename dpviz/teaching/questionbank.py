@@ -1,8 +1,8 @@
 """Every self-check question of the notes, retold, with the cards for each chapter.
 
-Chapter 00 takes the symbols note's self-check, chapter 07 the walkthrough's quick self-check,
+Chapter 00 takes the symbols note's self-check, chapter 08 the walkthrough's quick self-check,
 chapter 13 the whole question bank (true/false, spot the error, why, edge cases), and chapters 01
-to 06 cards written for their step. Each chapter's deck is a module of :mod:`dpviz.teaching.decks`,
+to 07 cards written for their step. Each chapter's deck is a module of :mod:`dpviz.teaching.decks`,
 named by its topic. Numeric cards compute their numbers with ``dpviz.theory`` and the link presets
 of ``dpviz.theory.links``; nothing shown as a result is typed in.
 
@@ -23,6 +23,7 @@ from dpviz.teaching.decks import (
     average_of_averages,
     bigger_batch,
     ground_floor,
+    measuring,
     mini_batch,
     one_group_per_device,
     one_step,
@@ -42,6 +43,7 @@ ALL_CARDS: tuple[Card, ...] = (
     + one_group_per_device.CARDS
     + all_reduce.CARDS
     + sync_costs.CARDS
+    + measuring.CARDS
     + whole_picture.CARDS
     + bigger_batch.CARDS
     + accumulation.CARDS

@@ -143,6 +143,16 @@ def bandwidth_fraction(k):
     return _out(np.divide(np.subtract(k, 1), k))
 
 
+def bus_bandwidth(M, seconds, k):
+    """``busbw = (M / seconds) · 2(k−1)/k``, bytes per second: what each rank's link carried in a ring all-reduce.
+
+    ``M / seconds`` is the algorithm bandwidth (algbw), what the application sees; the ring makes every rank
+    send ``2(k−1)/k · M`` bytes, so busbw can be compared across k and with a link's β. It is 0 at k = 1.
+    """
+    M, seconds = _nonneg("M", M), _positive("seconds", seconds)
+    return _out(np.divide(M, seconds) * 2 * bandwidth_fraction(k))
+
+
 def lr_linear(lr_base, k):
     """``k * lr_base``: the linear scaling rule, for a batch k times larger."""
     return _out(np.multiply(_k(k), _positive("lr_base", lr_base)))

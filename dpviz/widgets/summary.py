@@ -1,4 +1,4 @@
-"""Chapter 07's slider: the one-picture summary, walked step by step through a recorded run.
+"""Chapter 08's slider: the one-picture summary, walked step by step through a recorded run.
 
     from dpviz.records import shipped
     from dpviz.theory import timing

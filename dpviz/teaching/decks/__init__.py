@@ -7,8 +7,9 @@ computes its numbers. :mod:`dpviz.teaching.questionbank` puts them together in c
 * ``average_of_averages``   03  the average of averages
 * ``one_group_per_device``  04  one group per device
 * ``all_reduce``            05  all-reduce; the notes' formula against the ring's
-* ``sync_costs``            06  sync costs time
-* ``whole_picture``         07  the whole picture
+* ``sync_costs``            06  the speedup model
+* ``measuring``             07  measuring an all-reduce
+* ``whole_picture``         08  the whole picture
 * ``bigger_batch``          09  a bigger batch wants a bigger step
 * ``accumulation``          10  gradient accumulation
 * ``waiting``               11  stragglers, overlap, asynchronous SGD

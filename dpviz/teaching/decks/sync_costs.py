@@ -1,4 +1,4 @@
-"""Chapter 06, sync costs time: the limits of S, faster links, the best k, and when to trust a fitted β."""
+"""Chapter 06, the speedup model: the limits of S, faster links, and the best k."""
 
 from __future__ import annotations
 
@@ -79,14 +79,5 @@ CARDS = (
         "either link, so the link with the larger α syncs more slowly whatever its β. A faster link must be "
         "faster in α as well as β; chapter 06 takes both from cited sources and checks its title on the curves.",
         "why", "06", "06-latency-bound",
-    ),
-    Card(
-        "A fit to all-reduce times of 4 KiB to 4 MiB gives β = 23 GB/s, but the 4 MiB message took no longer "
-        "than the 4 KiB one. What is wrong with reading 23 GB/s as the link's bandwidth?",
-        "Times that do not rise with M never showed the bandwidth term, so β is whatever the noise gives. "
-        "Trust β only when the times rise with M over the fitted range, the largest message's transfer "
-        "term is at least half its time, and the model follows the points (a median error within 20 %); "
-        "chapter 06 checks all three and draws the residuals under the fit.",
-        "spot the error", "06", "06-trust-fit",
     ),
 )
