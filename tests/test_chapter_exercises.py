@@ -131,7 +131,7 @@ def test_the_writer_changes_nothing(tmp_path):
 
 # --- the writer, on tampered copies of a chapter -----------------------------------------------------------------
 
-SIX = NOTEBOOKS / "06_sync_costs_time.ipynb"
+SIX = NOTEBOOKS / "06_speedup_model.ipynb"
 
 
 def section(nb: dict) -> tuple[int, int]:
@@ -185,8 +185,9 @@ def test_the_writer_names_a_cell_to_split(tmp_path):
     nb = load(SIX)
     start, _ = section(nb)
     cells = nb["cells"]
-    cut = dict(cells[start - 1], id="prose", source=source(cells[start - 1]) + "\n\n## Check yourself\n\nEarly.")
-    nb["cells"] = cells[:start - 1] + [cut] + cells[start:]
+    prose = max(i for i in range(start) if cells[i]["cell_type"] == "markdown")  # the last prose before Your turn
+    cut = dict(cells[prose], id="prose", source=source(cells[prose]) + "\n\n## Check yourself\n\nEarly.")
+    nb["cells"] = cells[:prose] + [cut] + cells[prose + 1:]
     path = tmp_path / SIX.name
     path.write_text(write_cells.dumps(nb), encoding="utf-8")
     with pytest.raises(ValueError, match="split cell prose"):

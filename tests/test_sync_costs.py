@@ -1,4 +1,4 @@
-"""Chapter 06's claims on the shipped records: fair timings across k, presets ordered, titles true of what they draw,
+"""Chapters 06 and 07: the claims on the shipped records: fair timings across k, presets ordered, titles true of what they draw,
 fits checked before they are trusted, and published all-reduce times from real GPU systems with their sources."""
 
 import json
@@ -27,7 +27,7 @@ from dpviz.theory.links import PRESETS, SPEED_ORDER, Link  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "figures" / "records"
-CHAPTER = ROOT / "notebooks" / "06_sync_costs_time.ipynb"
+CHAPTERS = [ROOT / "notebooks" / name for name in ("06_speedup_model.ipynb", "07_measuring_an_all_reduce.ipynb")]
 
 
 @pytest.fixture(scope="module")
@@ -305,8 +305,9 @@ def test_check_rows_names_a_busbw_that_does_not_follow():
 # --- the chapter ------------------------------------------------------------------------------------------------
 
 
-def test_chapter_outputs_hold_no_axes_reprs():
-    nb = json.loads(CHAPTER.read_text())
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_outputs_hold_no_axes_reprs(chapter):
+    nb = json.loads(chapter.read_text())
     for cell in nb["cells"]:
         for out in cell.get("outputs", []):
             text = "".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", ""))

@@ -10,7 +10,7 @@ It prints each notebook it rewrote. Run it after changing :mod:`dpviz.exercises.
 ``## Your turn`` and runs up to, not including, the next markdown cell whose first line is a level-1
 or level-2 heading (``# …`` or ``## …``), or to the end of the notebook. Deeper headings
 (``### The ring's cost``) stay inside it. The chapter is the number that starts the file's name
-(``06_sync_costs_time.ipynb`` is chapter "06").
+(``06_speedup_model.ipynb`` is chapter "06").
 
 **What it writes there.** For each exercise of ``catalogue.for_chapter(chapter)``, in catalogue
 order, three cells: the markdown (``Exercise.markdown()``, the first one headed by ``## Your turn``
@@ -76,7 +76,7 @@ def section_sources(chapter: str) -> list[tuple[str, str, str]]:
 
 
 def chapter_of(path: Path) -> str | None:
-    """"06" for ``06_sync_costs_time.ipynb``; None for a file whose name starts with no chapter number."""
+    """"06" for ``06_speedup_model.ipynb``; None for a file whose name starts with no chapter number."""
     match = _CHAPTER.match(path.name)
     return match.group(1) if match else None
 

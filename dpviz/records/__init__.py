@@ -17,7 +17,7 @@ package never imports torch.
 * :mod:`dpviz.records.straggler` ``StragglerRecord``: one rank sleeps a delay d, the others wait in the all-reduce (chapter 11)
 * :mod:`dpviz.records.overlap`   ``OverlapRecord``: all-reduces started from backward hooks, per parameter, in buckets, DDP (chapter 11)
 * :mod:`dpviz.records.async_sgd` ``AsyncRecord``: a parameter server applying gradients on arrival, with staleness τ (chapter 11)
-* :mod:`dpviz.records.published` ``PublishedAllReduce``: all-reduce times measured by others on real GPU systems, with sources (chapter 06)
+* :mod:`dpviz.records.published` ``PublishedAllReduce``: all-reduce times measured by others on real GPU systems, with sources (chapter 07)
 * :mod:`dpviz.records.shipped`   the real runs shipped with the package for the sliders
 * :mod:`dpviz.records.paths`     ``SHIPPED_DIR`` (the shipped runs) and ``FIGURES_DIR`` (the figures' records)
 * :mod:`dpviz.records.tolerance` ``GRAD_TOLERANCE``: how closely two float32 gradients must agree

@@ -54,7 +54,7 @@ CARDS = (
         "That formula, the one in the notes, prices a reduce-scatter only: half of the job, after "
         "which each device still holds just its own slice of the sum. A ring all-reduce also does "
         "the all-gather and costs 2(k−1)·α + 2(k−1)/k·M/β, twice the notes' bandwidth term. "
-        "Chapter 06 sets both beside times measured on this machine.",
+        "Chapter 07 sets both beside times measured on this machine.",
         "spot the error", "05", "05-spot-formula",
     ),
     Card(

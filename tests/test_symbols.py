@@ -1,0 +1,42 @@
+"""One meaning per symbol: the table of dpviz.teaching.symbols is the README's and the one chapter 00 prints."""
+
+import json
+from pathlib import Path
+
+from dpviz.teaching.symbols import SYMBOLS, table
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_readme_holds_the_table_word_for_word():
+    assert table() in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_chapter_00_prints_the_table():
+    nb = json.loads((ROOT / "notebooks" / "00_ground_floor.ipynb").read_text(encoding="utf-8"))
+    printed = [
+        "".join(out["data"].get("text/markdown", ""))
+        for cell in nb["cells"] if cell["cell_type"] == "code" and "table()" in "".join(cell["source"])
+        for out in cell.get("outputs", []) if "data" in out
+    ]
+    assert printed == [table()]
+
+
+def test_each_symbol_once_and_defined_in_a_chapter():
+    names = [s.symbol for s in SYMBOLS]
+    assert len(names) == len(set(names))
+    assert {"$B$", "$b$", "$k$", "$M$", "$m$", "$p$", "$\\eta$", "$\\alpha$", "$\\beta$", "$T_{compute}$",
+            "$T_{comm}$", "$S$"} <= set(names)
+    chapters = sorted(p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert all(s.chapter in chapters for s in SYMBOLS)
+
+
+def test_chapters_are_numbered_without_a_gap_and_none_runs_long():
+    import re
+
+    paths = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert [p.name[:2] for p in paths] == [f"{i:02d}" for i in range(len(paths))]
+    for path in paths:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        words = sum(len(re.findall(r"\S+", "".join(c["source"]))) for c in nb["cells"] if c["cell_type"] == "markdown")
+        assert words <= 3000, f"{path.name} has {words} words of prose (at most 3,000)"
