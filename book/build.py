@@ -2,10 +2,12 @@
 
     .venv/bin/python book/build.py                 # into site/ (./run book does this)
     .venv/bin/python book/build.py --out /tmp/site --clean
+    .venv/bin/python book/build.py --notebooks /tmp/x/notebooks --out /tmp/site   # chapters from another folder
 
 It stages the sources in build/book/src: index.md (the landing page, written here from the chapter list) and a
 copy of each notebooks/*.ipynb without its saved widget state (no page can run a widget; each widget shows what
-it saved beside its view, a PNG or markdown). Then Sphinx with myst-nb renders them with book/conf.py, executing
+it saved beside its view: a slider figure its PNG, a deck of self-check cards its answer key, each answer in a
+collapsed <details>). Then Sphinx with myst-nb renders them with book/conf.py, executing
 nothing, and the time it took is printed. The site needs no network when it is read: MathJax, fonts, scripts and
 styles are all files inside it.
 """
@@ -39,8 +41,8 @@ chapter, and the search box to find a symbol or a word. The full-screen button a
 chapter readable on a projector.
 
 **Sliders and self-check cards.** On these pages a slider is the picture it showed when the chapter was
-saved, and a deck of self-check cards lists its questions. To move the sliders, start a live run or reveal the
-answers, open the chapter in Jupyter (`./run` sets up dpviz, then
+saved, and a deck of self-check cards is its answer key: click a question to open its answer. To move the
+sliders or start a live run, open the chapter in Jupyter (`./run` sets up dpviz, then
 `.venv/bin/jupyter lab notebooks/`), or download a chapter's notebook with the button at the top of its page.
 
 **Offline and anywhere.** The site is plain files: math rendering, fonts, scripts and styles all come from
@@ -132,8 +134,10 @@ def stage(src: Path, notebooks: list[Path]) -> dict:
     return info
 
 
-def build(out: Path, *, work: Path, clean: bool = False, jobs: str = "1", quiet: bool = True) -> dict:
-    """Stages and builds the site into ``out``; returns {"chapters", "seconds", "warnings", "status"}."""
+def build(out: Path, *, work: Path, notebooks: Path = NOTEBOOKS, clean: bool = False, jobs: str = "1",
+          quiet: bool = True) -> dict:
+    """Stages the chapters of the folder ``notebooks`` and builds the site into ``out``; returns {"chapters",
+    "seconds", "warnings", "status"}."""
     try:
         import myst_nb  # noqa: F401
         import sphinx_book_theme  # noqa: F401
@@ -143,9 +147,9 @@ def build(out: Path, *, work: Path, clean: bool = False, jobs: str = "1", quiet:
                            "`.venv/bin/python -m pip install -e '.[book]'`") from None
 
     start = time.perf_counter()
-    notebooks = sorted(NOTEBOOKS.glob("*.ipynb"))
+    folder, notebooks = notebooks, sorted(notebooks.glob("*.ipynb"))
     if not notebooks:
-        raise SystemExit(f"no notebooks in {NOTEBOOKS}: nothing to put in the book")
+        raise SystemExit(f"no notebooks in {folder}: nothing to put in the book")
     if clean:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(out, ignore_errors=True)
@@ -164,13 +168,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "site", help="the site's folder (default: site/)")
     parser.add_argument("--work", type=Path, default=ROOT / "build" / "book",
                         help="staged sources and Sphinx's cache (default: build/book/)")
+    parser.add_argument("--notebooks", type=Path, default=NOTEBOOKS,
+                        help="the folder of chapter notebooks to build from (default: notebooks/)")
     parser.add_argument("--clean", action="store_true", help="remove the site and the cache first: a full build")
     parser.add_argument("-j", "--jobs", default="1", help="Sphinx processes (a number or 'auto'; default 1)")
     parser.add_argument("--verbose", action="store_true", help="show Sphinx's progress")
     args = parser.parse_args(argv)
     try:
-        result = build(args.out.resolve(), work=args.work.resolve(), clean=args.clean, jobs=args.jobs,
-                       quiet=not args.verbose)
+        result = build(args.out.resolve(), work=args.work.resolve(), notebooks=args.notebooks.resolve(),
+                       clean=args.clean, jobs=args.jobs, quiet=not args.verbose)
     except RuntimeError as error:  # book/conf.py: a missing tool, said in one sentence
         print(f"book: {error}", file=sys.stderr)
         return 1

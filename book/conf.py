@@ -28,7 +28,8 @@ nb_execution_mode = "off"
 myst_enable_extensions = ["dollarmath", "amsmath"]
 myst_heading_anchors = 3
 nb_output_stderr = "remove"  # warnings the chapters print while recording ("ranks share 2 cores") stay in Jupyter
-# A widget shows as what it saved beside its view: a slider figure's PNG, a deck's questions as markdown.
+# A widget shows as what it saved beside its view: a slider figure's PNG, a deck's answer key as HTML (text/html,
+# each answer in a collapsed <details>; myst-nb ranks text/html above the rest once the widget view is off).
 nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None)]
 nb_ipywidgets_js = {}  # no require.js and no html-manager from a CDN: no widget is live on a static page
 
@@ -97,13 +98,14 @@ def add_open_in_jupyter(app, doctree) -> None:
     section = next(iter(doctree.findall(nodes.section)), None)
     if section is None:
         return
+    said = []
     if info["sliders"]:
-        lead = ("The sliders on this page are the pictures saved when the chapter last ran, and the self-check "
-                "cards list their questions only. Open this chapter in Jupyter to move the sliders and reveal the "
-                "answers: ")
-    else:
-        lead = ("The self-check cards on this page list their questions only. Open this chapter in Jupyter to "
-                "reveal the answers: ")
+        said.append("The sliders on this page are the pictures saved when the chapter last ran.")
+    if info.get("cards"):
+        said.append("Click a self-check question to open its answer.")
+    said.append("Open this chapter in Jupyter to move the sliders and run it live: " if info["sliders"]
+                else "Open this chapter in Jupyter to run it live: ")
+    lead = " ".join(said)
     note = nodes.admonition(classes=["tip", "open-in-jupyter"])
     note += nodes.title(text="Open this chapter in Jupyter")
     para = nodes.paragraph()

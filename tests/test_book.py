@@ -6,15 +6,23 @@ Every request to another host is blocked and counted as a failure: the site must
 checks: no console error, no failed or external request; every image loads; every internal link (and its
 #anchor) resolves; formulas are typeset by MathJax (no raw ``$…$`` or ``\\(…\\)`` left, no MathJax error);
 each chapter shows one image per PNG its notebook saved (the widgets' saved pictures among them), its
-self-check decks as questions, and the note on opening it in Jupyter; previous/next links follow the chapter
+self-check decks as answer keys (every card of the bank on its chapter's page, its answer in a collapsed
+``<details>`` that a click opens), and the note on opening it in Jupyter; previous/next links follow the chapter
 order; the search page finds a word. The build time is printed in the summary; a screenshot of each page's first screen
-goes to test-output/book/. Only a missing Chromium skips the browser part, saying so.
+goes to test-output/book/, and one of an answer key (a card collapsed, then one clicked open) to
+test-output/book/answer-key-*.png. Only a missing Chromium skips the browser part, saying so.
+
+The answer keys are the ``text/html`` the decks of dpviz.teaching.quiz save beside their widget views, so the
+answer-key checks pass on chapters saved since the decks carry them: a chapter saved before shows its widget's
+older fallback, and the checks name it as one to execute and save again.
 """
 
 from __future__ import annotations
 
 import functools
+import html
 import json
+import os
 import re
 import subprocess
 import sys
@@ -28,10 +36,13 @@ from pathlib import Path
 import pytest
 
 from browser_support import find_chromium, launched_chromium
+from dpviz.teaching.questionbank import ALL_CARDS
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "book" / "build.py"
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+# the chapters to build: notebooks/, or a copy executed elsewhere (DPVIZ_BOOK_NOTEBOOKS=/tmp/x/notebooks)
+NOTEBOOK_DIR = Path(os.environ.get("DPVIZ_BOOK_NOTEBOOKS", ROOT / "notebooks")).resolve()
+NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 OUTPUT = ROOT / "test-output" / "book"  # git-ignored: screenshots and the build's report
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 RAW_TEX = re.compile(r"\$[^$\s][^$]{0,300}?\$|\\\(|\\\)|\\\[|\\\]")
@@ -65,7 +76,8 @@ def site(tmp_path_factory, summary) -> Path:
     base = tmp_path_factory.mktemp("book")
     out = base / "site"
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(BUILD), "--out", str(out), "--work", str(base / "work"), "--clean"],
+    proc = subprocess.run([sys.executable, str(BUILD), "--out", str(out), "--work", str(base / "work"), "--clean",
+                           "--notebooks", str(NOTEBOOK_DIR)],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     wall = time.perf_counter() - start
     assert proc.returncode == 0, f"book/build.py failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
@@ -142,6 +154,7 @@ class Visit:
     math: dict = field(default_factory=dict)
     text: str = ""
     note: str = ""  # the "open this chapter in Jupyter" admonition
+    answer_keys: list[dict] = field(default_factory=list)  # each card of a deck's answer key, as loaded
     prev: str | None = None
     next: str | None = None
 
@@ -158,7 +171,18 @@ async () => {
   clean.querySelectorAll('pre, code, script, style, textarea, mjx-container, .highlight').forEach(e => e.remove());
   const note = document.querySelector('.open-in-jupyter');
   const prev = document.querySelector('a.left-prev'), next = document.querySelector('a.right-next');
+  // each card of an answer key as the page loaded it: open or not, its summary, and the text it hides
+  const keys = [...main.querySelectorAll('.dpviz-answer-key details')].map(d => {
+    const c = d.cloneNode(true);
+    c.querySelectorAll('.math, mjx-container, script').forEach(e => e.remove());
+    const s = c.querySelector(':scope > summary');
+    const summary = s ? s.textContent : null;
+    if (s) s.remove();
+    return {open: d.open, summary, answer: c.textContent,
+            deck: (d.closest('.dpviz-answer-key').querySelector('h1,h2,h3,h4') || {}).textContent || ''};
+  });
   return {
+    answerKeys: keys,
     images: imgs.map(i => ({src: i.currentSrc || i.src, ok: i.complete && i.naturalWidth > 0})),
     outputImages: main.querySelectorAll('.cell_output img').length,
     links: [...document.querySelectorAll('a[href]')].map(a => a.href),
@@ -203,6 +227,7 @@ def open_page(context, url: str, host: str, shot: Path | None) -> Visit:
     visit.images, visit.output_images, visit.links = found["images"], found["outputImages"], found["links"]
     visit.ids, visit.math, visit.text, visit.note = set(found["ids"]), found["math"], found["text"], found["note"]
     visit.prev, visit.next = found["prev"], found["next"]
+    visit.answer_keys = found["answerKeys"]
     return visit
 
 
@@ -295,23 +320,88 @@ def test_formulas_are_typeset(visits, site):
 
 
 def saved_outputs(nb: dict) -> tuple[int, list[str]]:
-    """The number of PNG outputs the notebook saved, and its self-check decks' titles (from their markdown)."""
+    """The number of PNG outputs the notebook saved, and its self-check decks' titles (from their answer keys)."""
     pngs, decks = 0, []
     for cell in nb["cells"]:
         for output in cell.get("outputs", []):
             data = output.get("data", {})
             pngs += "image/png" in data
-            if WIDGET_VIEW in data and "text/markdown" in data:
-                heading = re.search(r"^#+\s*(.+)$", "".join(data["text/markdown"]), re.MULTILINE)
+            if WIDGET_VIEW in data and "dpviz-answer-key" in "".join(data.get("text/html", "")):
+                heading = re.search(r"<h\d>(.+?)</h\d>", "".join(data["text/html"]), re.DOTALL)
                 if heading and "$" not in heading.group(1):
-                    decks.append(re.sub(r"[*_`]", "", heading.group(1)).strip())
+                    decks.append(html.unescape(re.sub(r"<[^>]+>", "", heading.group(1))).strip())
     return pngs, decks
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _readable(text: str) -> str:
+    """A card's text as the page's answer key reads once its formulas are set aside (MathJax redraws them)."""
+    return _squash(re.sub(r"(?<!\\)\$[^$\n]+?(?<!\\)\$", " ", text))
+
+
+def chapter_page(chapter: str) -> str | None:
+    """The page of the chapter numbered ``chapter`` ("03" -> 03_average_of_averages.html)."""
+    pages = [nb.stem for nb in NOTEBOOKS if nb.stem.startswith(f"{chapter}_")]
+    return f"{pages[0]}.html" if len(pages) == 1 else None
+
+
+def test_every_card_answer_is_on_its_chapter_page_in_a_collapsed_details(visits):
+    """Each card of dpviz's bank is a <details> of an answer key on its chapter's page: closed when the page loads,
+    its question the summary, its answer (numeric ones filled in) the text it hides."""
+    missing, opened, stale = [], [], []
+    for card in ALL_CARDS:
+        page = chapter_page(card.chapter)
+        assert page in visits, f"{card.key}: no page for chapter {card.chapter} (pages: {sorted(visits)})"
+        keys = visits[page].answer_keys
+        if not keys:
+            stale.append(page)
+            continue
+        question, answer = _readable(card.question_text()), _readable(card.answer_text())
+        found = [k for k in keys if k["summary"] is not None and question in _squash(k["summary"])
+                 and answer in _squash(k["answer"])]
+        if not found:
+            missing.append(f"{page}: {card.key}")
+        opened += [f"{page}: {card.key}" for k in found if k["open"]]
+    stale = sorted(set(stale))
+    assert not stale, ("chapters whose pages show no answer key (saved before the decks carried one; execute and "
+                       "save them again): " + ", ".join(stale))
+    assert not missing, "cards whose answer is not in a <details> on their chapter's page:\n" + "\n".join(missing)
+    assert not opened, "answer keys open when the page loads (the answer must wait for a click):\n" + "\n".join(opened)
+
+
+def test_a_click_opens_an_answer(browser, server, visits):
+    """On the question bank's page an answer is hidden until its question is clicked; screenshots at 1280×720
+    of one card collapsed and then open go to test-output/book/answer-key-*.png."""
+    page_name = chapter_page(ALL_CARDS[-1].chapter)
+    if not visits[page_name].answer_keys:
+        pytest.fail(f"{page_name} shows no answer key: execute and save its notebook again")
+    context = browser.new_context(viewport={"width": 1280, "height": 720}, service_workers="block")
+    try:
+        page = context.new_page()
+        page.goto(server + page_name, wait_until="load")
+        first = page.locator(".dpviz-answer-key details").first
+        answer = first.locator(":scope > :not(summary)").first
+        first.scroll_into_view_if_needed()
+        page.evaluate("() => window.scrollBy(0, -120)")
+        assert not answer.is_visible(), "the answer shows before its question is clicked"
+        page.screenshot(path=str(OUTPUT / "answer-key-collapsed.png"))
+        first.locator("summary").click()
+        answer.wait_for(state="visible", timeout=5_000)
+        assert first.evaluate("d => d.open")
+        page.screenshot(path=str(OUTPUT / "answer-key-open.png"))
+        first.locator("summary").click()
+        answer.wait_for(state="hidden", timeout=5_000)
+    finally:
+        context.close()
 
 
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_chapter_shows_its_saved_outputs_and_how_to_open_it(visits, site, nb):
-    """Each saved PNG is an image (a widget shows its saved PNG, not a widget placeholder), each deck lists its
-    questions, and the note names the notebook to open in Jupyter."""
+    """Each saved PNG is an image (a widget shows its saved PNG, not a widget placeholder), each deck shows its
+    answer key under its title, and the note names the notebook to open in Jupyter."""
     v = visits[f"{nb.stem}.html"]
     pngs, decks = saved_outputs(built_from(site, nb))
     assert v.output_images == pngs, (f"{nb.stem}: the notebook saved {pngs} PNG outputs (widgets' pictures among "

@@ -11,13 +11,19 @@ the answer is shown::
     card.text()            # question and answer as plain text
     display(deck(cards_for("13")))   # or simply: show_cards("13")
 
-On a page that cannot run widgets (GitHub, a static HTML export) a deck falls back to a markdown
-list of its questions only; the answers appear on click in JupyterLab or Voilà.
+A deck's output carries two views, and each front end shows one. Where a widget manager renders it (JupyterLab
+and Voilà once the cell has run) it is the widget, with its "Show answer" buttons. Where none does it is the
+``text/html`` answer key, :func:`answer_key_html`: a heading, then each card's question as the ``<summary>`` of a
+collapsed ``<details>`` that holds the answer, filled exactly as the widget fills it. That is what the book shows,
+what nbconvert's HTML shows for a notebook saved without widget state (with widget state it embeds the widget
+instead), and what JupyterLab shows for a saved chapter it does not yet trust, until the cell runs.
 """
 
 from __future__ import annotations
 
 import html
+import re
+
 import ipywidgets as widgets
 
 from dpviz.teaching.cards import CHAPTERS, Card
@@ -64,7 +70,7 @@ class CardWidget(widgets.VBox):
     def _repr_mimebundle_(self, **kwargs):
         bundle = super()._repr_mimebundle_(**kwargs)
         bundle["text/plain"] = f"Card {self.card.key}: {self.card.question_text()}"
-        bundle["text/markdown"] = _questions_markdown([self.card], title="")
+        bundle["text/html"] = answer_key_html([self.card])
         return bundle
 
 
@@ -80,19 +86,51 @@ class Deck(widgets.VBox):
 
     def _repr_mimebundle_(self, **kwargs):
         bundle = super()._repr_mimebundle_(**kwargs)
-        # Fixed text: nbval compares text/plain and text/markdown, so no ids, times or addresses.
+        # Fixed text: nbval compares text/plain and text/html, so no ids, times or addresses.
         bundle["text/plain"] = f"Deck of {len(self.cards)} self-check cards" + (f": {self.title}" if self.title else "")
-        bundle["text/markdown"] = _questions_markdown(self.cards, title=self.title)
+        bundle["text/html"] = answer_key_html(self.cards, title=self.title)
         return bundle
 
 
-def _questions_markdown(cards: list[Card], *, title: str) -> str:
-    """The questions as a numbered markdown list, with no answers: the static fallback."""
-    lines = [f"### {title}", ""] if title else []
-    for i, card in enumerate(cards, start=1):
-        lines.append(f"{i}. *{card.kind}* — {card.question_text()}")
-    lines += ["", "*Answers: run this notebook in JupyterLab or Voilà and click “Show answer”.*"]
-    return "\n".join(lines)
+# $...$ in a card's text, not preceded by a backslash: inline math
+_MATH = re.compile(r"(?<!\\)\$([^$\n]+?)(?<!\\)\$")
+
+
+def _inline(text: str) -> str:
+    """Escaped text for HTML; $x$ becomes \\(x\\) in a ``math`` span, the form Sphinx gives MathJax."""
+    parts = _MATH.split(text)
+    out = []
+    for i, part in enumerate(parts):
+        if i % 2:
+            out.append(f'<span class="math notranslate nohighlight">\\({html.escape(part, quote=False)}\\)</span>')
+        else:
+            out.append(html.escape(part, quote=False).replace("\n", "<br>"))
+    return "".join(out)
+
+
+def answer_key_html(cards: list[Card], *, title: str = "") -> str:
+    """The cards as a static answer key: a heading, then one collapsed ``<details>`` per card, its question the
+    ``<summary>`` and its answer inside, numeric answers filled as the widget fills them. A deck shows this where
+    no widget can run."""
+    heading = title or ("Check yourself" if len(cards) > 1 else "Self-check card")
+    rows = []
+    for card in cards:
+        rows.append(
+            "<li><details>"
+            f'<summary><i>{html.escape(card.kind, quote=False)}</i> &nbsp; {_inline(card.question_text())}</summary>'
+            f"<p><b>Answer.</b> {_inline(card.answer_text())}</p>"
+            "</details></li>"
+        )
+    return "\n".join([
+        '<section class="dpviz-answer-key">',
+        f"<h3>{html.escape(heading, quote=False)}</h3>",
+        "<ol>",
+        *rows,
+        "</ol>",
+        "<p><i>Answers: run this notebook in JupyterLab or Voilà for the “Show answer” buttons; "
+        "here, click a question to open its answer.</i></p>",
+        "</section>",
+    ])
 
 
 def card_widget(card: Card) -> CardWidget:
