@@ -5,7 +5,8 @@
 One pass downward: for each figure group of :data:`dpviz.figures.GROUPS`, its plan (records layer) says
 which records it needs, the torch layer's recipe of the same name (:data:`dpviz.runs.recipes.RECIPES`)
 records them into ``figures/records/``, the group draws each figure, and its claims are checked and
-printed. A manifest says which run made each figure: k, b, backend, host, cores and date.
+printed. A manifest says which run made each figure (k, b, backend, host, cores and date) and gives the
+caption a chapter prints under it.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def regenerate(out="figures", *, quick: bool = False, progress: bool = True, rec
                 with mpl.rc_context({"svg.hashsalt": name}):  # stable element ids: an unchanged figure, an unchanged file
                     fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Date": None} if suffix == "svg" else None)
                 written.append(path)
-            manifest[name] = {"files": [f"{name}.png", f"{name}.svg"], "made_from": [provenance(s) for s in sources]}
+            manifest[name] = {"files": [f"{name}.png", f"{name}.svg"], "caption": fig.caption,
+                              "made_from": [provenance(s) for s in sources]}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     (out / "MANIFEST.md").write_text(manifest_markdown(manifest))
     total = time.perf_counter() - start
@@ -67,8 +69,9 @@ def manifest_markdown(manifest: dict) -> str:
     lines = ["# Figures and the runs that made them", "",
              "Regenerate with `./run` (or `python -m dpviz figures`). Each figure is drawn from data recorded on the",
              "machine named below, at the date given; the records themselves are in `records/`",
-             "(`dpviz.records.figure_set.load_inputs()` and each plan's `load()` read them).", "", "| figure | made from |", "| --- | --- |"]
+             "(`dpviz.records.figure_set.load_inputs()` and each plan's `load()` read them). The caption is the line",
+             "printed under the figure in its chapter.", "", "| figure | caption | made from |", "| --- | --- | --- |"]
     for name, entry in manifest.items():
         made = "<br>".join(s.get("describe") or s.get("source") for s in entry["made_from"])
-        lines.append(f"| [{name}]({name}.png) | {made} |")
+        lines.append(f"| [{name}]({name}.png) | {entry['caption'].replace('|', '&#124;')} | {made} |")
     return "\n".join(lines) + "\n"

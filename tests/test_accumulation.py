@@ -268,8 +268,8 @@ def test_figure_titles_are_true_of_their_records(figure_set):
     fig = figure_accumulation_sync(figure_set)
     assert "saves 7 of 8 all-reduces" in fig.axes[1].get_title(loc="left")
     fig = figure_accumulation_timelines(figure_set)
-    footer = fig.texts[-1].get_text()
-    assert "1 intra-op thread(s)" in footer and "really run at once" in footer
+    caption = fig.caption  # provenance is the one-line caption under the figure, not text in the image
+    assert "1 intra-op thread(s)" in caption and "really run at once" in caption
     k4 = figure_set["accumulation_k4_m1_accumulate"]
     labels = " ".join(t.get_text() for t in fig.axes[1].texts)
     if k4.oversubscribed:  # more ranks than cores: the bar says so, and a modeled bar stands beside it

@@ -43,7 +43,7 @@ def test_every_figure_of_the_notes_is_drawn(drawn):
     assert set(figs) == EXPECTED
     for name, (fig, sources) in figs.items():
         assert fig.axes, name
-        assert all(ax.has_data() or ax.texts or ax.patches for ax in fig.axes), name
+        assert all(ax.has_data() or ax.texts or ax.patches or ax.get_legend() for ax in fig.axes), name
         assert sources, name
 
 
@@ -70,6 +70,7 @@ def test_committed_manifest_lists_every_figure_with_its_files():
         for file in entry["files"]:
             assert (ROOT / "figures" / file).is_file(), file
         assert all("date" in s or "source" in s for s in entry["made_from"]), name
+        assert entry["caption"] and "\n" not in entry["caption"], name  # the line printed under the figure
 
 
 def test_missing_records_name_the_path(tmp_path):

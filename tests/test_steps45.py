@@ -108,7 +108,7 @@ def test_devices_draw_k_boxes_one_theta_k_slices_k_arrows(recorded, step):
     # Each box's dark dots are its own slice of the step's batch, b of them.
     slices = [c for c in ax.collections if not isinstance(c, Quiver) and c.get_sizes()[0] == 18]
     assert [len(c.get_offsets()) for c in slices] == [B] * K
-    assert "Step 4" in ax.get_title() and f"k={K}" in ax.get_title()
+    assert "One group per device" in ax.get_title() and f"k={K}" in ax.get_title()
     assert len(ax.get_legend().get_texts()) == 4
     assert any(run.describe() in t for t in shown)
     plt.close(fig)
@@ -162,7 +162,7 @@ def test_funnel_red_tip_is_the_recorded_all_reduced_gradient(recorded, step):
         np.testing.assert_array_equal(uv(funnel[i]), run.local_grad[step, i])
         np.testing.assert_array_equal(uv(copies[i]), run.reduced_grad[step, i])
         np.testing.assert_array_equal(uv(copies[i]), uv(red))  # every rank holds the same red arrow
-    assert "Step 5" in ax.get_title()
+    assert "The all-reduce" in ax.get_title()
     assert f"all {K} ranks received bit-identical copies of g at step {step}" in texts(ax)
     assert any(run.describe() in t for t in texts(ax))
     plt.close(fig)

@@ -74,10 +74,10 @@ def test_compute_shrinks_names_the_k_that_did_not():
         cost_claims.compute_shrinks({1: times[1]}, cores=2)
 
 
-def test_s01_footer_says_threads_per_rank_and_title_is_true(inputs):
+def test_s01_caption_says_threads_per_rank_and_title_is_true(inputs):
     fig = figures.figure_s01_sync_timelines(inputs.mlp, inputs.bench)
     ax = fig.axes[0]
-    notes = " ".join(t.get_text() for t in ax.texts)
+    notes = fig.caption
     assert "1 intra-op thread per rank at every k" in notes
     assert f"global batch {inputs.mlp[1].meta['global_batch']}" in notes
     title = ax.get_title(loc="left")
@@ -232,7 +232,7 @@ def test_allreduce_figure_shows_residuals_and_published_systems_labelled_not_her
         assert f"alpha_beta.residual:{system}" in gids and f"alpha_beta.fit:{system}" in gids
     labels = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
     assert sum("not here" in label for label in labels) == len(published.system_ids)
-    notes = " ".join(t.get_text() for ax in fig.axes for t in ax.texts)
+    notes = fig.caption + " ".join(labels)
     assert "trusted" in notes and all(published.source(s) in notes for s in published.system_ids)
 
 

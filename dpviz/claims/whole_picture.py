@@ -45,11 +45,11 @@ def verify_summary(run: Run, alone: Run | None = None, *, tol: float = GRAD_TOLE
     lines = []
     err = rel_err(run.example_grad.mean(axis=1), big, axis=1)
     claim(err <= tol, "each batch gradient is the mean of its examples' gradients", f"relative errors {err}")
-    lines.append("each batch gradient is the mean of its examples' gradients (Step 2)")
+    lines.append("each batch gradient is the mean of its examples' gradients (chapter 02)")
 
     err = rel_err(run.local_grad.mean(axis=1), big, axis=1)
     claim(err <= tol, "the mean of the slice gradients is the big-batch gradient", f"relative errors {err}")
-    lines.append(f"the mean of the slice gradients equals the big-batch gradient, relative error <= {tol:g} (Step 3)")
+    lines.append(f"the mean of the slice gradients equals the big-batch gradient, relative error <= {tol:g} (chapter 03)")
 
     distinct = [len(np.unique(run.batch_index[s])) for s in range(steps)]
     claim(np.array(distinct) == k * b, "the slices do not overlap", f"distinct rows per step {distinct}, k·b = {k * b}")
@@ -57,20 +57,20 @@ def verify_summary(run: Run, alone: Run | None = None, *, tol: float = GRAD_TOLE
     claim(counts == b, f"every slice holds b = {b} examples", f"examples per rank {counts.tolist()}")
     different = [len({g.tobytes() for g in run.local_grad[s]}) for s in range(steps)]
     claim(np.array(different) == k, "the k slice gradients differ", f"distinct gradients per step {different}")
-    lines.append(f"the {k} slices are disjoint, {b} examples each, with {k} different gradients (Step 4)")
+    lines.append(f"the {k} slices are disjoint, {b} examples each, with {k} different gradients (chapter 04)")
 
     err = run.big_batch_rel_err()
     claim(err <= tol, "the all-reduced gradient is the big-batch gradient", f"relative errors {err}")
     claim(run.received_identical(), "every rank received the same bits", f"per step {run.received_identical()}")
-    lines.append("all_reduce returned the big-batch gradient, and the same bits to every rank (Step 5)")
+    lines.append("all_reduce returned the big-batch gradient, and the same bits to every rank (chapter 05)")
 
     if m["optimizer"] == "sgd":
         stepped = run.params[:-1] - m["lr"] * run.reduced_grad
         claim(np.allclose(run.params[1:], stepped, rtol=1e-6, atol=1e-7), "every rank stepped by θ ← θ − η ḡ",
               f"largest gap {np.abs(run.params[1:] - stepped).max():.2e}")
-        lines.append("every rank stepped by θ ← θ − η ḡ (Step 1)")
+        lines.append("every rank stepped by θ ← θ − η ḡ (chapter 01)")
     claim(run.replicas_identical(), "the replicas are bit-identical", f"per state {run.replicas_identical()}")
-    lines.append(f"the {k} replicas were bit-identical at the start and after every one of the {steps} steps (Step 5)")
+    lines.append(f"the {k} replicas were bit-identical at the start and after every one of the {steps} steps (chapter 05)")
 
     if alone is not None:
         same = {name: alone.meta[name] == m[name] for name in ("k", "b", "steps", "seed", "optimizer", "lr", "model")}
@@ -85,7 +85,7 @@ def verify_summary(run: Run, alone: Run | None = None, *, tol: float = GRAD_TOLE
         lines.append(f"without the all-reduce the replicas started equal and differed after each of the {steps} steps")
 
     claim(run.t_comm > 0, "the sync took time on every rank at every step", f"t_comm {run.t_comm}")
-    lines.append("the sync cost time on every rank at every step (Step 6)")
+    lines.append("the sync cost time on every rank at every step (chapter 06)")
     return lines
 
 

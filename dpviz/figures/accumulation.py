@@ -9,13 +9,13 @@ from matplotlib.figure import Figure
 
 from dpviz.claims import accumulation as claims
 from dpviz.figures.group import FigureGroup
-from dpviz.figures.layout import footer
+from dpviz.figures.layout import caption, figure, legend_below, wrap_titles
 from dpviz.plots.accumulation import plot_activation_memory, plot_comm_per_update, plot_update_error, plot_update_rows
 from dpviz.records.accumulation import FIGURE_PLAN, figure_selection
 from dpviz.theory import accumulation as accumulation_theory
 
 
-def _footer_words(runs, *, timed: bool = True) -> str:
+def _caption_words(runs, *, timed: bool = True) -> str:
     """The runs' shared setting: threads per rank and what the cores allow, from the records."""
     first = runs[0]
     words = f"Measured: {first.setting()}."
@@ -38,9 +38,9 @@ def figure_accumulation_timelines(records: dict) -> Figure:
 
     ``records`` are the chapter's figure records by stem (``dpviz.records.accumulation.figure_records()``).
     """
-    fig = Figure(figsize=(13, 10.5))
+    fig = figure((6.8, 8.4))
     axes = fig.subplots(2, 1)
-    fig.subplots_adjust(left=0.03, right=0.98, top=0.9, bottom=0.14, hspace=0.55)
+    fig.subplots_adjust(left=0.03, right=0.97, top=0.86, bottom=0.17, hspace=0.6)
     timelines = figure_selection(records)["timelines"]
     panels = (timelines[:3], timelines[3:])
     rows_by_panel = [accumulation_theory.three_ways(*runs) for runs in panels]
@@ -48,11 +48,11 @@ def figure_accumulation_timelines(records: dict) -> Figure:
     for ax, (one, ranks, big), rows in zip(axes, panels, rows_by_panel):
         title = (f"{big.meta['global_batch']} examples per update, m = k = {ranks.k}: one process accumulating took "
                  f"{_times_as_long(rows[0], rows[1])} {ranks.k} ranks")
-        plot_update_rows(rows, ax=ax, title=title, xmax=xmax, legend=ax is axes[-1], fontsize=13)
+        plot_update_rows(rows, ax=ax, title=title, xmax=xmax, legend=ax is axes[-1], fontsize=10)
+    legend_below(axes[-1], gap=0.45, ncol=2, fontsize=9)
     fig.suptitle("Accumulating m micro-batches gives the big-batch update, not the speed of m ranks",
-                 fontsize=16, x=0.03, ha="left")
-    footer(fig, _footer_words([r for runs in panels for r in runs]), wrap=True)
-    return fig
+                 fontsize=12, x=0.03, y=0.99, ha="left", va="top")
+    return caption(wrap_titles(fig), _caption_words([r for runs in panels for r in runs]))
 
 
 def figure_accumulation_sync(records: dict) -> Figure:
@@ -61,39 +61,41 @@ def figure_accumulation_sync(records: dict) -> Figure:
     every = {r.m: r for r in inputs["every"]}
     accumulate = {r.m: r for r in inputs["accumulate"]}
     m = max(every)
-    fig = Figure(figsize=(15, 6.4))
-    left, right = fig.subplots(1, 2, width_ratios=(1.35, 1))
-    fig.subplots_adjust(left=0.03, right=0.98, top=0.83, bottom=0.3, wspace=0.16)
+    fig = figure((6.8, 8.8))
+    left, right = fig.subplots(2, 1, height_ratios=(1, 1.1))
+    fig.subplots_adjust(left=0.12, right=0.97, top=0.9, bottom=0.08, hspace=0.62)
     rows = accumulation_theory.sync_patterns(every[m], accumulate[m])
     saved = rows[0].calls - rows[1].calls
-    plot_update_rows(rows, ax=left, fontsize=13,
+    plot_update_rows(rows, ax=left, fontsize=10,
                      title=f"k = {every[m].k} ranks, m = {m} micro-batches of {every[m].meta['micro_batch']}: "
                            f"{rows[0].calls} all-reduces or {rows[1].calls}")
-    plot_comm_per_update(accumulation_theory.comm_curves([*every.values(), *accumulate.values()]), ax=right, fontsize=13)
-    right.set_title(f"Accumulating first saves {saved} of {rows[0].calls} all-reduces at m = {m}", fontsize=14, loc="left")
+    legend_below(left, gap=0.45, ncol=2, fontsize=9)
+    box = left.get_position()
+    left.set_position([0.03, box.y0, box.x1 - 0.03, box.height])  # the bars need no y axis: use its room
+    plot_comm_per_update(accumulation_theory.comm_curves([*every.values(), *accumulate.values()]), ax=right, fontsize=10)
+    right.set_title(f"Accumulating first saves {saved} of {rows[0].calls} all-reduces at m = {m}", fontsize=11, loc="left")
     fig.suptitle(f"The same update either way; accumulating first sends {rows[1].sent_bytes / 2**20:.2f} MiB "
-                 f"per rank instead of {rows[0].sent_bytes / 2**20:.2f} MiB", fontsize=16, x=0.03, ha="left")
-    footer(fig, _footer_words([*every.values(), *accumulate.values()]), wrap=True)
-    return fig
+                      f"per rank instead of {rows[0].sent_bytes / 2**20:.2f} MiB",
+                 fontsize=12, x=0.02, y=0.99, ha="left", va="top")
+    return caption(wrap_titles(fig), _caption_words([*every.values(), *accumulate.values()]))
 
 
 def figure_accumulation_memory(records: dict) -> Figure:
     """Bytes held for backward against micro-batch size, and the update's error to the big batch."""
     one_process_runs = figure_selection(records)["memory"]
     points = accumulation_theory.memory_points(one_process_runs)
-    fig = Figure(figsize=(15, 6.2))
-    left, right = fig.subplots(1, 2, width_ratios=(1.2, 1))
-    fig.subplots_adjust(left=0.07, right=0.98, top=0.84, bottom=0.25, wspace=0.25)
-    plot_activation_memory(points, ax=left, fontsize=13)
+    fig = figure((6.6, 8.6))
+    left, right = fig.subplots(2, 1)
+    fig.subplots_adjust(left=0.14, right=0.97, top=0.88, bottom=0.08, hspace=0.55)
+    plot_activation_memory(points, ax=left, fontsize=10)
     shrink = points.activation_bytes[0] / points.activation_bytes[-1]
     left.set_title(f"Memory for backward falls {shrink:.0f}× from m = {points.m[0]} to m = {points.m[-1]}",
-                   fontsize=14, loc="left")
-    plot_update_error(points, ax=right, fontsize=13)
-    right.set_title("while the update stays the big-batch gradient, to rounding", fontsize=14, loc="left")
+                   fontsize=11, loc="left")
+    plot_update_error(points, ax=right, fontsize=10)
+    right.set_title("while the update stays the big-batch gradient, to rounding", fontsize=11, loc="left")
     fig.suptitle(f"One process, {points.global_batch} examples per update, cut into m micro-batches",
-                 fontsize=16, x=0.02, ha="left")
-    footer(fig, _footer_words(list(one_process_runs), timed=False), wrap=True)
-    return fig
+                 fontsize=12, x=0.02, y=0.99, ha="left", va="top")
+    return caption(wrap_titles(fig), _caption_words(list(one_process_runs), timed=False))
 
 
 def draw(records: dict) -> dict:

@@ -10,9 +10,8 @@ from matplotlib.figure import Figure
 
 from dpviz.claims import splitting as claims
 from dpviz.figures.group import FigureGroup
-from dpviz.figures.layout import footer, measured_lines
+from dpviz.figures.layout import caption, figure, legend_below, lift_notes, measured_lines, wrap_titles
 from dpviz.plots.pipeline import GanttBars, plot_bubble, plot_gantt
-from dpviz.plots.style import SLATE
 from dpviz.plots.tensor_parallel import plot_exchange_bytes, plot_tensor_split
 from dpviz.plots.zero import plot_memory, plot_zero_params
 from dpviz.records.pipeline import FIGURE_PIPELINES, FIGURE_PLAN, idle_points, pipeline_stem
@@ -23,41 +22,44 @@ from dpviz.theory import tensor_parallel as tensor_theory
 
 def figure_pipeline_gantt(gpipe, one_f_one_b, bubble_runs) -> Figure:
     """One pipelined step as measured Gantt charts (both schedules), and the idle share against m."""
-    fig = Figure(figsize=(17, 10.5))
-    axes = fig.subplot_mosaic([["gpipe", "bubble"], ["1f1b", "bubble"]], width_ratios=(1.55, 1))
-    fig.subplots_adjust(left=0.07, right=0.98, top=0.88, bottom=0.2, hspace=0.55, wspace=0.2)
+    fig = figure((6.8, 11.2))
+    axes = fig.subplot_mosaic([["gpipe"], ["1f1b"], ["legend"], ["bubble"]], height_ratios=(1, 1, 0.2, 1.7))
+    fig.subplots_adjust(left=0.15, right=0.97, top=0.89, bottom=0.15, hspace=0.55)
     xmax = max(r.span() for r in (gpipe, one_f_one_b)) * 1.03
     for name, run in (("gpipe", gpipe), ("1f1b", one_f_one_b)):
-        plot_gantt(run, ax=axes[name], xmax=xmax, note="", legend=False, fontsize=13)
-    GanttBars.legend(axes["1f1b"], 13, loc="upper center", bbox_to_anchor=(0.5, -0.25), ncol=2)
+        plot_gantt(run, ax=axes[name], xmax=xmax, note="", legend=False, fontsize=11)
+        axes[name].set_title(axes[name].get_title(loc="left"), fontsize=11, loc="left")
+    GanttBars.legend(axes["1f1b"], 11)
+    legend_below(axes["1f1b"], into=axes["legend"], gap=0.0, ncol=2, fontsize=9)
     runs = list(bubble_runs)
     ps = sorted({r.p for r in runs})
     over = [r for r in runs if r.oversubscribed]
-    plot_bubble(pipeline_theory.bubble_curves(ps, 16), idle_points(runs), ax=axes["bubble"], fontsize=13,
+    plot_bubble(pipeline_theory.bubble_curves(ps, 16), idle_points(runs), ax=axes["bubble"], fontsize=10,
                 title="Idle share of a step against m" + (
-                    f":\nhollow points had {over[0].p} stages on {over[0].meta['cores']} cores,\n"
+                    f": hollow points had {over[0].p} stages on {over[0].meta['cores']} cores,\n"
                     "so their stages also waited for a core" if over else ""))
+    legend_below(axes["bubble"], gap=0.5, fontsize=9)
     idle = {r.schedule: float(r.idle_fraction().mean()) for r in (gpipe, one_f_one_b)}
     fig.suptitle(
         f"A pipeline of p={gpipe.p} stages, m={gpipe.m} micro-batches: measured idle share {idle['gpipe']:.2f} "
         f"(all F, then all B) and {idle['1f1b']:.2f} (1F1B), modeled (p−1)/(m+p−1) = {gpipe.bubble():.2f}",
-        fontsize=16, x=0.01, ha="left")
-    footer(fig, measured_lines([gpipe, one_f_one_b]))
+        fontsize=12, x=0.01, y=0.99, ha="left", va="top")
     shown = {(r.p, r.m, r.schedule) for r in (gpipe, one_f_one_b)}
     others = sorted({(r.p, r.m, r.schedule) for r in runs} - shown)
+    parts = measured_lines([gpipe, one_f_one_b])
     if others:
-        fig.text(0.01, 0.045, "Idle-share points also from: " + ", ".join(f"p={p}, m={m} ({s})" for p, m, s in others)
-                 + "; the same model and machine.", fontsize=9, color=SLATE, ha="left", va="bottom")
-    return fig
+        parts.append("Idle-share points also from: " + ", ".join(f"p={p}, m={m} ({s})" for p, m, s in others)
+                     + ", the same model and machine")
+    return caption(wrap_titles(fig), parts)
 
 
 def figure_tensor_parallel(split) -> Figure:
     """One linear layer split by columns and by rows over k ranks, and the bytes against data parallelism."""
-    fig = Figure(figsize=(17, 10.5))
-    axes = fig.subplot_mosaic([["column", "bytes"], ["row", "bytes"]], width_ratios=(1.3, 1))
-    fig.subplots_adjust(left=0.02, right=0.98, top=0.88, bottom=0.1, hspace=0.3, wspace=0.15)
-    plot_tensor_split(split, "column", ax=axes["column"], fontsize=13)
-    plot_tensor_split(split, "row", ax=axes["row"], fontsize=13)
+    fig = figure((6.8, 12))
+    axes = fig.subplot_mosaic([["column"], ["row"], ["bytes"]], height_ratios=(1, 1, 1.15))
+    fig.subplots_adjust(left=0.13, right=0.97, top=0.9, bottom=0.05, hspace=0.3)
+    plot_tensor_split(split, "column", ax=axes["column"], fontsize=10)
+    plot_tensor_split(split, "row", ax=axes["row"], fontsize=10)
     m = split.meta
     batch = 2 ** np.arange(0, 13)
     per_step = {s: np.array([sum(tensor_theory.exchange_bytes(int(b), m["d_in"], m["d_out"], m["k"], s).values())
@@ -67,27 +69,26 @@ def figure_tensor_parallel(split) -> Figure:
     curves["data parallelism, the same layer"] = (batch, np.full(len(batch), dp))
     measured = {f"tensor parallel, {s} split": (m["batch"], int(split.bytes_sent[i].sum(axis=0).max()))
                 for i, s in enumerate(tensor_theory.SPLITS)}
-    plot_exchange_bytes(curves, measured, ax=axes["bytes"], fontsize=13)
+    plot_exchange_bytes(curves, measured, ax=axes["bytes"], fontsize=10)
     fig.suptitle(f"Tensor parallelism: a {m['d_in']}→{m['d_out']} layer over k={m['k']} ranks, "
-                 f"equal to the unsplit layer to {max(split.rel_errs().values()):.0e}", fontsize=16, x=0.01, ha="left")
-    footer(fig, measured_lines([split]))
-    return fig
+                      f"equal to the unsplit layer to {max(split.rel_errs().values()):.0e}",
+                 fontsize=12, x=0.01, y=0.99, ha="left", va="top")
+    return caption(wrap_titles(fig), [*measured_lines([split]), *lift_notes(fig)])
 
 
 def figure_zero_memory(zero) -> Figure:
     """Bytes per rank with and without sharded Adam state, and the parameters of both trainings."""
-    fig = Figure(figsize=(17, 7.5))
-    left, right = fig.subplots(1, 2, width_ratios=(1.5, 1))
-    fig.subplots_adjust(left=0.06, right=0.97, top=0.8, bottom=0.27, wspace=0.22)
+    fig = figure((6.8, 9.6))
+    left, right = fig.subplots(2, 1, height_ratios=(1.3, 1))
+    fig.subplots_adjust(left=0.13, right=0.95, top=0.84, bottom=0.07, hspace=0.6)
     modeled = {f"ZeRO-{s}": memory_theory.bytes_per_rank(zero.n_params, zero.k, zero_stage=s) for s in (2, 3)}
-    plot_memory(zero, modeled=modeled, ax=left, fontsize=13)
-    plot_zero_params(zero, ax=right, fontsize=13)
+    plot_memory(zero, modeled=modeled, ax=left, fontsize=11)
+    plot_zero_params(zero, ax=right, fontsize=10)
     rs = int(zero.rs_bytes.max())
     fig.suptitle(f"Sharding Adam's state over k={zero.k} ranks (ZeRO-1): 1/{zero.k} of the state on each rank, "
-                 f"the same parameters,\nand a reduce-scatter that sends {rs:,} B per rank, (k−1)/k · M for a "
-                 f"gradient of M = {zero.message_bytes:,} B", fontsize=16, x=0.01, ha="left")
-    footer(fig, measured_lines([zero]))
-    return fig
+                      f"the same parameters, and a reduce-scatter that sends {rs:,} B per rank, (k−1)/k · M for a "
+                      f"gradient of M = {zero.message_bytes:,} B", fontsize=12, x=0.01, y=0.99, ha="left", va="top")
+    return caption(wrap_titles(fig), [*measured_lines([zero]), *lift_notes(fig)])
 
 
 def draw(records: dict) -> dict:

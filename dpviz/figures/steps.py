@@ -11,89 +11,95 @@ from matplotlib.figure import Figure
 from dpviz.claims import whole_picture
 from dpviz.data import line_data
 from dpviz.figures.group import FigureGroup
-from dpviz.figures.layout import new_figure
+from dpviz.figures.layout import caption, lift_notes, new_figure, wrap_titles
 from dpviz.plots.step1 import plot_loss_along
 from dpviz.plots.step2 import plot_example_grads
 from dpviz.plots.step3 import plot_big_average, plot_group_averages
 from dpviz.plots.step4 import plot_devices
 from dpviz.plots.step5 import plot_all_reduce, plot_parameter_server, plot_replica_params, plot_ring_schedule
-from dpviz.plots.style import stack_notes as _stack_notes
 from dpviz.plots.summary import plot_summary
 from dpviz.records import Run, Schedule
 from dpviz.records.figure_set import FIGURE_PLAN, Inputs
 from dpviz.theory import landscape, timing
 
 
+STEP1_SOURCE = "line model in one process, all 512 points (numpy)"  # no run: the loss is computed, not recorded
+
+
 def figure_step1_loss(eta: float = 0.1) -> Figure:
     """Step 1: the loss along one knob of the line model on all 512 points, the red dot, the arrow and a few steps."""
     x, y = line_data()
-    fig, ax = new_figure((7.5, 4.8))
+    fig, ax = new_figure((6.6, 4.6))
     plot_loss_along(landscape.step1_data(x, y, eta=eta), ax=ax)
-    return fig
+    return caption(wrap_titles(fig), [f"Computed: {STEP1_SOURCE}", *lift_notes(fig)])
 
 
 def figure_step2_gradients(run: Run, biased: Run) -> Figure:
     """Step 2: per-example gradients and their mean, a random grab beside a biased one, each beside the whole data set's gradient."""
     x, y = line_data()
-    fig, (a, b) = new_figure((12, 5.2), 2)
+    fig, (a, b) = new_figure((6.6, 9.8), nrows=2, gridspec_kw=dict(hspace=0.32))
     plot_example_grads(run, ax=a, reference=landscape.full_grad(x, y, run.params[0, 0]))
     plot_example_grads(biased, ax=b, reference=landscape.full_grad(x, y, biased.params[0, 0]))
-    _stack_notes((a, b))
-    return fig
+    return caption(wrap_titles(fig), ["Measured: " + note for note in lift_notes(fig)])
 
 
 def figure_step3_average_of_averages(run: Run) -> Figure:
     """Step 3: all b·k arrows averaged at once beside the mean of the k group means."""
-    fig, (a, b) = new_figure((12, 5.2), 2)
+    fig, (a, b) = new_figure((6.6, 9.8), nrows=2, gridspec_kw=dict(hspace=0.32))
     plot_big_average(run, ax=a)
     plot_group_averages(run, ax=b)
-    _stack_notes((a, b))
-    return fig
+    return caption(wrap_titles(fig), ["Measured: " + note for note in lift_notes(fig)])
 
 
 def figure_step4_devices(run: Run) -> Figure:
     """Step 4: k device boxes, one θ, different slices, different arrows."""
-    fig, ax = new_figure((11, 5))
+    fig, ax = new_figure((7.6, 4.2))
+    fig.subplots_adjust(left=0.01, right=0.99, top=0.88, bottom=0.12)
     plot_devices(run, ax=ax)
-    return fig
+    return caption(wrap_titles(fig), _measured(lift_notes(fig)))
 
 
 def figure_step5_all_reduce(run: Run) -> Figure:
     """Step 5: the k arrows funnelling into the all-reduce and the one mean coming back."""
-    fig, ax = new_figure((11, 6))
+    fig, ax = new_figure((7.2, 5.4))
+    fig.subplots_adjust(left=0.01, right=0.99, top=0.9, bottom=0.1)
     plot_all_reduce(run, ax=ax)
-    return fig
+    return caption(wrap_titles(fig), _measured(lift_notes(fig)))
 
 
 def figure_step5_replicas(run: Run, alone: Run) -> Figure:
     """Step 5: every replica's parameters with the all-reduce, beside the same run without it."""
-    fig, (a, b) = new_figure((12, 4.8), 2)
+    fig, (a, b) = new_figure((6.6, 8.2), nrows=2, gridspec_kw=dict(hspace=0.38))
     plot_replica_params(run, ax=a)
     plot_replica_params(alone, ax=b)
-    _stack_notes((a, b))
-    return fig
+    return caption(wrap_titles(fig), _measured(lift_notes(fig)))
 
 
 def figure_step5_ring_vs_parameter_server(ring: Schedule, server: Schedule) -> Figure:
     """Step 5: the ring's transfers chunk by chunk, beside the parameter server's star."""
-    fig, (a, b) = new_figure((16, 6), 2, width_ratios=(1.5, 1))
+    fig, (a, b) = new_figure((6.8, 11), nrows=2, height_ratios=(1.3, 1), gridspec_kw=dict(hspace=0.4))
     plot_ring_schedule(ring, ax=a)
     plot_parameter_server(server, ax=b)
-    return fig
+    return caption(wrap_titles(fig), _measured(lift_notes(fig)))
 
 
 def figure_summary(run: Run) -> Figure:
     """The whole story in one picture."""
-    fig, ax = new_figure((10, 10))
+    fig, ax = new_figure((10, 10))  # the picture is laid out in inches; cropped tight it is about 7.8 wide
     plot_summary(run, timing.step_times(run), ax=ax)
-    return fig
+    return caption(wrap_titles(fig), ["Measured: " + note for note in lift_notes(fig)])
+
+
+def _measured(notes: list[str]) -> list[str]:
+    """The plots' notes ("run: ...", "schedule: ...") as a caption's parts, each saying it was measured."""
+    return ["Measured: " + note.split(": ", 1)[-1] for note in notes]
 
 
 def draw(records: dict) -> dict:
     """Each figure of the group as (Figure, the records it came from)."""
     inputs = Inputs.from_records(records)
     return {
-        "step1_loss": (figure_step1_loss(), ["line model in one process, all 512 points (numpy)"]),
+        "step1_loss": (figure_step1_loss(), [STEP1_SOURCE]),
         "step2_gradients": (figure_step2_gradients(inputs.main, inputs.biased), [inputs.main, inputs.biased]),
         "step3_average_of_averages": (figure_step3_average_of_averages(inputs.main), [inputs.main]),
         "step4_devices": (figure_step4_devices(inputs.main), [inputs.main]),

@@ -11,18 +11,21 @@ from matplotlib.figure import Figure
 
 from dpviz.claims import sync_costs as cost_claims
 from dpviz.figures.group import FigureGroup
-from dpviz.figures.layout import new_figure
+from dpviz.figures.layout import caption, figure, legend_below, lift_notes, new_figure, stacked, wrap_titles
 from dpviz.plots.alpha_beta import plot_fitted_times, plot_residuals
 from dpviz.plots.bench import plot_allreduce_times
 from dpviz.plots.speedup import GIDS as speedup_gids
 from dpviz.plots.speedup import plot_speedup
-from dpviz.plots.style import SOURCE_NOTE_OFFSET
 from dpviz.plots.timeline import plot_timelines
 from dpviz.records import BenchRecord
 from dpviz.records.figure_set import FIGURE_PLAN, Inputs
 from dpviz.records.published import published_allreduce
 from dpviz.theory import alpha_beta, timing
 from dpviz.theory.links import SPEED_ORDER
+
+
+TIMELINE_TITLE = ("One step on k devices: compute shrinks as 1/k, the sync does not, so no step can get shorter "
+                  "than its coral bar")
 
 
 def figure_s01_sync_timelines(mlp: dict, bench: BenchRecord) -> Figure:
@@ -62,9 +65,9 @@ def figure_s01_sync_timelines(mlp: dict, bench: BenchRecord) -> Figure:
         note += (f"\n{timing.MODELED} (hatched): k = {', '.join(map(str, modeled))}, T_compute from k = 1, "
                  f"M = {timing.grad_bytes(run):,} bytes, ring with α = {fit.alpha * 1e6:.3g} µs, "
                  f"β = {fit.beta / 1e9:.3g} GB/s fitted to this machine's all-reduce times (the fastest call at each size)")
-    fig, ax = new_figure((9.5, 4.8))
-    plot_timelines(rows, ax=ax, title=title, note=note)
-    return fig
+    fig, ax = new_figure((6.6, 4.4))
+    plot_timelines(rows, ax=ax, title=title or TIMELINE_TITLE, note=note, fontsize=10)
+    return caption(wrap_titles(fig), lift_notes(fig))
 
 
 def figure_s02_speedup(mlp: dict, bench: BenchRecord) -> Figure:
@@ -81,13 +84,21 @@ def figure_s02_speedup(mlp: dict, bench: BenchRecord) -> Figure:
     here = timing.link_from_fit(bench.fit("ring"), name="this machine, fitted",
                                 where=f"{bench.meta.get('host')}, {bench.meta.get('cores')} cores")
     own = timing.speedup_curves(ks, t_compute=workload.t_compute, M=workload.M, links=[here])
-    fig, ax = new_figure((8.5, 6))
-    plot_speedup(curves, measured=timing.measured_speedup(mlp), measured_model=own, ax=ax)
+    fig, ax = new_figure((6.6, 5.6))
+    plot_speedup(curves, measured=timing.measured_speedup(mlp), measured_model=own, ax=ax, fontsize=10)
+    ax.set_title(ax.get_title(loc="left"), fontsize=11, loc="left")
     drawn = {line.get_gid().split(":", 1)[1]: line for line in ax.lines
              if (line.get_gid() or "").startswith(speedup_gids["link"] + ":")}
     cost_claims.slower_peels_sooner(drawn[SPEED_ORDER[0]].get_xdata(),
                                     {name: drawn[name].get_ydata() for name in SPEED_ORDER})
-    return fig
+    return caption(wrap_titles(fig), [*lift_notes(fig), f"Runs of {run_dates(mlp, bench)}"])
+
+
+def run_dates(mlp: dict, bench: BenchRecord) -> str:
+    """When and where the runs behind a figure were recorded, in words: ``vm, 2 cores, 2026-11-30``."""
+    meta = bench.meta
+    dates = sorted({str(r.meta["date"])[:10] for r in [*mlp.values(), bench]})
+    return f"{meta.get('backend')} on {meta.get('host')}, {meta.get('cores')} cores, {', '.join(dates)}"
 
 
 def figure_allreduce_time_vs_size(bench: BenchRecord, published=None) -> Figure:
@@ -98,32 +109,39 @@ def figure_allreduce_time_vs_size(bench: BenchRecord, published=None) -> Figure:
     trust verdict of :mod:`dpviz.theory.alpha_beta` (times rise with M; β only where the largest message
     is bandwidth-bound).
     """
-    ncols = 1 if published is None else 2
-    fig = Figure(figsize=(7.5 * ncols + 1.5 * (ncols - 1), 8.4))
-    axes = fig.subplots(2, ncols, squeeze=False, sharex="col", height_ratios=(3, 1.4),
-                        gridspec_kw=dict(hspace=0.06, wspace=0.3))
-    top, bottom = axes[0, 0], axes[1, 0]
-    plot_allreduce_times(bench, timing.fit_lines(bench), ax=top)
-    note = [t for t in top.texts if getattr(t, "xyann", None) == SOURCE_NOTE_OFFSET]
-    words = note[0].get_text() if note else ""
-    for t in note:
-        t.remove()
-    top.set_xlabel("")
-    top.set_title("This machine: all-reduce time against M, with fitted α-β models", fontsize=12, loc="left")
+    fig = figure((6.6, 1))
+    # this machine's times and residuals, then the same for others' systems; under each its legend
+    heights, gaps = (3.0, 1.5, 3.0, 1.5)[:2 if published is None else 4], (1.5, 1.2, 1.95, 0.75)
+    axes = stacked(fig, heights, gaps, top=0.35)
+    top, bottom = axes[0], axes[1]
+    plot_allreduce_times(bench, timing.fit_lines(bench), ax=top, fontsize=10)
+    top.set_title("This machine: all-reduce time against M, with fitted α-β models", fontsize=11, loc="left")
     mine = alpha_beta.bench_fit(bench, "ring")
-    plot_residuals([mine], ax=bottom, by_k=True,
-                   note=f"residuals of the ring fit (k = {', '.join(map(str, bench.own_core_ks()))} fitted)\n{words}")
+    plot_residuals([mine], ax=bottom, by_k=True, fontsize=10,
+                   note=f"Residuals of the ring fit (k = {', '.join(map(str, bench.own_core_ks()))} fitted)")
+    bottom.set_title("This machine: measured / modeled", fontsize=10, loc="left")
+    parts = [f"This machine (top): {' '.join(lift_notes(fig))}"]
     if published is not None:
         fits = alpha_beta.published_fits(published, "ring")
-        plot_fitted_times(fits.values(), ax=axes[0, 1])
-        axes[0, 1].set_xlabel("")
-        axes[0, 1].set_title("Real GPU systems, measured by others (not here), the same ring fit", fontsize=12,
-                             loc="left")
+        plot_fitted_times(fits.values(), ax=axes[2], fontsize=10)
+        axes[2].set_title("Real GPU systems, measured by others (not here), the same ring fit",
+                          fontsize=11, loc="left")
         sources = [f"{item.name}: {item.source}" for item in fits.values()]
-        plot_residuals(fits.values(), ax=axes[1, 1],
-                       note="residuals of each system's ring fit; nccl-tests all_reduce_perf tables, out-of-place, "
-                            f"read {published.meta['date_read']}:\n" + "\n".join(sources))
-    return fig
+        plot_residuals(fits.values(), ax=axes[3], fontsize=10,
+                       note="Residuals of each system's ring fit; nccl-tests all_reduce_perf tables, out-of-place, "
+                            f"read {published.meta['date_read']}: " + "; ".join(sources))
+        axes[3].set_title("Real GPU systems: measured / modeled", fontsize=10, loc="left")
+        parts.append(f"Real GPU systems (bottom): {' '.join(lift_notes(fig))}")
+        parts.append(f"From {published.describe()}")
+    for i, ax in enumerate(axes):
+        if ax.get_legend() is not None:
+            legend_below(ax, gap=0.5, ncol=4 if i % 2 else 1)  # residuals: one row of four
+            low = ax.get_ylim()[0]
+            ax.set_ylim(auto=True)  # the legend's headroom above the points is not needed under them
+            ax.relim()
+            ax.autoscale_view(scalex=False)
+            ax.set_ylim(bottom=min(low, ax.get_ylim()[0]))
+    return caption(wrap_titles(fig), parts)
 
 
 def draw(records: dict) -> dict:

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from dpviz.claims import waiting as claims
 from dpviz.data import line_data
 from dpviz.figures.group import FigureGroup
-from dpviz.figures.layout import footer
+from dpviz.figures.layout import caption, figure, legend_below, lift_notes, wrap_titles
 from dpviz.plots.async_sgd import plot_loss_against, plot_stale_arrows, plot_staleness
 from dpviz.plots.overlap import plot_overlap_steps, plot_overlap_timelines
 from dpviz.plots.straggler import plot_straggler_timeline, plot_wait_against_delay
@@ -24,33 +24,33 @@ from dpviz.theory import waiting as waiting_theory
 def figure_waiting_straggler(sweep, *, delay: float = FIGURE_DELAY) -> Figure:
     """One rank sleeps d; the timeline of a few steps, and the others' wait against d."""
     slow = int(sweep.slow_rank[np.flatnonzero(np.isclose(sweep.delay, delay))[-1]])
-    fig = Figure(figsize=(16, 6.4))
-    left, right = fig.subplots(1, 2, width_ratios=(1.55, 1))
-    fig.subplots_adjust(left=0.08, right=0.98, top=0.8, bottom=0.3, wspace=0.22)
-    plot_straggler_timeline(sweep, delay=delay, slow_rank=slow, ax=left, fontsize=13)
-    plot_wait_against_delay([sweep], ax=right, fontsize=13)
+    fig = figure((6.8, 9.0))
+    left, right = fig.subplots(2, 1, height_ratios=(1, 1.1))
+    fig.subplots_adjust(left=0.13, right=0.97, top=0.88, bottom=0.08, hspace=0.6)
+    plot_straggler_timeline(sweep, delay=delay, slow_rank=slow, ax=left, fontsize=10)
+    plot_wait_against_delay([sweep], ax=right, fontsize=10)
     steps = sweep.median_step()
     base = float(np.median(steps[sweep.delay == 0])) if (sweep.delay == 0).any() else float("nan")
     fig.suptitle(f"A straggler sets the pace: with d = {delay * 1e3:g} ms every rank's step takes "
-                 f"{float(np.median(steps[np.isclose(sweep.delay, delay)])) * 1e3:.1f} ms instead of {base * 1e3:.1f} ms",
-                 fontsize=16, x=0.01, ha="left")
-    footer(fig, f"Measured: {sweep.describe()}.", wrap=True)
-    return fig
+                      f"{float(np.median(steps[np.isclose(sweep.delay, delay)])) * 1e3:.1f} ms instead of "
+                      f"{base * 1e3:.1f} ms", fontsize=12, x=0.01, y=0.99, ha="left", va="top")
+    return caption(wrap_titles(fig), [f"Measured: {sweep.describe()}", *lift_notes(fig)])
 
 
 def figure_waiting_overlap(run) -> Figure:
     """When each bucket's all-reduce ran against the backward pass, and the step time it gave."""
     serial = run.phases("serial")
     bounds = waiting_theory.overlap_bounds(serial["forward"], serial["backward"], serial["comm"])
-    fig = Figure(figsize=(17, 7.4))
-    left, right = fig.subplots(1, 2, width_ratios=(1.7, 1))
-    fig.subplots_adjust(left=0.1, right=0.98, top=0.8, bottom=0.2, wspace=0.2)
-    plot_overlap_timelines(run, ax=left, fontsize=13)
-    plot_overlap_steps(run, bounds, ax=right, fontsize=13)
-    fig.suptitle(_overlap_headline(run, bounds), fontsize=16, x=0.01, ha="left")
-    footer(fig, f"Measured: {run.describe()}. Gradients of every mode compared with serial's at every step. "
-                "Modeled lines from the serial mode's own forward, backward and all-reduce times.", wrap=True)
-    return fig
+    fig = figure((6.8, 9.6))
+    left, right = fig.subplots(2, 1, height_ratios=(1.5, 1))
+    fig.subplots_adjust(left=0.17, right=0.97, top=0.88, bottom=0.07, hspace=0.62)
+    plot_overlap_timelines(run, ax=left, fontsize=10)
+    legend_below(left, gap=0.55, fontsize=9)
+    plot_overlap_steps(run, bounds, ax=right, fontsize=10)
+    fig.suptitle(_overlap_headline(run, bounds), fontsize=12, x=0.01, y=0.99, ha="left", va="top")
+    return caption(wrap_titles(fig), [f"Measured: {run.describe()}", "Gradients of every mode compared with serial's at every step",
+                         "Modeled lines from the serial mode's own forward, backward and all-reduce times",
+                         *lift_notes(fig)])
 
 
 def _overlap_headline(run, bounds) -> str:
@@ -80,45 +80,47 @@ def _line_grid(runs, points: int = 90):
 
 def figure_waiting_stale_arrows(async_run, sync_run) -> Figure:
     """The asynchronous path in the (w, c) plane with stale gradients drawn where they were applied."""
-    fig = Figure(figsize=(11, 8.4))
+    fig = figure((6.6, 7.0))
     ax = fig.subplots()
-    fig.subplots_adjust(left=0.09, right=0.98, top=0.9, bottom=0.14)
-    plot_stale_arrows(async_run, _line_grid([async_run, sync_run]), sync=sync_run, ax=ax, fontsize=13)
+    fig.subplots_adjust(left=0.12, right=0.97, top=0.9, bottom=0.3)
+    plot_stale_arrows(async_run, _line_grid([async_run, sync_run]), sync=sync_run, ax=ax, fontsize=10)
+    legend_below(ax, gap=0.55, fontsize=9)
     angles = async_run.angles()[async_run.staleness > 0]
-    ax.set_title(f"Stale arrows: {int((async_run.staleness > 0).sum())} of {async_run.updates} gradients were applied "
-                 f"to a θ that had moved on\n(median {np.median(angles):.0f}° off the fresh direction)",
-                 fontsize=14, loc="left")
-    footer(fig, f"Measured: {async_run.describe()}.\n{sync_run.describe()}.", wrap=True)
-    return fig
+    ax.set_title(f"Stale arrows: {int((async_run.staleness > 0).sum())} of {async_run.updates} gradients were "
+                      f"applied to a θ that had moved on (median {np.median(angles):.0f}° off the fresh direction)",
+                 fontsize=11, loc="left")
+    return caption(wrap_titles(fig), [f"Measured: {async_run.describe()}", sync_run.describe(), *lift_notes(fig)])
 
 
 def figure_waiting_sync_vs_async(async_run, sync_run) -> Figure:
     """Sync against async with one slow worker: loss against wall time and updates, and the staleness."""
-    fig = Figure(figsize=(18, 6.2))
-    a, b, c = fig.subplots(1, 3, width_ratios=(1, 1, 0.9))
-    fig.subplots_adjust(left=0.05, right=0.98, top=0.8, bottom=0.25, wspace=0.28)
+    fig = figure((6.8, 8.8))
+    axes = fig.subplot_mosaic([["wall", "updates"], ["stale", "stale"]], height_ratios=(1, 1))
+    a, b, c = axes["wall"], axes["updates"], axes["stale"]
+    fig.subplots_adjust(left=0.1, right=0.97, top=0.86, bottom=0.08, hspace=0.72, wspace=0.3)
     runs = {f"async: {async_run.updates} updates of 1 gradient": async_run,
             f"sync: {sync_run.updates} updates of {sync_run.k} gradients": sync_run}
-    plot_loss_against(runs, x="wall", ax=a, fontsize=13, title="Against wall-clock time")
+    plot_loss_against(runs, x="wall", ax=a, fontsize=10, title="Against wall-clock time")
     rates = waiting_theory.update_rates(async_run.seconds_per_gradient())
     for run, rate in ((sync_run, rates[0]), (async_run, rates[1])):
         a.plot(np.arange(run.updates + 1) / rate, run.loss, ":", color=SLATE, linewidth=1.4)
     a.plot([], [], ":", color=SLATE, label="modeled: sync at 1/max t_i, async at\nΣ 1/t_i updates per second")
-    a.legend(fontsize=10, frameon=False, loc="upper right")
-    plot_loss_against(runs, x="updates", ax=b, fontsize=13, title="Against updates")
-    plot_staleness(async_run, modeled=waiting_theory.async_staleness(async_run.seconds_per_gradient()), ax=c, fontsize=13,
+    a.legend(fontsize=9, frameon=False, loc="upper right")
+    plot_loss_against(runs, x="updates", ax=b, fontsize=10, title="Against updates")
+    b.get_legend().remove()  # the same two runs as on its left: one legend for the row
+    legend_below(a, gap=0.5, ncol=2, fontsize=9)
+    plot_staleness(async_run, modeled=waiting_theory.async_staleness(async_run.seconds_per_gradient()), ax=c, fontsize=10,
                    modeled_label="modeled mean τ, from each worker's\nmeasured seconds per gradient")
     idle = sync_run.worker_idle / (sync_run.worker_idle + sync_run.worker_busy)
     fig.suptitle(f"Async never waits ({async_run.wall[-1]:.2f} s for {async_run.updates} gradients against "
-                 f"{sync_run.wall[-1]:.2f} s; sync's fast workers sat idle {idle[:-1].mean():.0%} of the time),\n"
-                 f"but its gradients are stale (mean τ = {async_run.staleness.mean():.1f}) and its path is not sync's",
-                 fontsize=15, x=0.01, ha="left")
+                      f"{sync_run.wall[-1]:.2f} s; sync's fast workers sat idle {idle[:-1].mean():.0%} of the time), "
+                      f"but its gradients are stale (mean τ = {async_run.staleness.mean():.1f}) and its path is not "
+                      "sync's", fontsize=12, x=0.01, y=0.99, ha="left", va="top")
     note = ""
     if async_run.oversubscribed:
         note = (f" {async_run.k + 1} processes on {async_run.meta['cores']} cores: the workers' compute is a sleep, so they "
                 "seldom need a core at once; the modeled times beside the measured ones assume none ever waits for one.")
-    footer(fig, f"Measured: {async_run.describe()}.\n{sync_run.describe()}.{note}", wrap=True)
-    return fig
+    return caption(wrap_titles(fig), [f"Measured: {async_run.describe()}", sync_run.describe(), note, *lift_notes(fig)])
 
 
 def draw(records: dict) -> dict:

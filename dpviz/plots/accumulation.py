@@ -78,7 +78,7 @@ class UpdateBars:
                 segs = [] if row is None else [s for s in row.segments if s.kind == kind]
                 coll.set_verts([_rect(s.start / scale, s.width / scale, y) for s in segs])
                 coll.set_hatch(MODELED_HATCH if row is not None and row.source != MEASURED_NOTE else None)
-            self.labels[i].set_text("" if row is None else row.label)
+            self.labels[i].set_text("" if row is None else row.label + (f"  ({row.note})" if row.note else ""))
             self.totals[i].set_position(((row.t_update / scale) if row else 0, y))
             self.totals[i].set_text("" if row is None else "  " + _total_words(row, name, scale))
         self.ax.set_xlim(0, xmax / scale if xmax else longest / scale * 1.45)
@@ -93,9 +93,7 @@ def _rect(x: float, w: float, y: float):
 
 def _total_words(row, unit: str, scale: float) -> str:
     words = f"{row.t_update / scale:.3g} {unit}"
-    tags = [MODELED_NOTE] if row.source != MEASURED_NOTE else []
-    if row.note:
-        tags.append(row.note)
+    tags = [MODELED_NOTE] if row.source != MEASURED_NOTE else []  # the row's note is in its label, above the bar
     return words + (f"  ({'; '.join(tags)})" if tags else "")
 
 

@@ -46,7 +46,7 @@ def plot_batchnorm_means(run, *, step: int = 0, ax=None, note: bool = True, font
     ax.set_ylabel("mean it normalised with", fontsize=fontsize)
     ax.tick_params(labelsize=fontsize - 1)
     ax.legend(handles=handles, fontsize=fontsize - 2, loc="best", framealpha=0.92)
-    ax.set_title(f"Step {step}: each replica's own statistics, or the batch's", fontsize=fontsize + 1)
+    ax.set_title(f"Training step {step}: each replica's own statistics, or the batch's", fontsize=fontsize + 1)
     if note:
         source_note(ax, run.describe())
     return ax

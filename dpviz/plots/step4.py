@@ -180,7 +180,7 @@ class DeviceBoxes:
             a["grad"].set_text(f"g_{i} = ({g[0]:+.2f}, {g[1]:+.2f})" if line else f"g_{i}[:2] = ({g[0]:+.3g}, {g[1]:+.3g})")
         same = bool((run.param_digest[step] == run.param_digest[step, 0]).all())
         self.title.set_text(
-            f"Step 4 · k={run.k}, b={run.meta['b']}, step {step}: "
+            f"One group per device · k={run.k}, b={run.meta['b']}, training step {step}: "
             + (f"{'one θ' if same else 'θ differs'}, {run.k} slices, {run.k} different g_i" if run.k > 1
                else "one rank: the whole batch, one g")
         )

@@ -165,7 +165,7 @@ class AllReduceFunnel:
             verdict = "all-reduce off: each rank steps with its own g_i, so the copies will drift"
         self.verdict.set_text(verdict)
         what = "grey g_i in, their average (red) back to every rank" if on else "no all-reduce: every rank keeps its own g_i"
-        self.title.set_text(f"Step 5 · k={k}, b={run.meta['b']}, step {step}: {what}")
+        self.title.set_text(f"The all-reduce · k={k}, b={run.meta['b']}, training step {step}: {what}")
         self.source.set_text(f"run: {run.describe()}")
 
 
@@ -248,7 +248,7 @@ def plot_ring_schedule(schedule: dict, *, ax=None):
     for side in ax.spines.values():
         side.set_visible(False)
     handles = [Patch(facecolor=colours[c], label=f"chunk {c} ({n} elements)") for c, n in enumerate(schedule.chunk_sizes)]
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=min(k, 4), fontsize=9, frameon=False)
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=min(k, 2), fontsize=9, frameon=False)
     check = "equals dist.all_reduce bit for bit" if schedule.equal else f"differs from dist.all_reduce by {schedule.max_abs_diff:.2g}"
     ax.set_title(
         f"Ring all-reduce, k={k}, M={M} B: 2(k−1) = {2 * (k - 1)} steps, one chunk to the right each\n"

@@ -71,6 +71,12 @@ def source_note(ax, text: str) -> None:
                 fontsize=8, color=SLATE, ha="left", va="top")
 
 
+def is_source_note(text) -> bool:
+    """Whether ``text`` is a note :func:`source_note` wrote, wherever it was moved: hung from its Axes' lower left corner."""
+    return (getattr(text, "xycoords", None) == "axes fraction" and tuple(text.xy) == (0, 0)
+            and getattr(text, "anncoords", None) == "offset points" and text.xyann[0] == 0 and text.xyann[1] < 0)
+
+
 def stack_notes(axes, gap: float = 12) -> None:
     """Side-by-side panels: each panel's source note one line lower than the last, so long notes never overlap.
 

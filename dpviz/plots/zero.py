@@ -43,13 +43,14 @@ def plot_memory(record, *, modeled: dict | None = None, ax=None, fontsize: float
                 bottom += value
             ax.text(x, bottom + 0.01 * top, f"{bottom:.1f}", ha="center", va="bottom", fontsize=fontsize - 3)
             ticks.append(x)
-            labels.append(f"rank {r}" if not is_model else "any rank")
+            labels.append(f"{r}" if not is_model else "any")  # a rank's number; its group says "ranks"
             x += 1
-        centres.append(((start + x - 1) / 2, label + ("\n(modeled)" if is_model else f"\n({MEASURED_NOTE})")))
+        words = f"{label}\n(ranks, {MEASURED_NOTE})" if not is_model else f"{label}\n({MODELED_NOTE})"
+        centres.append(((start + x - 1) / 2, words))
         x += 0.8
     ax.set_xticks(ticks, labels, fontsize=fontsize - 2, rotation=0)
     for centre, label in centres:
-        ax.text(centre, -0.07, label, transform=ax.get_xaxis_transform(), ha="center", va="top", fontsize=fontsize)
+        ax.text(centre, -0.07, label, transform=ax.get_xaxis_transform(), ha="center", va="top", fontsize=fontsize - 2)
     ax.set_ylabel("KiB held per rank", fontsize=fontsize)
     ax.set_ylim(0, top * 1.12)
     ax.tick_params(axis="y", labelsize=fontsize - 1)
