@@ -370,6 +370,50 @@ def slider_figures(page, root: str) -> int:
     )
 
 
+# The tallest slider panel (status, controls, figure) that a 1366×768 screen shows whole in JupyterLab, under its
+# menu, tab and toolbar rows.
+PANEL_MAX_PX = 650
+
+
+def slider_panels(page, root: str) -> list[dict]:
+    """Every SliderFigure under ``root`` as laid out now: the widget function its cell calls (from the cell's source;
+    empty where the page shows none, as Voilà), its box's height and width, and its image's shown and natural width."""
+    return page.evaluate(
+        """(root) => [...document.querySelectorAll(root + ' .jp-OutputArea-output')]
+             .filter(o => o.querySelector('.widget-slider .noUi-handle') && o.querySelector('img'))
+             .map(o => {
+               const panel = o.querySelector('.jupyter-widgets') || o;
+               const img = o.querySelector('img');
+               const box = panel.getBoundingClientRect();
+               const cell = o.closest('.jp-Cell');
+               const source = cell ? (cell.querySelector('.cm-content')?.innerText || '') : '';
+               const called = source.match(/\\b(\\w+_widget)\\(/);
+               return {widget: called ? called[1] : '', height: box.height, width: box.width,
+                       shown: img.getBoundingClientRect().width, natural: img.naturalWidth,
+                       natural_height: img.naturalHeight};
+             })""",
+        root,
+    )
+
+
+def panel_problems(panels: list[dict], *, max_height: float | None = PANEL_MAX_PX) -> list[str]:
+    """What is wrong with the panels :func:`slider_panels` measured: an image scaled up (blurred), or a panel taller
+    than ``max_height`` (None: height not judged)."""
+    problems = []
+    for i, p in enumerate(panels):
+        name = f"slider panel {i + 1}" + (f" ({p['widget']})" if p["widget"] else "")
+        if not p["natural"]:
+            problems.append(f"{name}: its image has not loaded")
+            continue
+        if p["shown"] > p["natural"] + 0.5:
+            problems.append(f"{name}: its {p['natural']} px image is shown {p['shown']:.0f} px wide, scaled up "
+                            f"{p['shown'] / p['natural']:.2f}× (blurred)")
+        if max_height is not None and p["height"] > max_height:
+            problems.append(f"{name}: {p['height']:.0f} px tall, more than the {max_height} px a 1366×768 screen "
+                            f"shows with its controls (image {p['natural']}×{p['natural_height']} px)")
+    return problems
+
+
 def move_slider(page, root: str, index: int, *, presses: int = 3, timeout: float = 30, snapshot: Path | None = None) -> dict:
     """Focuses the first slider handle of the ``index``-th SliderFigure under ``root`` and presses ArrowRight
     ``presses`` times (ArrowLeft if the slider is already at its right end); waits until the figure's <img>

@@ -37,6 +37,7 @@ import pytest
 
 from browser_support import (
     OUTPUT,
+    PANEL_MAX_PX,
     ROOT,
     WIDGET_MIME,
     OUTPUTS_JS,
@@ -47,18 +48,35 @@ from browser_support import (
     http_json,
     jupyter_env,
     move_slider,
+    panel_problems,
     problems_in_outputs,
     reveal_first_answer,
     saved_expectations,
     slider_figures,
+    slider_panels,
     start_listening,
 )
 
 NOTEBOOKS = Path(os.environ.get("DPVIZ_BROWSER_NOTEBOOKS") or ROOT / "notebooks").resolve()
 CHAPTERS = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb"))  # whatever exists when the tests are collected
-VOILA_CHAPTER = "06_sync_costs_time.ipynb"
+VOILA_WIDGET = "costs_widget"  # Voilà serves the chapter that displays this panel, whatever its number
 
-WIDTH = 1280
+
+def _chapter_calling(widget: str) -> str:
+    """The first notebook whose code calls ``widget(``; a placeholder name (the test then skips) where none does."""
+    for name in CHAPTERS:
+        cells = json.loads((NOTEBOOKS / name).read_text()).get("cells", [])
+        if any(c.get("cell_type") == "code" and f"{widget}(" in "".join(c.get("source", "")) for c in cells):
+            return name
+    return f"(no chapter calls {widget})"
+
+
+VOILA_CHAPTER = _chapter_calling(VOILA_WIDGET)
+MODEL_NOT_FOUND = "model not found"  # Voilà's widget manager asked for a model the page had not been sent
+
+# The screen a room's laptop has: JupyterLab at 1366×768 with the file browser open (its default), where every
+# slider panel must show its controls and its figure together.
+WIDTH, HEIGHT = 1366, 768
 START_TIMEOUT = 120  # s for a server to come up on a busy 2-core machine
 RUN_TIMEOUT = 420  # s for one chapter's Run All (chapters launch real multi-process runs)
 TARGET = 120  # s for the whole module (every chapter, both servers, the page load) on 2 cores
@@ -227,18 +245,18 @@ class LabPage:
 
     def load(self, why: str = "once; every chapter opens in it") -> None:
         """Loads JupyterLab (in a workspace of its own: nothing restored, no '?reset' reload), waits until the app
-        has restored its layout, and folds the left side bar away so that a chapter gets the page's width."""
+        has restored its layout, the file browser open beside the chapter (JupyterLab's default)."""
         start = time.monotonic()
         if self.page is not None and not self.page.is_closed():
             self.page.close()
         self.page = self.context.new_page()
-        self.page.set_viewport_size({"width": WIDTH, "height": 900})
+        self.page.set_viewport_size({"width": WIDTH, "height": HEIGHT})
         self.page.on("pageerror", lambda err: self.errors.append(str(err)))
         self.loads += 1
         self.page.goto(f"{self.server.url}/lab/workspaces/{LAB_WORKSPACE}-{self.loads}?token={self.server.token}",
                        timeout=START_TIMEOUT * 1000)
         self.page.wait_for_function("() => !!window.jupyterapp", timeout=START_TIMEOUT * 1000)
-        self.page.evaluate("async () => { const app = window.jupyterapp; await app.restored; app.shell.collapseLeft(); }")
+        self.page.evaluate("async () => { await window.jupyterapp.restored; }")
         self.timing.add(f"JupyterLab page load ({why})", time.monotonic() - start, "loaded")
 
     def ensure(self, name: str) -> None:
@@ -292,7 +310,7 @@ class LabPage:
                      return docs.length;
                    }""")
             self.page.wait_for_function("() => !document.querySelector('.jp-NotebookPanel')", timeout=30_000)
-            self.page.set_viewport_size({"width": WIDTH, "height": 900})  # the full screenshot grew it
+            self.page.set_viewport_size({"width": WIDTH, "height": HEIGHT})  # the full screenshot grew it
             return closed
         except Exception as err:  # the REST API and the PID checks that follow still stop every kernel
             print(f"could not close the notebook in the page ({err}); the page will be loaded again")
@@ -303,7 +321,7 @@ class LabPage:
 @pytest.fixture(scope="module")
 def lab_page(browser, lab, timing):
     """The one JupyterLab page (one browser context) shared by every chapter; loaded once, here."""
-    context = browser.new_context(viewport={"width": WIDTH, "height": 900})
+    context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
     try:
         app = LabPage(context, lab, timing)
         app.load()
@@ -353,6 +371,8 @@ def _check_page(page, root: str, expect: dict, name: str, app: str, *, widget_wa
             break
         if found["errors"] and time.monotonic() > deadline - widget_wait + 3:
             break  # both apps stop at a cell's error: the widgets of the cells after it will not come
+        if any(MODEL_NOT_FOUND in u for u in found["unrendered"]) and time.monotonic() > deadline - widget_wait + 5:
+            break  # a view whose model never came stays an error: waiting longer changes nothing
         page.wait_for_timeout(200)
     failures += [f"error output:\n{e}" for e in found["errors"]]
     failures += [f"widget not rendered: {u}" for u in found["unrendered"]]
@@ -368,6 +388,14 @@ def _check_page(page, root: str, expect: dict, name: str, app: str, *, widget_wa
     if expect["cards"] and not has_cards:
         failures.append("the notebook displays self-check cards but the page has no 'Show answer' button")
 
+    # Each panel as a room's laptop shows it, before any move: image not scaled up, and (in JupyterLab at
+    # 1366×768) controls and figure within one screen.
+    panels = slider_panels(page, root)
+    failures += panel_problems(panels, max_height=PANEL_MAX_PX if tag == "jupyterlab" else None)
+    if panels:
+        print(f"{name} in {app}: slider panels " + ", ".join(
+            f"{p['widget'] or i + 1} {p['height']:.0f} px tall, image {p['shown']:.0f}/{p['natural']} px"
+            for i, p in enumerate(panels)))
     for i in range(slider_figures(page, root)):
         moved = move_slider(page, root, i, snapshot=OUTPUT / f"{Path(name).stem}.{tag}.slider{i + 1}-unchanged.png")
         if not moved["changed"]:
@@ -546,27 +574,46 @@ def voila(chromium, served_copy, tmp_path_factory, timing):
 
 @pytest.mark.timeout(900)
 def test_chapter_06_in_voila(voila, browser, timing, served_copy):
+    """The chapter that displays the costs panel, served by Voilà (one request, one kernel).
+
+    Under load, Voilà's page once drew "Error displaying widget: model not found" for every widget of the run:
+    its widget manager asked the kernel for the models before it had them. That page load is a failure of the
+    page, not of the chapter; it is loaded again, once, in a fresh context (a new request and kernel), and the
+    retry is reported. Anything else fails at once.
+    """
     start = time.monotonic()
     expect = saved_expectations(served_copy / VOILA_CHAPTER)
     _screenshot_name(VOILA_CHAPTER, "voila-failed").unlink(missing_ok=True)
-    context = browser.new_context(viewport={"width": WIDTH, "height": 900})
-    page = context.new_page()
-    outcome = "failed"
+    outcome, loads, note = "failed", 0, ""
+    context = page = None
     try:
-        # One request: Voilà executes every cell, then the page's widget manager draws the widgets.
-        page.goto(f"{voila.url}/?token={voila.token}", wait_until="load", timeout=RUN_TIMEOUT * 1000)
-        page.wait_for_selector(".jp-OutputArea-output", timeout=RUN_TIMEOUT * 1000)
-        voila.remember_children()
-        failures = _check_page(page, VOILA_ROOT, expect, VOILA_CHAPTER, "Voilà")
+        while True:
+            loads += 1
+            context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
+            page = context.new_page()
+            # One request: Voilà executes every cell, then the page's widget manager draws the widgets.
+            page.goto(f"{voila.url}/?token={voila.token}", wait_until="load", timeout=RUN_TIMEOUT * 1000)
+            page.wait_for_selector(".jp-OutputArea-output", timeout=RUN_TIMEOUT * 1000)
+            voila.remember_children()
+            failures = _check_page(page, VOILA_ROOT, expect, VOILA_CHAPTER, "Voilà")
+            lost = any(MODEL_NOT_FOUND in f for f in failures)
+            if not (lost and loads == 1):
+                break
+            note = f"; loaded twice: the first page said {MODEL_NOT_FOUND!r}"
+            print(f"{VOILA_CHAPTER} in Voilà: the page said {MODEL_NOT_FOUND!r}; loading it again")
+            _failure_screenshot(page, VOILA_CHAPTER, "voila-model-not-found")
+            context.close()
         kernels = voila.log_text().count("Kernel started")
-        if kernels != 1:
-            failures.append(f"Voilà started {kernels} kernels for one page load (one per request: was it polled?)")
+        if kernels != loads:
+            failures.append(f"Voilà started {kernels} kernels for {loads} page load(s) (one per request: was it "
+                            "polled?)")
         full_screenshot(page, _screenshot_name(VOILA_CHAPTER, "voila"), scroller=VOILA_SCROLLER, width=WIDTH)
         voila.remember_children()
         assert not failures, f"{VOILA_CHAPTER} in Voilà:\n" + "\n".join(failures)
         outcome = "passed"
     finally:
-        if outcome == "failed":
+        if outcome == "failed" and page is not None:
             _failure_screenshot(page, VOILA_CHAPTER, "voila")
-        context.close()  # closing the page ends its kernel's websocket; the server's stop shuts the kernel down
-        timing.add(f"{VOILA_CHAPTER} (Voilà)", time.monotonic() - start, outcome)
+        if context is not None:
+            context.close()  # closing the page ends its kernel's websocket; the server's stop shuts the kernel down
+        timing.add(f"{VOILA_CHAPTER} (Voilà)", time.monotonic() - start, outcome + note)

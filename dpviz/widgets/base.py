@@ -18,6 +18,12 @@ background per key, drawn once, ahead of time for the layouts the figure lists i
 ``layouts()``. ``update`` returns None when the background is unchanged. An optional ``caption``
 attribute (HTML) becomes the status line above the figure after each move.
 
+What a room sees is fixed here too. The figure is shown at its own size (never scaled up, which blurs it),
+no wider than JupyterLab's output area on a 1366×768 laptop; every text in it is at least 10 px there
+(:data:`MIN_POINTS`); and the panel, controls included, fits that screen's height: controls in rows above a wide
+figure, in a column beside a narrow one. A slider whose value is in seconds, bytes or bytes per second reads
+out in µs, ms, kB, MB or GB/s (``readouts``), while ``update`` still receives SI values.
+
 Displayed, it is the live widget in JupyterLab and Voilà; the saved notebook also carries a PNG
 of the first state, so the page reads well on GitHub.
 """
@@ -35,8 +41,17 @@ import ipywidgets as widgets
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.path import Path
+from matplotlib.text import Text
 
 DPI = 80  # pixels per inch of the PNG sent to the browser; small enough to redraw fast
+# What a room can read, and what a laptop's screen holds. JupyterLab 4 at 1366×768, file browser open, gives an
+# output 934 px wide (measured in Chromium; tests/figure_text.py's LAB_OUTPUT_PX), less the image's own 2 px margins.
+# A figure no wider than WIDTH_IN is shown 1:1, so text of MIN_POINTS is 10 px on screen; a panel (status, controls,
+# figure) must fit in 650 px of height.
+WIDTH_IN = 11.5  # inches: 920 px at DPI
+MIN_POINTS = 9  # the smallest font size in a slider figure: 9 pt at 80 dpi is 10 px
+COLUMNS = 3  # controls per row
+CONTROL_PX = 300  # the width of one control: a slider with its label and readout
 
 
 class SliderFigure:
@@ -46,15 +61,21 @@ class SliderFigure:
     docstring). ``controls`` maps each keyword of ``update`` to an ipywidgets control.
     ``linked(name, values)`` (optional) returns the other controls' values that a change of
     control ``name`` implies, such as a link preset's α and β; they move with it, in one redraw.
+    ``readouts`` (optional) maps a control's name to a function that writes its value in words
+    (:func:`seconds_readout`, :func:`bytes_readout`, :func:`rate_readout`): shown beside it instead of
+    its own readout. ``columns``: controls per row above a wide figure.
     """
 
-    def __init__(self, view, controls: dict[str, widgets.Widget], *, title: str = "", linked=None):
+    def __init__(self, view, controls: dict[str, widgets.Widget], *, title: str = "", linked=None,
+                 readouts: dict | None = None, columns: int = COLUMNS):
         self.view = view
         self.fig = fig = view.fig
         fig.set_dpi(DPI)
         if not isinstance(fig.canvas, FigureCanvasAgg):
             FigureCanvasAgg(fig)
         fig.set_layout_engine("none")  # a layout engine would lay the figure out again on every draw
+        at_least(fig, MIN_POINTS)
+        wrap_to_figure(fig)
         self._animated = sorted(
             (a for a in fig.findobj() if a.get_animated() and a is not fig), key=lambda a: (_depth(a), a.get_zorder())
         )
@@ -66,15 +87,44 @@ class SliderFigure:
         self._names = {id(control): name for name, control in controls.items()}
         self._update = lambda values: view.update(**values)
         self.timings: list[float] = []  # seconds per change: callback plus redraw
-        self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%"))
+        # A flex column stretches its children to its width: the image would be scaled up and blurred. It keeps
+        # its own width (the PNG's), and shrinks only where the page is narrower.
+        self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto",
+                                                                       align_self="flex-start"))
         self.errors = widgets.Output()
-        self.status = widgets.HTML(title)
-        for control in controls.values():
+        self._words = title  # the status line's words, for the output's text form
+        self.status = widgets.HTML(_status_html(title))
+        # A slider whose value is in SI units (seconds, bytes) shows it in words instead ("2.7 µs", "100 MB").
+        self._readouts = {name: (words, widgets.Label(layout=widgets.Layout(width="6.5em", margin="0 0 0 4px")))
+                          for name, words in (readouts or {}).items()}
+        # A narrow figure has its controls in a column beside it; a wide one has them in rows of ``columns`` above it.
+        beside = fig.get_figwidth() * DPI + CONTROL_PX <= WIDTH_IN * DPI
+        cells = []  # (the control's box, how many of a row's columns it takes)
+        for name, control in controls.items():
             control.observe(self._on_change, names="value")
             if hasattr(control, "style") and hasattr(control.style, "description_width"):
                 control.style.description_width = "initial"  # long labels such as "b (per group)" stay whole
-        box = widgets.HBox(list(controls.values()), layout=widgets.Layout(flex_flow="row wrap"))
-        self.widget = widgets.VBox([self.status, box, self.image, self.errors])
+            span = 1
+            if isinstance(control, widgets.ToggleButtons):
+                control.style.button_width = "auto"  # each button as wide as its label; a long row takes two cells
+                span = 1 if beside else min(columns, 1 + _toggle_px(control) // CONTROL_PX)
+            else:  # a slider or menu fills its cell, less its readout
+                control.layout.width, control.layout.min_width, control.layout.flex = "auto", "0", "1 1 auto"
+            if name in self._readouts:
+                control.readout = False
+                cell = widgets.HBox([control, self._readouts[name][1]])
+            else:
+                cell = widgets.Box([control])
+            cell.layout.min_width = "0"
+            cells.append((cell, span))
+        if beside:
+            for cell, _ in cells:
+                cell.layout.width = f"{CONTROL_PX}px"
+            box = widgets.VBox([cell for cell, _ in cells], layout=widgets.Layout(margin="0 0 0 8px"))
+            self.widget = widgets.VBox([self.status, widgets.HBox([self.image, box]), self.errors])
+        else:
+            box = widgets.VBox(_rows(cells, columns))
+            self.widget = widgets.VBox([self.status, box, self.image, self.errors])
         for values in getattr(view, "layouts", lambda: ())():  # every background a move may need, drawn now
             self._use_background(self._update({**self.values, **values}))
         self._apply()
@@ -135,7 +185,11 @@ class SliderFigure:
             self._use_background(self._update(self.values))
             caption = getattr(self.view, "caption", None)
             if caption is not None:
-                self.status.value = caption
+                self._words = caption
+                self.status.value = _status_html(caption)
+            values = self.values
+            for name, (words, label) in self._readouts.items():
+                label.value = words(values[name])
             self.image.value = self.png(full=not self._animated)
         except Exception:
             self.errors.append_stdout(traceback.format_exc())
@@ -145,9 +199,86 @@ class SliderFigure:
     def _repr_mimebundle_(self, **kwargs):
         bundle = self.widget._repr_mimebundle_(**kwargs)
         # the widget's own text form spells out every child, PNG bytes included; say what it is instead
-        bundle["text/plain"] = f"SliderFigure({', '.join(self.controls)}): {self.status.value or 'interactive figure'}"
+        bundle["text/plain"] = f"SliderFigure({', '.join(self.controls)}): {self._words or 'interactive figure'}"
         bundle["image/png"] = base64.b64encode(self.image.value).decode()  # the static view for pages that cannot run widgets
         return bundle
+
+
+def at_least(fig, points: float) -> None:
+    """Raise every text of ``fig`` smaller than ``points`` to ``points``: tick labels (those to come as well),
+    legends, notes. Plot functions size their text for a figure at 100 dpi; a slider figure is drawn at 80."""
+    for ax in fig.axes:
+        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+            for which in ("major", "minor"):
+                ticks = axis.get_major_ticks() if which == "major" else axis.get_minor_ticks()
+                if ticks and ticks[0].label1.get_fontsize() < points:
+                    ax.tick_params(axis=name, which=which, labelsize=points)
+    for text in fig.findobj(Text):
+        if text.get_fontsize() < points:
+            text.set_fontsize(points)
+
+
+def _rows(cells: list, columns: int) -> list:
+    """Rows of ``columns`` equal columns (flex boxes: a page ignores a grid cell's span), cells placed in order."""
+    rows, row, used = [], [], 0
+    for cell, span in cells:
+        if used + span > columns:
+            rows.append((row, used))
+            row, used = [], 0
+        cell.layout.flex = f"{span} 1 0px"
+        row.append(cell)
+        used += span
+    rows.append((row, used))
+    boxes = []
+    for row, used in rows:
+        if used < columns:  # an empty cell keeps a short last row's columns as wide as the others
+            row.append(widgets.Box(layout=widgets.Layout(flex=f"{columns - used} 1 0px")))
+        boxes.append(widgets.HBox(row, layout=widgets.Layout(grid_gap="0 16px", width="100%")))
+    return boxes
+
+
+def _toggle_px(control) -> int:
+    """About how wide a row of toggle buttons is, label included (13 px text, 7 px a character; 24 px of padding)."""
+    labels = [str(label) for label in control._options_labels]
+    return 7 * len(control.description) + sum(7 * len(label) + 24 for label in labels) + 16
+
+
+def wrap_to_figure(fig) -> None:
+    """Wrap at the figure's edge each text that runs past it as drawn now (a long source note, at 9 pt, does)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legends = {t for legend in [*fig.legends, *(ax.get_legend() for ax in fig.axes)] if legend is not None
+               for t in legend.get_texts()}
+    for text in fig.findobj(Text):
+        if text in legends or not text.get_visible() or not text.get_text():
+            continue
+        box = text.get_window_extent(renderer)
+        if box.x0 < fig.bbox.x0 - 0.5 or box.x1 > fig.bbox.x1 + 0.5:
+            text.set_wrap(True)
+
+
+def _status_html(words: str) -> str:
+    """The status line's HTML: lines at the height of the text, not at a widget row's 28 px each."""
+    return f'<div style="line-height: 1.3; margin: 2px 0 4px 0">{words}</div>' if words else ""
+
+
+def seconds_readout(seconds: float) -> str:
+    """A time as a person reads it: "2.7 µs", "12.5 ms", "1.5 s"."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
+        if seconds >= scale * 0.9995 or unit == "ns":
+            return f"{seconds / scale:.3g} {unit}"
+
+
+def bytes_readout(n: float, per: str = "") -> str:
+    """A size (decimal prefixes, as links and datasheets quote them): "282 kB", "100 MB"; ``per="/s"`` for a rate."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3), ("B", 1.0)):
+        if n >= scale * 0.9995 or unit == "B":
+            return f"{n / scale:.3g} {unit}{per}"
+
+
+def rate_readout(bytes_per_second: float) -> str:
+    """A bandwidth: "12.5 GB/s"."""
+    return bytes_readout(bytes_per_second, "/s")
 
 
 def png_bytes(rgba: np.ndarray) -> bytes:

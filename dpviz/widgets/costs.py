@@ -40,7 +40,7 @@ from dpviz.plots.style import INK, REPLICA
 from dpviz.plots.timeline import TimelineBars, time_unit
 from dpviz.theory import costmodel, timing
 from dpviz.theory.links import PRESETS, SPEED_ORDER, Link
-from dpviz.widgets.base import SliderFigure, animate, find
+from dpviz.widgets.base import SliderFigure, animate, bytes_readout, find, rate_readout, seconds_readout
 
 MACHINE = "this machine, fitted"
 YOURS = "your α, β"
@@ -72,7 +72,7 @@ class CostsFigure:
     """
 
     def __init__(self, *, k_max: int = 64, machine: dict | None = None, measured=None, workload=None,
-                 figsize=(12.5, 6.4)):
+                 figsize=(11.5, 5.7)):
         self.k_max = check_int("k_max", k_max, low=8, high=4096)
         self.ks = np.arange(1, self.k_max + 1)
         self.machine = dict(machine or {})
@@ -90,7 +90,7 @@ class CostsFigure:
         self.fig = fig = Figure(figsize=figsize)
         FigureCanvasAgg(fig)
         self.ax_time, self.ax_speed = ax_time, ax_speed = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=[1.15, 1]))
-        fig.subplots_adjust(left=0.075, right=0.985, top=0.86, bottom=0.27, wspace=0.22)
+        fig.subplots_adjust(left=0.075, right=0.985, top=0.87, bottom=0.31, wspace=0.22)
         # Drawn first with placeholder numbers; update() puts in the real ones.
         rows, curves = self._numbers(k=self.k_max, alpha=1e-5, beta=1e9, M=1e8, t_compute=1.0, formula="ring")
         self.bars = TimelineBars(ax_time, rows, fontsize=10, mark_source=False,
@@ -179,13 +179,14 @@ class CostsFigure:
             f"{preset if on_preset else 'your own α, β'}, k = {k}: S = {s_now:.3g} ({s_now / k:.0%} of k), "
             f"capped by T_compute / T_comm = {_ratio(t_compute, t_comm_k)}"
         )
-        now = f"α = {alpha * 1e6:.3g} µs, β = {beta / 1e9:.3g} GB/s, {formula} formula"
+        # The headline is the figure's first line, and the controls show the numbers: the status line says
+        # where the numbers come from.
         if on_preset:
-            link_words = f"{now}: preset {preset} ({self.link_for(preset, formula).source})"
+            link_words = f"preset {preset}:<br>{_html(self.link_for(preset, formula).source)}"
         else:
-            link_words = f"{now}: your own settings (moved away from the preset {preset})"
-        self.caption = (f"<b>{_html(self.headline.get_text())}</b><br>{_html(link_words)}<br>"
-                        f"modeled: {_html(speedup_plot.workload_words(curves))}{self._measured_caption}")
+            link_words = f"your own settings (moved away from the preset {_html(preset)})"
+        self.caption = (f"Modeled for the sliders' workload, {formula} all-reduce; α, β: {link_words}"
+                        f"{self._measured_caption}")
 
     def _numbers(self, *, k, alpha, beta, M, t_compute, formula):
         """The rows of s01 (k = 1, 2, 4, 8 and yours) and the curves of s02 for these values."""
@@ -243,12 +244,11 @@ class CostsFigure:
         if self.measured is None:
             return ""
         measured = self.measured
-        words = (f"measured points: real runs on {measured.host}, {measured.cores} cores, "
-                 f"global batch {measured.global_batch}")
+        # one line: the legend under s02 spells out the dash-dot curve's workload too
+        words = f"points: real runs on {measured.host}, {measured.cores} cores, batch {measured.global_batch}"
         if self.own:
-            words += (f"; dash-dot, modeled for those runs: T_compute = {seconds_words(workload.t_compute)} "
-                      f"(their k = 1 step), M = {speedup_plot.bytes_words(workload.M)} (their gradient), "
-                      f"α, β fitted to this machine's all-reduce times")
+            words += (f"; dash-dot: modeled for them, T_compute = {seconds_words(workload.t_compute)} (k = 1), "
+                      f"M = {speedup_plot.bytes_words(workload.M)}, α, β fitted here")
         return "<br>" + _html(words)
 
 
@@ -288,14 +288,14 @@ def costs_widget(
     figure = CostsFigure(k_max=k_max, machine=machine, measured=measured, workload=workload)
 
     start = figure.link_for(preset, formula)
-    controls = {
+    controls = {  # three rows: the workload, the link, the formula
         "k": widgets.IntSlider(value=k, min=1, max=k_max, description="k", continuous_update=False),
-        "alpha": _log_slider("α (s)", _clip(start.alpha, ALPHA_RANGE), ALPHA_RANGE),
-        "beta": _log_slider("β (B/s)", _clip(start.beta, BETA_RANGE), BETA_RANGE),
-        "M": _log_slider("M (bytes)", M, M_RANGE),
-        "t_compute": _log_slider("T_compute (s)", t_compute, T_COMPUTE_RANGE),
-        "formula": widgets.Dropdown(options=list(costmodel.FORMULAS), value=formula, description="formula"),
+        "t_compute": _log_slider("T_compute", t_compute, T_COMPUTE_RANGE),
+        "M": _log_slider("M gradient", M, M_RANGE),
         "preset": widgets.Dropdown(options=figure.presets, value=preset, description="link"),
+        "alpha": _log_slider("α latency", _clip(start.alpha, ALPHA_RANGE), ALPHA_RANGE),
+        "beta": _log_slider("β bandwidth", _clip(start.beta, BETA_RANGE), BETA_RANGE),
+        "formula": widgets.Dropdown(options=list(costmodel.FORMULAS), value=formula, description="formula"),
     }
 
     def linked(name: str, values: dict) -> dict:
@@ -305,7 +305,9 @@ def costs_widget(
             return {"alpha": _clip(link.alpha, ALPHA_RANGE), "beta": _clip(link.beta, BETA_RANGE)}
         return {}
 
-    return SliderFigure(figure, controls, linked=linked)
+    # The sliders hold SI values (s, B/s, B), which update() takes; their readouts are in the units people read.
+    readouts = {"alpha": seconds_readout, "beta": rate_readout, "M": bytes_readout, "t_compute": seconds_readout}
+    return SliderFigure(figure, controls, linked=linked, readouts=readouts)
 
 
 def _round_end(x: float) -> float:

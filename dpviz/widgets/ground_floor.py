@@ -41,7 +41,7 @@ class SpeedupFigure:
     the marker and the table's rows.
     """
 
-    def __init__(self, *, k: int = 4, ratio: float = 0.05, figsize=(12, 4.6)):
+    def __init__(self, *, k: int = 4, ratio: float = 0.05, figsize=(11.5, 4.4)):
         self.table = {r: modeled(KS, r) for r in RATIOS}  # every state the sliders can reach
         self.curves = {r: modeled(K_CURVE, r) for r in RATIOS}
         self.fig = fig = Figure(figsize=figsize)
@@ -126,7 +126,7 @@ class SpeedupFigure:
                         f"efficiency S/k = {here / k:.0%}{ceiling}")
 
 
-def speedup_widget(*, k: int = 4, ratio: float = 0.05, figsize=(12, 4.6)) -> SliderFigure:
+def speedup_widget(*, k: int = 4, ratio: float = 0.05, figsize=(11.5, 4.4)) -> SliderFigure:
     """Sliders for k and T_comm/T_compute over chapter 00's speedup picture and table (modeled numbers)."""
     check_choice("k", k, KS)
     check_choice("ratio", ratio, RATIOS)

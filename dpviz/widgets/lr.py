@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 from dpviz.checks import check_choice, check_int
 from dpviz.plots.lr import LossCurves
 from dpviz.theory import lr_rules
-from dpviz.widgets.base import SliderFigure, animate, keep_off_legend
+from dpviz.widgets.base import MIN_POINTS, SliderFigure, animate, at_least, keep_off_legend
 
 RULES = (*lr_rules.RULES, "free")
 RULE_OPTIONS = [(lr_rules.RULE_LABELS[r], r) for r in lr_rules.RULES] + [("free ×", "free")]
@@ -60,14 +60,16 @@ def _snap(multipliers, value: float) -> float:
 class RulesFigure:
     """The chapter-09 slider figure, built once; ``update(model=, k=, rule=, multiplier=, warmup=)`` refills it."""
 
-    def __init__(self, grids: dict, *, figsize=(13.5, 5.4)):
+    def __init__(self, grids: dict, *, figsize=(11.5, 5.2)):
         self.grids = grids
         self.multipliers = np.array(next(iter(grids.values())).meta["multipliers"], dtype=float)
         self.fig = fig = Figure(figsize=figsize)
         FigureCanvasAgg(fig)
         axes = fig.subplots(1, 2)
-        fig.subplots_adjust(left=0.07, right=0.985, top=0.9, bottom=0.17, wspace=0.18)
+        fig.subplots_adjust(left=0.075, right=0.985, top=0.92, bottom=0.2, wspace=0.18)
         self.curves = LossCurves(fig, axes)
+        at_least(fig, MIN_POINTS)  # before the legend's hole below, which depends on its text size
+        self.curves.note.set_wrap(True)  # the grid's long description takes two lines at 9 pt
         animate(*self.curves.changing_artists())
         # drawn over the cached background, which holds the legend: keep them out of its box, as under a drawn legend
         keep_off_legend(axes[1], self.curves.chosen[1], self.curves.plain[1], self.curves.blowup[1])
@@ -109,7 +111,7 @@ class RulesFigure:
 
 
 def lr_widget(grids: dict, *, model: str = "line", k: int = 4, rule: str = "linear", warmup: int = 0,
-              figsize=(13.5, 5.4)) -> SliderFigure:
+              figsize=(11.5, 5.2)) -> SliderFigure:
     """Sliders for the model, k, the rule (or a free multiplier) and the warm-up over ``grids`` ({model: LrGrid})."""
     ks, multipliers, warmups = _check_grids(grids)
     check_choice("model", model, tuple(grids))

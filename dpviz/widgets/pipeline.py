@@ -50,7 +50,7 @@ def _check_grid(grid: dict, p: int, m: int, schedule: str) -> tuple[list, list, 
 class PipelineFigure:
     """The Gantt chart beside the bubble panel, built once; ``update(p=, m=, schedule=)`` refills them."""
 
-    def __init__(self, grid: dict, *, figsize=(14, 6.2)):
+    def __init__(self, grid: dict, *, figsize=(11.5, 5.6)):
         self.grid = grid
         self.ps = sorted({key[0] for key in grid})
         self.ms = sorted({key[1] for key in grid})
@@ -114,7 +114,7 @@ class PipelineFigure:
         return p
 
 
-def pipeline_widget(grid: dict, *, p: int = 2, m: int = 4, schedule: str = "gpipe", figsize=(14, 6.2)) -> SliderFigure:
+def pipeline_widget(grid: dict, *, p: int = 2, m: int = 4, schedule: str = "gpipe", figsize=(11.5, 5.6)) -> SliderFigure:
     """Sliders for p and m and a schedule switch over ``grid`` ({(p, m, schedule): PipelineRun}, e.g. ``shipped_grid()``)."""
     ps, ms, schedules = _check_grid(grid, p, m, schedule)
     style = {"description_width": "initial"}

@@ -21,7 +21,7 @@ from dpviz.checks import check_int, check_real
 from dpviz.data import LINE_START
 from dpviz.theory.landscape import descent_path, knob_range, step1_data
 from dpviz.plots.step1 import GIDS, arrow_end, fit_arrow_head, plot_loss_along, step_title
-from dpviz.widgets.base import SliderFigure, animate, find, keep_off_legend
+from dpviz.widgets.base import MIN_POINTS, SliderFigure, animate, at_least, find, keep_off_legend
 
 
 def eta_grid(eta_min: float, eta_max: float, n: int) -> np.ndarray:
@@ -54,6 +54,7 @@ class EtaFigure:
         FigureCanvasAgg(fig)
         self.ax = ax = fig.add_subplot()
         plot_loss_along(self.curves[first], ax=ax)
+        at_least(fig, MIN_POINTS)  # before the layout and the legend's hole below: both depend on text sizes
         fig.tight_layout()
         fig.set_layout_engine(None)  # laid out once; a leftover engine would make every PNG draw the figure twice
         self.path, self.arrow = find(ax, GIDS["path"]), find(ax, GIDS["arrow"])
@@ -96,4 +97,4 @@ def eta_widget(x, y, *, knob: int = 0, steps: int = 8, start=LINE_START, eta: fl
                                     max=float(np.log10(etas[-1])), step=exponent_step, description="η",
                                     readout_format=".3f", continuous_update=True)
     return SliderFigure(figure, {"eta": slider},
-                        title=f"Step 1: gradient descent on one machine, {steps} steps, knob {figure.base.knob_name}")
+                        title=f"One training step: gradient descent on one machine, {steps} steps, knob {figure.base.knob_name}")

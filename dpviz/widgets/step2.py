@@ -41,7 +41,7 @@ class BatchFigure:
     shows the first b arrows of that grab and their mean.
     """
 
-    def __init__(self, run, batches: dict, *, step: int = 0, rank: int = 0, figsize=(7.2, 5.2)):
+    def __init__(self, run, batches: dict, *, step: int = 0, rank: int = 0, figsize=(7.2, 5.4)):
         self.batches = batches
         self.fig = fig = Figure(figsize=figsize)
         FigureCanvasAgg(fig)
@@ -50,7 +50,7 @@ class BatchFigure:
         for batch in batches.values():  # one view for every state the controls can reach
             ax.update_datalim(np.vstack([batch["grads"], batch["reference"][None]]))
         ax.autoscale_view()
-        fig.subplots_adjust(left=0.11, right=0.97, bottom=0.15, top=0.88)  # fixed: the title changes length
+        fig.subplots_adjust(left=0.11, right=0.97, bottom=0.18, top=0.88)  # fixed: the title changes length
 
         self.examples, self.mean = find(ax, GIDS["examples"]), find(ax, GIDS["mean"])
         self.reference, self.note = find(ax, GIDS["reference"]), find(ax, NOTE_GID)
@@ -74,7 +74,7 @@ class BatchFigure:
         self.note.set_text(batch["note"])
 
 
-def batch_widget(run, *, biased=None, step: int = 0, rank: int = 0, b: int = 8, figsize=(7.2, 5.2)) -> SliderFigure:
+def batch_widget(run, *, biased=None, step: int = 0, rank: int = 0, b: int = 8, figsize=(7.2, 5.4)) -> SliderFigure:
     """A slider for b over one recorded mini-batch: the first b per-example gradients (grey) and their mean (red).
 
     ``biased`` (optional) is a run recorded with ``sampling="biased"``; a toggle
@@ -96,4 +96,4 @@ def batch_widget(run, *, biased=None, step: int = 0, rank: int = 0, b: int = 8, 
     controls = {"b": widgets.IntSlider(value=b, min=1, max=n, description="b", continuous_update=True)}
     if biased is not None:
         controls["grab"] = widgets.ToggleButtons(options=["random", "biased"], value="random", description="grab")
-    return SliderFigure(figure, controls, title="Step 2: the mini-batch gradient is the mean of the examples' gradients")
+    return SliderFigure(figure, controls, title="A mini-batch: its gradient is the mean of the examples' gradients")

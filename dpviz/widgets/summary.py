@@ -22,7 +22,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from dpviz.checks import check_int
-from dpviz.plots.style import RED, REPLICA
+from dpviz.plots.style import RED, REPLICA, is_source_note
 from dpviz.plots.summary import COL, GIDS, RADIUS, Y_COPY, Y_MEAN, Y_NEW, Y_SLICE, plot_summary
 from dpviz.widgets.base import SliderFigure, animate, find
 
@@ -50,13 +50,15 @@ class SummaryFigure:
     typical step, the same at every step).
     """
 
-    def __init__(self, run, times, *, step: int = 0, figsize=(9, 9)):
+    def __init__(self, run, times, *, step: int = 0, figsize=(7.4, 7.4)):
         self.run = run
         self.fig = fig = Figure(figsize=figsize)
         FigureCanvasAgg(fig)
         ax = self.ax = fig.subplots()
-        fig.subplots_adjust(left=0.01, right=0.99, bottom=0.08, top=0.95)
-        plot_summary(run, times, step=step, ax=ax)
+        fig.subplots_adjust(left=0.01, right=0.99, bottom=0.035, top=0.95)
+        plot_summary(run, times, step=step, ax=ax, fontsize=10)  # 9 pt its smallest: room between copies
+        for note in [t for t in ax.texts if is_source_note(t)]:
+            note.xyann = (0, -1)  # no tick labels under this Axes: the note needs no room for them
         k = run.k
         centres = (np.arange(k) - (k - 1) / 2) * COL
         self.local, self.faint, self.reduced = (find(ax, GIDS[name]) for name in ("local", "local_faint", "reduced"))
@@ -129,7 +131,7 @@ class SummaryFigure:
         return words, colour
 
 
-def summary_widget(run, times, *, step: int = 0, figsize=(9, 9)) -> SliderFigure:
+def summary_widget(run, times, *, step: int = 0, figsize=(7.4, 7.4)) -> SliderFigure:
     """A step slider over the one-picture summary of ``run`` (a line-model Run, all-reduce on, parameters kept)."""
     figure = SummaryFigure(run, times, step=step, figsize=figsize)
     slider = widgets.IntSlider(value=step, min=0, max=run.steps - 1, description="step", continuous_update=True)

@@ -77,7 +77,7 @@ class _TimeTicks:
 class StragglerFigure:
     """Measured (top) and modeled (bottom) straggler timelines for up to ``max(sweeps)`` ranks; see the module docstring."""
 
-    def __init__(self, sweeps: dict, *, steps: int = STEPS_SHOWN, figsize=(12, 7.4), fontsize: float = 12):
+    def __init__(self, sweeps: dict, *, steps: int = STEPS_SHOWN, figsize=(11.5, 6.2), fontsize: float = 12):
         self.sweeps = _check_sweeps(sweeps)
         self.steps = check_int("steps", steps, low=1, high=20)
         slots = max(self.sweeps)

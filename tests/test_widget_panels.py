@@ -1,0 +1,223 @@
+"""Every slider panel the chapters display, built from shipped records (no run started), as the chapters build them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIGURE_RECORDS = ROOT / "figures" / "records"
+
+
+def speedup():
+    from dpviz.widgets.ground_floor import speedup_widget
+    return speedup_widget(k=8, ratio=0.05)
+
+
+def eta():
+    from dpviz.data import line_data
+    from dpviz.widgets.step1 import eta_widget
+    return eta_widget(*line_data())
+
+
+def batch():
+    from dpviz.records import load, shipped
+    from dpviz.widgets.step2 import batch_widget
+    return batch_widget(shipped.grid_runs()[(1, 16)], biased=load(FIGURE_RECORDS / "line_k1_biased"))
+
+
+def average():
+    from dpviz.records import shipped
+    from dpviz.widgets.step3 import average_widget
+    return average_widget(shipped.grid_runs()[(4, 16)])
+
+
+def devices():
+    from dpviz.records import shipped
+    from dpviz.widgets.step45 import devices_widget
+    return devices_widget(shipped.grid_runs())
+
+
+def all_reduce():
+    from dpviz.records import shipped
+    from dpviz.widgets.step45 import all_reduce_widget
+    return all_reduce_widget(shipped.grid_runs())
+
+
+def costs():
+    from dpviz.records.figure_set import load_inputs
+    from dpviz.widgets.costs import costs_widget
+    inputs = load_inputs(FIGURE_RECORDS)
+    return costs_widget(measured_bench=inputs.bench, measured_runs=inputs.mlp)
+
+
+def summary():
+    from dpviz.records import shipped
+    from dpviz.theory import timing
+    from dpviz.widgets.summary import summary_widget
+    run = shipped.drift_runs()[("sgd", True)]
+    return summary_widget(run, timing.step_times(run))
+
+
+def lr():
+    from dpviz.records.lr_grid import LrGrid
+    from dpviz.widgets.lr import lr_widget
+    return lr_widget({"line": LrGrid.shipped("line"), "mlp": LrGrid.shipped("mlp")})
+
+
+def accumulation():
+    from dpviz.records.accumulation import accumulation_grid
+    from dpviz.widgets.accumulation import accumulation_widget
+    return accumulation_widget(accumulation_grid())
+
+
+def straggler():
+    from dpviz.records.straggler import shipped_straggler
+    from dpviz.widgets.waiting import straggler_widget
+    return straggler_widget(shipped_straggler(), k=2, delay=0.05, slow_rank=1)
+
+
+def pipeline():
+    from dpviz.records.pipeline import shipped_grid
+    from dpviz.widgets.pipeline import pipeline_widget
+    return pipeline_widget(shipped_grid())
+
+
+# The widget function each builder calls: what a chapter's cell names, whatever the chapter's number.
+PANELS = {
+    "speedup_widget": speedup,
+    "eta_widget": eta,
+    "batch_widget": batch,
+    "average_widget": average,
+    "devices_widget": devices,
+    "all_reduce_widget": all_reduce,
+    "costs_widget": costs,
+    "summary_widget": summary,
+    "lr_widget": lr,
+    "accumulation_widget": accumulation,
+    "straggler_widget": straggler,
+    "pipeline_widget": pipeline,
+}
+
+
+# --- what a room sees: every panel readable and whole on a 1366×768 laptop in JupyterLab ---
+
+import io  # noqa: E402
+import math  # noqa: E402
+import re  # noqa: E402
+
+import ipywidgets as widgets  # noqa: E402
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from dpviz.widgets.base import DPI, bytes_readout, rate_readout, seconds_readout  # noqa: E402
+from figure_text import LAB_OUTPUT_PX, MIN_TEXT_PX, shown_texts, smallest_text  # noqa: E402
+
+SCREEN_PX = 650  # the tallest panel that a 768-px screen shows whole in JupyterLab, under its menus and toolbar
+IMAGE_PX = LAB_OUTPUT_PX - 4  # the image's share of the output area: it has a 2 px margin on each side
+# How tall the parts around the image are in JupyterLab (measured in Chromium at 1366×768, 13 px widget text):
+STATUS_LINE_PX, STATUS_CHAR_PX = 17, 6.8  # a line of the status HTML; the mean width of one of its characters
+ROW_PX, TOGGLE_ROW_PX = 32, 60  # a row of sliders; a row with toggle buttons, whose label sits above them
+SLACK_PX = 20  # margins between the parts
+
+
+@pytest.fixture(scope="module", params=list(PANELS))
+def panel(request):
+    return request.param, PANELS[request.param]()
+
+
+def png_size(sf) -> tuple[int, int]:
+    return Image.open(io.BytesIO(sf.image.value)).size
+
+
+def test_every_panel_is_shown_at_its_own_size_and_its_text_is_readable(panel):
+    name, sf = panel
+    width, height = png_size(sf)
+    assert width <= IMAGE_PX, f"{name}: the PNG is {width} px wide; JupyterLab at 1366×768 shows {IMAGE_PX} px"
+    assert (width, height) == (round(sf.fig.get_figwidth() * DPI), round(sf.fig.get_figheight() * DPI))
+    smallest = smallest_text(sf.fig, LAB_OUTPUT_PX, dpi=DPI)
+    assert smallest.px >= MIN_TEXT_PX - 1e-9, f"{name}: {smallest.text!r} is {smallest.px:.1f} px on screen"
+    ticks = {label for ax in sf.fig.axes for axis in (ax.xaxis, ax.yaxis)
+             for tick in axis.get_major_ticks() + axis.get_minor_ticks() for label in (tick.label1, tick.label2)}
+    cut = [(text.get_text()[:40], [round(v) for v in box.extents]) for text, box, _ in shown_texts(sf.fig)
+           if text not in ticks and (box.x0 < -1 or box.y0 < -1 or box.x1 > width + 1 or box.y1 > height + 1)]
+    assert not cut, f"{name}: texts run past the PNG's edges (px): {cut}"
+
+
+def estimated_height(sf) -> float:
+    """The panel's height in JupyterLab at 1366×768 as its parts add up: status lines, control rows, the PNG."""
+    status, middle = sf.widget.children[0], sf.widget.children[1]
+    lines = 0
+    for part in re.split(r"<br\s*/?>", status.value):
+        words = re.sub(r"<[^>]+>", "", part)
+        lines += max(1, math.ceil(len(words) * STATUS_CHAR_PX / LAB_OUTPUT_PX)) if words.strip() else 0
+    _, image_px = png_size(sf)
+    if middle is sf.widget.children[1] and isinstance(middle, widgets.HBox):  # controls beside the figure
+        return lines * STATUS_LINE_PX + image_px + SLACK_PX
+    rows = sum(TOGGLE_ROW_PX if any(isinstance(w, widgets.ToggleButtons) for w in _leaves(row)) else ROW_PX
+               for row in middle.children)
+    return lines * STATUS_LINE_PX + rows + image_px + SLACK_PX
+
+
+def _leaves(box):
+    for child in getattr(box, "children", ()):
+        yield child
+        yield from _leaves(child)
+
+
+def test_every_panel_fits_a_laptop_screen_with_its_controls(panel):
+    name, sf = panel
+    assert estimated_height(sf) <= SCREEN_PX, f"{name}: about {estimated_height(sf):.0f} px tall"
+
+
+def test_the_costs_panel_fits_for_every_link_and_its_own_settings():
+    sf = costs()
+    for preset in sf.controls["preset"].options:  # each preset's source is a status line of its own length
+        for formula in sf.controls["formula"].options:
+            sf.set(preset=preset, formula=formula)
+            assert estimated_height(sf) <= SCREEN_PX, f"{preset}, {formula}: about {estimated_height(sf):.0f} px"
+    sf.set(alpha=1e-3)
+    assert "your own settings" in sf.status.value and estimated_height(sf) <= SCREEN_PX
+
+
+def test_no_slider_reads_out_raw_si_numbers(panel):
+    """A readout such as 0.00000270 (α) or 1.25e+10 (β): such sliders read out in µs, GB/s, MB instead."""
+    name, sf = panel
+    for key, control in sf.controls.items():
+        if isinstance(control, (widgets.FloatSlider, widgets.FloatLogSlider)) and control.readout:
+            shown = format(control.value, control.readout_format)
+            assert not re.search(r"e[+-]|\.000", shown), f"{name}: slider {key} reads out {shown}"
+
+
+def test_the_link_sliders_read_out_in_units_and_hand_update_si_values():
+    sf = costs()
+    readouts = {name: label.value for name, (_, label) in sf._readouts.items()}
+    assert readouts == {"alpha": "2.7 µs", "beta": "12.5 GB/s", "M": "100 MB", "t_compute": "1 s"}
+    assert not any(sf.controls[name].readout for name in readouts)
+    seen = {}
+    update = sf.view.update
+    sf.view.update = lambda **values: seen.update(values) or update(**values)
+    sf.set(alpha=1e-5, beta=1e9, M=3e5, t_compute=0.02)
+    assert (seen["alpha"], seen["beta"], seen["M"], seen["t_compute"]) == (1e-5, 1e9, 3e5, 0.02)
+    assert [sf._readouts[n][1].value for n in ("alpha", "beta", "M", "t_compute")] == ["10 µs", "1 GB/s", "300 kB",
+                                                                                       "20 ms"]
+    sf.set(preset="10 Gb Ethernet")  # a preset moves α and β, and their readouts with them
+    assert sf._readouts["beta"][1].value == "1.25 GB/s"
+
+
+@pytest.mark.parametrize("value, words", [(2.7e-6, "2.7 µs"), (1e-3, "1 ms"), (0.114, "114 ms"), (1.0, "1 s"),
+                                          (3e-9, "3 ns"), (9.9995e-4, "1 ms")])
+def test_seconds_readout(value, words):
+    assert seconds_readout(value) == words
+
+
+@pytest.mark.parametrize("value, words", [(1e8, "100 MB"), (282e3, "282 kB"), (999.0, "999 B"), (1.34e9, "1.34 GB")])
+def test_bytes_readout(value, words):
+    assert bytes_readout(value) == words
+
+
+def test_rate_readout():
+    assert rate_readout(1.25e10) == "12.5 GB/s" and rate_readout(1.25e9) == "1.25 GB/s"
