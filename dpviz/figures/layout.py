@@ -46,10 +46,10 @@ def new_figure(figsize, ncols: int = 1, *, nrows: int = 1, **kwargs):
 
 
 def sentence(parts) -> str:
-    """``parts`` (words, or a list of them) as one line: each part's lines joined, parts by "; ", one full stop."""
+    """``parts`` (words, or a list of them) as one line: every line of every part joined by "; ", one full stop."""
     parts = [parts] if isinstance(parts, str) else list(parts)
-    words = [" ".join(str(part).split()).rstrip(".;, ") for part in parts]
-    text = "; ".join(word for word in words if word)
+    lines = [" ".join(line.split()).rstrip(".;, ") for part in parts for line in str(part).splitlines()]
+    text = "; ".join(line for line in lines if line)
     return text + "." if text else ""
 
 
