@@ -15,6 +15,7 @@ styles are all files inside it.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import re
 import shutil
@@ -27,6 +28,28 @@ BOOK = ROOT / "book"
 NOTEBOOKS = ROOT / "notebooks"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+COLUMN_PX = 688  # the page's text column at 1280×720; a wider picture gets the full width, so it is shown 1:1
+
+
+def widest_png(cell: dict) -> int:
+    """The natural width in pixels of the widest PNG among a cell's saved outputs (0 if none)."""
+    widest = 0
+    for out in cell.get("outputs", []):
+        data = out.get("data", {}).get("image/png")
+        if data:
+            head = base64.b64decode("".join(data)[:64])  # the PNG header: width at bytes 16-20
+            widest = max(widest, int.from_bytes(head[16:20], "big"))
+    return widest
+
+
+def widen(nb: dict) -> None:
+    """Tag every code cell whose picture is wider than the column ``full-width``: the theme then lets it run into
+    the margin, where it is shown at its own size instead of scaled down until its text is too small to read."""
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "code" and widest_png(cell) > COLUMN_PX:
+            tags = cell.setdefault("metadata", {}).setdefault("tags", [])
+            if "full-width" not in tags:
+                tags.append("full-width")
 
 LANDING = """\
 # dpviz: data-parallel training, one step at a time
@@ -125,6 +148,7 @@ def stage(src: Path, notebooks: list[Path]) -> dict:
         nb = json.loads(path.read_text())
         info[path.stem] = describe_chapter(path, nb)
         nb.get("metadata", {}).pop("widgets", None)
+        widen(nb)
         write_if_changed(src / path.name, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
         what = descriptions.get(path.stem) or " · ".join(section_headings(nb)) or info[path.stem]["title"]
         rows.append(f"| {info[path.stem]['number']} | [{info[path.stem]['name']}]({path.name}) | {what} |")

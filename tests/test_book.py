@@ -183,7 +183,9 @@ async () => {
   });
   return {
     answerKeys: keys,
-    images: imgs.map(i => ({src: i.currentSrc || i.src, ok: i.complete && i.naturalWidth > 0})),
+    images: imgs.map(i => ({src: i.currentSrc || i.src, ok: i.complete && i.naturalWidth > 0,
+                            natural: i.naturalWidth, shown: i.getBoundingClientRect().width,
+                            output: !!i.closest('.cell_output')})),
     outputImages: main.querySelectorAll('.cell_output img').length,
     links: [...document.querySelectorAll('a[href]')].map(a => a.href),
     ids: [...document.querySelectorAll('[id]')].map(e => e.id)
@@ -272,6 +274,20 @@ def test_every_image_loads(visits):
     broken = {k: v for k, v in broken.items() if v}
     assert not broken, f"images that did not load: {broken}"
     assert sum(len(v.images) for v in visits.values()) > 0
+
+
+def test_output_pictures_are_never_scaled_below_the_column(visits):
+    """A chapter's figure or slider picture is shown 1:1, or, when its natural width is at most the 688-px column,
+    no narrower than the column allows: the text sizes tests/test_figure_text.py and test_widget_panels.py measure
+    hold on the page (the book tags wider pictures full-width)."""
+    scaled = [f"{name}: {image['src'][-40:]} {image['natural']} px shown at {image['shown']:.0f} px"
+              for name, visit in visits.items() for image in visit.images
+              if image["output"] and image["natural"] > 0 and image["shown"] < min(image["natural"], 688) - 1]
+    assert not scaled, "\n".join(scaled)
+    too_wide = [f"{name}: {image['natural']} px shown at {image['shown']:.0f} px"
+                for name, visit in visits.items() for image in visit.images
+                if image["output"] and image["natural"] > 688 and image["shown"] < image["natural"] - 1]
+    assert not too_wide, "pictures wider than the column must be shown 1:1 (full-width):\n" + "\n".join(too_wide)
 
 
 def test_every_internal_link_resolves(visits, server, site):
