@@ -1,4 +1,4 @@
-"""The sliders of chapters 00 and 07: a move changes only the figure's own artists, to numbers worked out beforehand
+"""The sliders of chapters 00 and 08: a move changes only the figure's own artists, to numbers worked out beforehand
 (the cost model's speedup; the recorded run's step), and a blitted frame looks like a full draw."""
 
 import matplotlib
@@ -62,7 +62,7 @@ def test_speedup_widget_bad_arguments(kwargs, name):
     assert set(RATIOS) >= {0.0, 1.0}
 
 
-# --- chapter 07: the summary, step by step ---
+# --- chapter 08: the summary, step by step ---
 
 @pytest.fixture(scope="module")
 def run():
