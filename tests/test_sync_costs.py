@@ -82,6 +82,7 @@ def test_s01_caption_says_threads_per_rank_and_title_is_true(inputs):
     assert f"global batch {inputs.mlp[1].meta['global_batch']}" in notes
     title = ax.get_title(loc="left")
     assert "compute shrinks as 1/k" in title  # the shipped records are fair ones
+    assert f"while each rank has a core (k ≤ {inputs.mlp[1].meta['cores']})" in title  # only where it was checked
     rows = timing.machine_timelines(inputs.mlp, inputs.bench)
     try:
         cost_claims.sync_does_not_shrink(rows)
