@@ -75,18 +75,3 @@ def is_source_note(text) -> bool:
     """Whether ``text`` is a note :func:`source_note` wrote, wherever it was moved: hung from its Axes' lower left corner."""
     return (getattr(text, "xycoords", None) == "axes fraction" and tuple(text.xy) == (0, 0)
             and getattr(text, "anncoords", None) == "offset points" and text.xyann[0] == 0 and text.xyann[1] < 0)
-
-
-def stack_notes(axes, gap: float = 12) -> None:
-    """Side-by-side panels: each panel's source note one line lower than the last, so long notes never overlap.
-
-    A note that repeats the one before it word for word is dropped.
-    """
-    seen = []
-    for ax in axes:
-        for note in [t for t in ax.texts if getattr(t, "xyann", None) == SOURCE_NOTE_OFFSET]:
-            if note.get_text() in seen:
-                note.remove()
-                continue
-            seen.append(note.get_text())
-            note.xyann = (SOURCE_NOTE_OFFSET[0], SOURCE_NOTE_OFFSET[1] - gap * (len(seen) - 1))
