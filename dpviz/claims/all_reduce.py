@@ -1,8 +1,9 @@
 """The all-reduce: one result, the same bits on every rank; the ring's even load against a server's hot spot (numpy only).
 
-    from dpviz.claims.all_reduce import received_the_big_batch_gradient, ring_against_server
+    from dpviz.claims.all_reduce import received_the_big_batch_gradient, ring_against_server, replicas_by_optimizer
     print(received_the_big_batch_gradient(run))
     print(ring_against_server(ring, server))
+    print("\n".join(replicas_by_optimizer(drift_runs())))
 """
 
 from __future__ import annotations
@@ -47,3 +48,38 @@ def ring_against_server(ring: Schedule, server: Schedule) -> str:
     return (f"Ring: every rank sent and received {even} bytes. "
             f"Server: rank 0 received and sent {(k - 1) * M} bytes, the others {M}. "
             "Both equal dist.all_reduce bit for bit.")
+
+
+def replicas_by_optimizer(drift: dict) -> list[str]:
+    """With the all-reduce the replicas are bit-identical at every state, for every optimizer; without it, where
+    they part, and, when Adam parts a step later than SGD, what its first step shows.
+
+    ``drift`` maps (optimizer, all_reduce) to a Run, as :func:`dpviz.records.shipped.drift_runs` returns.
+    """
+    lines, parted = [], {}
+    for opt in dict.fromkeys(name for name, _ in drift):
+        synced, alone = drift[(opt, True)], drift[(opt, False)]
+        if not (synced.received_identical().all() and synced.replicas_identical().all()):
+            raise AssertionError(f"{opt} with the all-reduce: the ranks received or held different bits "
+                                 f"(replicas identical at {int(synced.replicas_identical().sum())} of "
+                                 f"{synced.replicas_identical().size} states)")
+        same = alone.replicas_identical()
+        first = int(np.argmin(same)) if not same.all() else len(same)
+        if not same[0] or first == len(same) or same[first:].any():
+            raise AssertionError(f"{opt} without the all-reduce: the replicas do not start identical and part for good "
+                                 f"(identical at states {np.flatnonzero(same).tolist()})")
+        parted[opt] = first
+        lines.append(f"{opt:8s}  with all-reduce: identical at all {len(same)} states;  "
+                     f"without: identical up to state {first - 1}, apart from state {first} on")
+    later = [opt for opt in parted if parted[opt] > min(parted.values())]
+    for opt in later:
+        alone = drift[(opt, False)]
+        g0 = np.asarray(alone.local_grad[0])          # (k, P): each rank's own gradient at step 0
+        signs_agree = bool((np.sign(g0) == np.sign(g0[0])).all())
+        w, c = alone.params[1, 0, :2]
+        lines.append(f"{opt} parts {parted[opt] - min(parted.values())} state(s) later than the others. At step 0 the "
+                     f"ranks' gradients {'all have the same signs' if signs_agree else 'differ in sign'}, and after "
+                     f"its first step every replica holds the same float32 values, w = {w:.7g} and c = {c:.7g}"
+                     if (alone.params[1] == alone.params[1, 0]).all() else
+                     f"{opt} parts {parted[opt] - min(parted.values())} state(s) later than the others.")
+    return lines

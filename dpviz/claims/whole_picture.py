@@ -4,6 +4,7 @@
   and returns the lines the summary chapter prints.
 * :func:`figure_claims` asserts what the derivation's published figures rest on, on their records
   (:data:`dpviz.records.figure_set.FIGURE_PLAN`), and returns the lines ``./run`` prints.
+* :func:`corner_bar` says what the summary's time bar shows: how the measured sync compares with the compute.
 * :func:`biased_shard_or_batch` asserts, on a run with one kind of example per shard and one with a biased
   global batch, that a biased shard does not spoil the all-reduced mean while a biased batch does.
 
@@ -17,7 +18,7 @@ import numpy as np
 from dpviz.records.figure_set import Inputs
 from dpviz.records.run import Run, rel_err
 from dpviz.records.tolerance import GRAD_TOLERANCE
-from dpviz.theory import landscape
+from dpviz.theory import landscape, timing
 
 
 def verify_summary(run: Run, alone: Run | None = None, *, tol: float = GRAD_TOLERANCE) -> list[str]:
@@ -135,3 +136,25 @@ def biased_shard_or_batch(by_kind: Run, biased: Run, *, tol: float = GRAD_TOLERA
     return ("One kind per shard: the shards' gradients disagree and are each further off than their all-reduced "
             "mean, which is close to the whole data set's gradient. A biased global batch: the exact mean of "
             "its shards points far off.")
+
+
+def corner_bar(run: Run) -> str:
+    """The summary's corner bar in words: the run's median step, its compute against its sync, and why.
+
+    The reasoning (two knobs and a few examples per rank: tiny arithmetic, a sync that costs a message
+    round trip) predicts a long coral part; the sentence says what this run measured, and where the ranks
+    shared cores it says that too.
+    """
+    times = timing.step_times(run)
+    ratio = times.t_comm / times.t_compute if times.t_compute > 0 else np.inf
+    cores = int(run.meta.get("cores", 1))
+    crowded = (f" The {run.k} ranks shared {cores} core{'s' if cores > 1 else ''}, so part of each phase was "
+               "waiting for a turn on the CPU." if run.k > cores else "")
+    if ratio >= 1:
+        verdict = (f"the sync took {ratio:.1f} times as long as the compute: as expected for two knobs and "
+                   f"{run.meta['b']} examples per rank, keeping the copies identical cost more than the arithmetic")
+    else:
+        verdict = (f"the sync took only {ratio:.2f} of the compute's time, less than expected for so little "
+                   "arithmetic: this machine passed the messages unusually fast, or the compute waited for cores")
+    return (f"Median step of this run: {times.t_compute * 1e3:.2f} ms computing, {times.t_comm * 1e3:.2f} ms in the "
+            f"sync; {verdict}.{crowded}")

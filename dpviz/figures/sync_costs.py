@@ -24,42 +24,20 @@ from dpviz.theory import alpha_beta, timing
 from dpviz.theory.links import SPEED_ORDER
 
 
-TIMELINE_TITLE = ("One step on k devices: compute shrinks as 1/k {where}, the sync does not, so no step can get "
-                  "shorter than its coral bar")
-
-
-def where_it_shrinks(cores: int) -> str:
-    """The rows the 1/k claim was checked on: those with a core per rank (the others take turns on the cores)."""
-    return f"while each rank has a core (k ≤ {cores})"
-
-
 def figure_s01_sync_timelines(mlp: dict, bench: BenchRecord) -> Figure:
     """S01: compute and sync per step for each k, measured with the same threads per rank, beside the model fitted here.
 
-    The title says compute shrinks as 1/k while each rank has a core; that is checked on those measured rows, and
-    where a busy machine kept it from happening the title says so instead. It also says the sync does not
-    shrink; that is checked on every row drawn, and where a modeled row's sync (the exchange alone, priced
-    with α and β of the fastest all-reduce calls) comes out below a measured one (which also waited), the
-    title says that instead.
+    The title is :func:`dpviz.claims.sync_costs.s01_title`: compute shrinks as 1/k where the measured rows with a
+    core per rank show it (with fewer than two such rows, or on a busy machine, it says what they show), and the
+    sync does not shrink where every row drawn shows it (a modeled row prices the exchange alone and can come
+    out below a measured one, which also waited; then the title says that instead).
     """
     threads = cost_claims.threads_per_rank(mlp)  # k = 1 with other threads than k = 2 is not its baseline
     times = timing.measured_step_times(mlp)
     run = mlp[min(mlp)]
     meta, cores = run.meta, int(run.meta["cores"])
-    title = None  # the plot's own: compute shrinks as 1/k, the sync does not
-    try:
-        cost_claims.compute_shrinks(times, cores=cores)
-    except AssertionError:
-        title = ("One step on k devices, measured while other work took the cores: compute per rank did not\n"
-                 "shrink as 1/k in these runs (record them again on a quiet machine: python -m dpviz figures)")
     rows = timing.machine_timelines(mlp, bench)
-    if title is None:
-        try:
-            cost_claims.sync_does_not_shrink(rows)
-        except AssertionError:
-            title = (f"One step on k devices: compute shrinks as 1/k {where_it_shrinks(cores)}. The measured sync "
-                     "includes waiting\n"
-                     "(for the other ranks, and to be woken up); the modeled one (hatched) is the exchange alone")
+    title = cost_claims.s01_title(times, rows, cores=cores)  # only what the claims found on these rows
     fit = bench.fit("ring")
     modeled = [row.k for row in rows if row.source == timing.MODELED]
     ks = ", ".join(map(str, sorted(mlp)))
@@ -72,7 +50,7 @@ def figure_s01_sync_timelines(mlp: dict, bench: BenchRecord) -> Figure:
                  f"M = {timing.grad_bytes(run):,} bytes, ring with α = {fit.alpha * 1e6:.3g} µs, "
                  f"β = {fit.beta / 1e9:.3g} GB/s fitted to this machine's all-reduce times (the fastest call at each size)")
     fig, ax = new_figure((6.6, 4.4))
-    plot_timelines(rows, ax=ax, title=title or TIMELINE_TITLE.format(where=where_it_shrinks(cores)), note=note, fontsize=10)
+    plot_timelines(rows, ax=ax, title=title, note=note, fontsize=10)
     return caption(wrap_titles(fig), lift_notes(fig))
 
 

@@ -27,6 +27,9 @@ MLP_KS = (1, 2, 4)  # process counts whose step times feed s01 and s02
 # also do, but at 65536 examples the float32 sums of the k shards drifted from the one big batch's by 1.4e-5,
 # more than the 1e-5 (GRAD_TOLERANCE) that run.check() allows.
 MLP_WORKLOAD = dict(model="mlp", width=256, depth=2, global_batch=16384, dataset_size=16384, steps=12, threads=1)
+# One process on the examples one of two ranks holds: its time per example against the k = 1 and k = 2 runs'
+# says whether a measured S(2) above 2 comes from the smaller batch per process (dpviz.claims.sync_costs.speedup_at_two).
+HALF_WORKLOAD = {**MLP_WORKLOAD, "global_batch": MLP_WORKLOAD["global_batch"] // 2}
 
 SCHEDULE_ELEMENTS = 12  # a tensor of 12 float32: 4 chunks of 3 for k = 4
 
@@ -39,6 +42,7 @@ FIGURE_PLAN = FigurePlan(
         "line_k4_no_all_reduce": dict(k=4, b=8, steps=5, all_reduce=False),
         "line_k1_biased": dict(k=1, b=16, steps=1, sampling="biased"),
         **{f"mlp_k{k}": dict(k=k, **MLP_WORKLOAD) for k in MLP_KS},
+        "mlp_k1_half": dict(k=1, **HALF_WORKLOAD),
         # the all-reduce sweep: message sizes log-spaced from 1 KiB to 16 MiB (low, high, count), 10 calls each
         "bench": dict(ks=(2, 4), size_range=(1 << 10, 16 << 20, 7), impls=("all_reduce",), repeats=10),
         "schedule_ring": dict(k=4, n_elements=SCHEDULE_ELEMENTS),             # one launch records both schedules
@@ -56,6 +60,7 @@ class Inputs:
     alone: Run            # the same, all-reduce off
     biased: Run           # k=1, a biased grab
     mlp: dict             # {k: Run} for step times, one thread per rank
+    half: Run             # k=1 on half the MLP runs' global batch: the examples one of two ranks holds
     bench: BenchRecord    # the all-reduce sweep
     ring: Schedule        # the hand-written ring's transfers
     server: Schedule      # the parameter server's transfers
@@ -63,7 +68,7 @@ class Inputs:
     @classmethod
     def from_records(cls, records: dict) -> "Inputs":
         """Name the records of :data:`FIGURE_PLAN`, given by stem."""
-        return cls(mlp={k: records[f"mlp_k{k}"] for k in MLP_KS}, bench=records["bench"],
+        return cls(mlp={k: records[f"mlp_k{k}"] for k in MLP_KS}, half=records["mlp_k1_half"], bench=records["bench"],
                    ring=records["schedule_ring"], server=records["schedule_parameter_server"],
                    **{attr: records[stem] for attr, stem in RUN_FILES.items()})
 

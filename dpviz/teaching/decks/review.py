@@ -95,7 +95,8 @@ _TRUE_FALSE = (
         "True or false: a scaling efficiency above 1 always means the measurement is wrong.",
         "False. Super-linear speedup can be genuine: each device now handles a smaller share, which "
         "may fit into a faster cache or memory, so every device runs faster than the lone device "
-        "did. Ruling out a measuring mistake first is still wise.",
+        "did. Rule out a measuring mistake first, then test the cause: chapter 06 times one process "
+        "on the share one of two ranks holds, and compares the compute per example of the three runs.",
         "true/false", "13", "13-tf-superlinear",
     ),
     Card(
