@@ -23,8 +23,12 @@ fixed length.
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import json
+import os
 import re
+import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +36,8 @@ from pathlib import Path
 import numpy as np
 
 DTYPES = ("float32", "float64", "int64", "bool", "str", "bytes")  # "str": numpy unicode; "bytes": numpy S
+MAX_HEADER_BYTES = 16 << 20   # a record's .json is metadata: kilobytes; refuse anything near this
+MAX_ARRAY_BYTES = 2 << 30     # what a load may decompress, from the shapes the .npz declares, before it reads a byte
 
 
 @dataclass(frozen=True)
@@ -211,13 +217,44 @@ class Record:
         return f"{type(self).__name__}({self.describe()})"
 
     def save(self, path) -> Path:
-        """Write ``<stem>.npz`` and ``<stem>.json``; returns the stem."""
+        """Write ``<stem>.npz`` and ``<stem>.json``; returns the stem.
+
+        Both files are written under temporary names in the same folder and renamed into place only when
+        both are complete, so an interrupted or failed save leaves the older record at ``path`` as it was.
+        The header keeps a digest of the ``.npz``, so a ``.json`` never passes for another run's arrays.
+        A name keeps every dot it has: ``runs/lr0.1`` writes ``runs/lr0.1.npz`` and ``runs/lr0.1.json``.
+        """
         self.KIND.validate(self.meta, self.arrays, f"the {self.KIND.name} record to be saved at {str(path)!r}")
         base = stem(path)
         base.parent.mkdir(parents=True, exist_ok=True)
-        header = {"kind": self.KIND.name, "schema_version": self.KIND.version, "arrays": sorted(self.arrays), "meta": self.meta}
-        np.savez_compressed(base.with_suffix(".npz"), **self.arrays)
-        base.with_suffix(".json").write_text(json.dumps(header, indent=1, sort_keys=True, default=_plain) + "\n")
+        npz_path, json_path = files(base)
+        temporary = []
+        try:
+            npz_tmp = _temporary(base, ".npz", temporary)
+            with open(npz_tmp, "wb") as f:
+                np.savez_compressed(f, **self.arrays)
+                f.flush()
+                os.fsync(f.fileno())
+            header = {"kind": self.KIND.name, "schema_version": self.KIND.version, "arrays": sorted(self.arrays),
+                      "npz_sha256": _digest(npz_tmp), "meta": self.meta}
+            json_tmp = _temporary(base, ".json", temporary)
+            with open(json_tmp, "w", encoding="utf-8") as f:
+                f.write(json.dumps(header, indent=1, sort_keys=True, default=_plain) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(npz_tmp, npz_path)
+            os.replace(json_tmp, json_path)
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                need = sum(np.asarray(a).nbytes for a in self.arrays.values())
+                free = _free_bytes(base.parent)
+                raise OSError(e.errno, f"no space left to save the record at {str(base)!r}: it needs up to "
+                                       f"{_size(need)} and {_size(free)} are free; any older record there is untouched.") from None
+            raise OSError(e.errno, f"cannot save the record at {str(base)!r}: {e.strerror or e}; any older record "
+                                   "there is untouched.") from None
+        finally:
+            for name in temporary:  # renamed into place, or left over from a save that did not finish
+                Path(name).unlink(missing_ok=True)
         return base
 
     @classmethod
@@ -253,28 +290,74 @@ def register(cls):
 
 
 def stem(path) -> Path:
-    """The path without a ``.npz`` or ``.json`` suffix."""
+    """The path without a ``.npz`` or ``.json`` suffix; any other dot is part of the name (``runs/lr0.1``)."""
     path = Path(path)
     return path.with_suffix("") if path.suffix in (".npz", ".json") else path
+
+
+def files(base) -> tuple[Path, Path]:
+    """The two files of the record named ``base``: the name with ``.npz`` and ``.json`` appended, dots and all."""
+    base = stem(base)
+    return base.with_name(base.name + ".npz"), base.with_name(base.name + ".json")
+
+
+def _temporary(base: Path, suffix: str, made: list) -> str:
+    fd, name = tempfile.mkstemp(prefix=f".{base.name}.", suffix=suffix + ".tmp", dir=base.parent)
+    os.close(fd)
+    made.append(name)
+    return name
+
+
+def _digest(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _free_bytes(folder: Path) -> int:
+    try:
+        return os.statvfs(folder).f_bavail * os.statvfs(folder).f_frsize
+    except OSError:
+        return 0
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} bytes"
 
 
 def load(path) -> Record:
     """Read any record written by :meth:`Record.save`, as the class of its kind.
 
-    Refuses, with one sentence naming the file and what is wrong: a missing file, a
-    truncated or damaged one, an unknown kind, another schema version, and a
+    Refuses, with one sentence naming the file and what is wrong: a missing file, a truncated or damaged
+    one, a header that is not a record's (wrong types, too deep, too large), an unknown kind, another
+    schema version, a ``.npz`` that is not the one its header was saved with, arrays whose declared shapes
+    would decompress to more than :data:`MAX_ARRAY_BYTES` (checked before anything is decompressed), and a
     missing, extra, wrongly shaped or wrongly typed array.
     """
     base = stem(path)
-    json_path, npz_path = base.with_suffix(".json"), base.with_suffix(".npz")
+    npz_path, json_path = files(base)
     for p in (json_path, npz_path):
         if not p.is_file():
             raise FileNotFoundError(f"path {str(p)!r} does not exist; a record needs both {base}.json and {base}.npz.")
+    if json_path.stat().st_size > MAX_HEADER_BYTES:
+        raise ValueError(f"path {str(json_path)!r} is {_size(json_path.stat().st_size)}, too large for a record header "
+                         f"(at most {_size(MAX_HEADER_BYTES)}).")
     try:
-        header = json.loads(json_path.read_text())
+        header = json.loads(json_path.read_text(encoding="utf-8"))
         kind, version, names, meta = header["kind"], header["schema_version"], header["arrays"], header["meta"]
+    except RecursionError:
+        raise ValueError(f"path {str(json_path)!r} is nested too deeply to be a record header.") from None
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
         raise ValueError(f"path {str(json_path)!r} is truncated or not a record header ({type(e).__name__}).") from None
+    if not (isinstance(kind, str) and isinstance(version, int) and isinstance(meta, dict) and isinstance(names, list)
+            and all(isinstance(n, str) for n in names)):
+        raise ValueError(f"path {str(json_path)!r} is not a record header: kind must be a string, schema_version an "
+                         "integer, arrays a list of names and meta an object.")
     if kind not in KINDS:
         raise ValueError(f"path {str(json_path)!r} holds a record of kind {kind!r}; this dpviz reads {', '.join(map(repr, sorted(KINDS)))}.")
     cls = KINDS[kind]
@@ -285,9 +368,16 @@ def load(path) -> Record:
         )
     try:
         with np.load(npz_path, allow_pickle=False) as z:
+            _check_sizes(z, npz_path)
             arrays = {name: z[name] for name in z.files}
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError) as e:
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as e:
+        if isinstance(e, ValueError) and str(e).startswith("path "):
+            raise
         raise ValueError(f"path {str(npz_path)!r} is truncated or damaged and cannot be read ({type(e).__name__}).") from None
+    digest = header.get("npz_sha256")
+    if digest is not None and digest != _digest(npz_path):
+        raise ValueError(f"path {str(npz_path)!r} is not the file its header {str(json_path)!r} was saved with (their "
+                         "digests differ): the two belong to different saves; record the run again.")
     if sorted(arrays) != sorted(names):
         odd = sorted(set(arrays) ^ set(names))[0]
         raise ValueError(f"path {str(npz_path)!r} and its header disagree about the array {odd!r}.")
@@ -295,6 +385,22 @@ def load(path) -> Record:
     record.meta, record.arrays = meta, arrays
     cls.KIND.validate(meta, arrays, f"path {str(npz_path)!r}")
     return record
+
+
+def _check_sizes(z, npz_path) -> None:
+    """Refuse, before decompressing anything, a .npz whose arrays declare more than MAX_ARRAY_BYTES in all."""
+    total = 0
+    for info in z.zip.infolist():
+        with z.zip.open(info) as f:
+            version = np.lib.format.read_magic(f)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, _, dtype = read(f)
+        if dtype.hasobject:
+            raise ValueError(f"path {str(npz_path)!r}: array {info.filename!r} holds Python objects, which a record never does.")
+        total += int(np.prod(shape, dtype=object)) * dtype.itemsize
+        if total > MAX_ARRAY_BYTES:
+            raise ValueError(f"path {str(npz_path)!r} declares arrays of more than {_size(MAX_ARRAY_BYTES)} in all "
+                             f"({info.filename!r} has shape {shape}), more than any record holds; it was not read.")
 
 
 def provenance(record) -> dict:
