@@ -93,12 +93,13 @@ def _record(args) -> None:
     from dpviz.runs.training import TrainConfig, record_run
 
     check_out(args.out)
-    config = TrainConfig(
-        k=args.k, b=args.b, global_batch=args.global_batch, steps=args.steps, model=args.model, width=args.width,
-        depth=args.depth, optimizer=args.optimizer, lr=args.lr, seed=args.seed, all_reduce=not args.no_all_reduce,
-        shard_sizes=args.shard_sizes, mean=args.mean, sampling=args.sampling, backend=args.backend,
-        stall_timeout=args.timeout, threads=args.threads,
-    )
+    with options_named(RECORD_OPTIONS):
+        config = TrainConfig(
+            k=args.k, b=args.b, global_batch=args.global_batch, steps=args.steps, model=args.model, width=args.width,
+            depth=args.depth, optimizer=args.optimizer, lr=args.lr, seed=args.seed, all_reduce=not args.no_all_reduce,
+            shard_sizes=args.shard_sizes, mean=args.mean, sampling=args.sampling, backend=args.backend,
+            stall_timeout=args.timeout, threads=args.threads,
+        )
     start = time.perf_counter()
     run = record_run(config, progress=True)
     seconds = time.perf_counter() - start
@@ -108,18 +109,56 @@ def _record(args) -> None:
         print(f"saved {path}.npz and {path}.json")
 
 
+# A TrainConfig field's name -> the option that sets it, so that an error names what the user typed.
+RECORD_OPTIONS = {"global_batch": "--global-batch", "stall_timeout": "--timeout", "shard_sizes entries": "--shard-sizes entries",
+                  "shard_sizes": "--shard-sizes", **{name: f"--{name}" for name in (
+                      "k", "b", "steps", "model", "width", "depth", "optimizer", "lr", "seed", "mean", "sampling",
+                      "backend", "threads")}}
+
+
+class options_named:
+    """Within it, a ValueError or TypeError that starts with a field's name starts with its option's instead."""
+
+    def __init__(self, options: dict):
+        self.options = sorted(options.items(), key=lambda item: -len(item[0]))  # longest first: shard_sizes entries
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, traceback):
+        if isinstance(error, (ValueError, TypeError)):
+            text = str(error)
+            for field, option in self.options:
+                if text.startswith(field + " ") or text.startswith(field + "="):
+                    raise kind(option + text[len(field):]) from None
+        return False
+
+
 def check_out(out: str | None) -> None:
-    """Refuse an --out whose folder cannot be written, before any rank starts (its parents are created)."""
+    """Refuse an --out that cannot take a record, before any rank starts (its parents are created): a folder
+    in which no file can be made, or OUT.npz or OUT.json already there as something other than a file."""
     if not out:
         return
+    from dpviz.records.schema import files  # numpy only: no torch before the ranks
+
     folder = os.path.dirname(os.path.abspath(out))
+    for path in files(out):
+        if path.exists() and not path.is_file():
+            raise ValueError(f"--out {out!r} cannot be written: {str(path)!r} is already there and is not a file.")
+        if path.is_file() and not os.access(path, os.W_OK):
+            raise ValueError(f"--out {out!r} cannot be written: {str(path)!r} is read-only.")
+    check_folder("--out", folder)
+
+
+def check_folder(option: str, folder: str) -> None:
+    """Refuse a folder in which no file can be made (it is created if missing)."""
     try:
         os.makedirs(folder, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".dpviz-write-check-"):
             pass
     except OSError as e:
         reason = e.strerror or type(e).__name__
-        raise ValueError(f"--out {out!r} cannot be written: no file can be made in its folder {folder!r} ({reason}).") from None
+        raise ValueError(f"{option} {folder!r} cannot be written: no file can be made in {folder!r} ({reason}).") from None
 
 
 def report(run, seconds: float) -> str:
@@ -160,11 +199,15 @@ def _add_bench(p) -> None:
 def _bench(args) -> None:
     from dpviz.runs.bench import BenchConfig, log_sizes, run_sweep
 
+    from dpviz.checks import check_int
+
     check_out(args.out)
-    config = BenchConfig(
-        ks=tuple(args.ks), sizes=log_sizes(args.min_bytes, args.max_bytes, args.points),
-        impls=tuple(args.impls), repeats=args.repeats, backend=args.backend,
-    )
+    low = check_int("--min-bytes", args.min_bytes, low=4, high=1 << 30)
+    high = check_int("--max-bytes", args.max_bytes, low=low, high=1 << 30)
+    points = check_int("--points", args.points, low=1, high=64)
+    with options_named({"ks": "--ks", "impls": "--impls", "repeats": "--repeats", "backend": "--backend"}):
+        config = BenchConfig(ks=tuple(args.ks), sizes=log_sizes(low, high, points), impls=tuple(args.impls),
+                             repeats=check_int("repeats", args.repeats, low=1, high=10_000), backend=args.backend)
     bench = run_sweep(config, progress=True)
     print(bench.table())
     print("fitted to dist.all_reduce (median relative error):")
@@ -190,6 +233,9 @@ def _figures(args) -> None:
     matplotlib.use("Agg")  # files only: this command never opens a window
     from dpviz.regenerate import regenerate
 
+    check_folder("--out", args.out)  # before anything is recorded
+    if args.from_records is not None and not os.path.isdir(args.from_records):
+        raise FileNotFoundError(f"--from-records {args.from_records!r} is not a folder of records.")
     regenerate(args.out, quick=args.quick, records=args.from_records)
 
 

@@ -93,12 +93,21 @@ def test_a_stalled_rank_ends_with_status_1_and_names_the_ranks(no_leftover_proce
 @pytest.mark.parametrize(
     "args, name",
     [
-        (["record", "--k", "0"], "k must be"),
-        (["record", "--k", "3", "--global-batch", "10"], "global_batch must be a multiple of k=3"),
-        (["record", "--backend", "carrier-pigeon"], "backend must be one of"),
-        (["record", "--lr", "-1"], "lr must be"),
-        (["bench", "--ks", "0"], "ks must be"),
-        (["bench", "--repeats", "0"], "repeats must be"),
+        (["record", "--k", "0"], "--k must be"),
+        (["record", "--k", "3", "--global-batch", "10"], "--global-batch must be a multiple of k=3"),
+        (["record", "--backend", "carrier-pigeon"], "--backend must be one of"),
+        (["record", "--lr", "-1"], "--lr must be"),
+        (["record", "--width", "0"], "--width must be an integer from 1 to 65536; got 0"),
+        (["record", "--depth", "-1"], "--depth must be an integer from 1 to 64; got -1"),
+        (["record", "--seed", "-1"], "--seed must be an integer from 0 to"),
+        (["record", "--k", "1024"], "--k must be an integer from 1 to 512 (dataset_size"),
+        (["record", "--steps", "100000", "--model", "mlp"], "--steps must be at most 7,763 for this model and k"),
+        (["record", "--shard-sizes", "3,0,2,2"], "--shard-sizes entries must be"),
+        (["bench", "--ks", "0"], "--ks must be"),
+        (["bench", "--repeats", "0"], "--repeats must be"),
+        (["bench", "--min-bytes", "2"], "--min-bytes must be an integer from 4"),
+        (["bench", "--min-bytes", "4096", "--max-bytes", "1024"], "--max-bytes must be an integer from 4096"),
+        (["bench", "--points", "0"], "--points must be an integer from 1 to 64"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_sentence(args, name, capsys):
@@ -114,3 +123,14 @@ def test_a_bad_argument_ends_the_process_with_status_2():
     assert done.returncode == 2
     assert "k must be" in done.stderr
     assert done.stderr.strip().count("\n") == 0
+
+
+def test_an_unusable_out_is_refused_before_any_rank_starts(tmp_path, capsys):
+    (tmp_path / "x.npz").mkdir()  # OUT.npz already a folder
+    assert main(["record", "--out", str(tmp_path / "x")]) == 2
+    assert "is already there and is not a file" in capsys.readouterr().err
+    (tmp_path / "plain").write_text("a file, not a folder")
+    assert main(["figures", "--out", str(tmp_path / "plain" / "figs")]) == 2
+    assert "cannot be written" in capsys.readouterr().err
+    assert main(["figures", "--from-records", str(tmp_path / "nowhere"), "--out", str(tmp_path / "f")]) == 2
+    assert "is not a folder of records" in capsys.readouterr().err

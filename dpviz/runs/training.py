@@ -37,11 +37,13 @@ from dpviz.data import line_data, line_kind, teacher_data
 from dpviz.runs.models import MODELS, build_model, flat_grad, set_flat_grad
 from dpviz.runs.where import where_it_ran
 from dpviz.records.run import KIND as RUN_KIND, Run
+from dpviz.records.schema import MAX_ARRAY_BYTES
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
 MEANS = ("plain", "weighted")
 SAMPLINGS = ("random", "biased", "by_kind")
 FULL_PARAMS_LIMIT = 20_000  # parameters; above this only digests of each replica are kept
+MAX_WIDTH, MAX_DEPTH = 65_536, 64  # the largest MLP a config accepts: hidden units per layer, hidden layers
 
 
 @dataclass
@@ -69,6 +71,14 @@ class TrainConfig:
 
     def __post_init__(self):
         check_int("k", self.k, low=1, high=1024)
+        check_int("dataset_size", self.dataset_size, low=1)
+        if self.k > self.dataset_size:
+            raise ValueError(f"k must be an integer from 1 to {self.dataset_size} (dataset_size: every rank needs an "
+                             f"example); got {self.k}.")
+        check_int("width", self.width, low=1, high=MAX_WIDTH)
+        check_int("depth", self.depth, low=1, high=MAX_DEPTH)
+        check_int("d_in", self.d_in, low=1, high=MAX_WIDTH)
+        check_int("seed", self.seed, low=0, high=2**63 - 1)
         if self.global_batch is not None:
             self.b = split_batch(self.global_batch, self.k)
         check_int("steps", self.steps, low=1, high=100_000)
@@ -94,6 +104,28 @@ class TrainConfig:
                 check_int("shard_sizes entries", size, low=1, high=self.dataset_size)
             if sum(self.shard_sizes) > self.dataset_size:
                 raise ValueError(f"shard_sizes must add up to at most dataset_size={self.dataset_size}; got {sum(self.shard_sizes)}.")
+
+        need = self.record_bytes()
+        if need > MAX_ARRAY_BYTES:
+            per_step = need / self.steps
+            raise ValueError(f"steps must be at most {int(MAX_ARRAY_BYTES // per_step):,} for this model and k: the run "
+                             f"would record about {need / 2**30:.1f} GiB (every rank's gradients at every step, "
+                             f"{self.n_params():,} parameters), more than the {MAX_ARRAY_BYTES / 2**30:g} GiB a record "
+                             f"may hold; got steps={self.steps:,}.")
+
+    def n_params(self) -> int:
+        """P, the parameters of the model this config builds (dpviz.runs.models), counted without building it."""
+        if self.model == "line":
+            return 2
+        hidden = self.d_in * self.width + self.width + (self.depth - 1) * (self.width * self.width + self.width)
+        return hidden + self.width + 1
+
+    def record_bytes(self) -> int:
+        """About how many bytes the run's record holds (what every rank also keeps until the end), before it starts."""
+        P, B, steps, k = self.n_params(), sum(self.sizes), self.steps, self.k
+        floats = 2 * steps * k * P + steps * P + (steps + 1) * k * P * (P <= FULL_PARAMS_LIMIT)
+        floats += steps * B * P * (self.model == "line") + self.dataset_size * (self.d_in + 1)
+        return 4 * floats + 8 * steps * (2 * k + B)
 
     @property
     def sizes(self) -> tuple:
