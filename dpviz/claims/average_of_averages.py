@@ -41,7 +41,9 @@ def unequal_groups(uneven: Run) -> str:
     assert weighted <= GRAD_TOLERANCE, f"the weighted mean of the group means is not the big-batch gradient: relative error {weighted:.1e}"
     plain = rel_err(local.mean(axis=0), big)
     assert plain > MISS, f"the plain mean did not miss: relative error {plain:.1e}, not above {MISS:g}"
-    return f"Unequal groups ({_and(sizes.tolist())}): the weighted mean matched; the plain mean missed."
+    return (f"Unequal groups ({_and(sizes.tolist())}): the weighted mean matched the big-batch gradient to within "
+            f"{tolerance_words()} (relative); the plain mean missed it by {plain:.1%} of the gradient's size "
+            f"(more than the {MISS:.0%} this check calls a miss, far above rounding).")
 
 
 def _and(values) -> str:

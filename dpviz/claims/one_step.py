@@ -37,8 +37,12 @@ def one_step_claims(x, y, curve: Step1Data, too_big: Step1Data, *, arrow_tip: fl
     slope = (right - left) / (2 * H)
     assert np.isclose(slope, grad[knob], rtol=1e-3), \
         f"the gradient is not the slope of the drawn curve: {grad[knob]:+.4f} against a centred difference of {slope:+.4f}"
+    lengths = np.abs(np.diff(curve.path[:, knob]))
+    assert (np.diff(lengths) < 0).all(), \
+        f"the steps along the knob did not get shorter one after another: lengths {np.round(lengths, 4).tolist()}"
     rises = np.diff(too_big.path_loss)
     assert (rises > 0).all(), \
         f"with η = {too_big.eta:g} the loss did not rise at every step: it changed by {np.round(rises, 3).tolist()}"
     return (f"One step with η = {eta:g} lowered the loss; the red arrow is −η times the gradient, "
-            f"which is the slope of the drawn curve; with η = {too_big.eta:g} the loss rose at every step.")
+            f"which is the slope of the drawn curve; each of the {len(lengths)} steps was shorter than the one before; "
+            f"with η = {too_big.eta:g} the loss rose at every step.")

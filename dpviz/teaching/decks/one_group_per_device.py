@@ -21,8 +21,11 @@ CARDS = (
         "Suppose every device skipped the sync and stepped along its own g_i. What happens over a "
         "few steps?",
         "The copies part after the first step, since each moves along a different arrow, and they "
-        "keep drifting further apart: k different models, each trained on only its own share of "
-        "the data. The sync of Step 5 is what prevents this.",
+        "need not meet again: the loss pulls them all towards the same fit, but each rank's own "
+        "batches push it its own way at every step. How far apart they get depends on the loss and "
+        "on those batches (the chapter prints the gap step by step); either way they are k different "
+        "models, each trained on only its own share of the data. "
+        "The sync of Step 5 is what prevents this.",
         "edge case", "04", "04-no-sync",
     ),
     Card(
