@@ -3,6 +3,8 @@ gradients, a parameter server with one worker is plain SGD; the formulas, record
 
 from __future__ import annotations
 
+import json
+
 import warnings
 
 import matplotlib.pyplot as plt
@@ -11,6 +13,7 @@ import pytest
 
 import _waiting_workers
 from dpviz import figures
+from dpviz.claims import waiting as claims
 from dpviz.records import load
 from dpviz.records.async_sgd import AsyncRecord, shipped_async
 from dpviz.records.overlap import OverlapRecord, shipped_overlap
@@ -118,6 +121,21 @@ def test_every_way_of_syncing_gives_the_serial_all_reduces_gradient_bit_for_bit(
     assert "bit-identical" in overlap.check()
 
 
+def test_gradients_identical_is_asserted_with_a_message(overlap):
+    assert claims.gradients_identical(overlap).startswith("All 5 ways (serial, per_parameter, one_buffer, buckets, ddp) "
+                                                          "gave bit-identical gradients on both ranks at all 3 steps")
+    arrays = {name: value.copy() for name, value in overlap.arrays.items()}
+    arrays["grad_digest"][4, 2, 0] = b"0" * 40
+    with pytest.raises(AssertionError, match="ddp gave rank 0 a gradient at step 2 that differs"):
+        claims.gradients_identical(OverlapRecord(overlap.meta, arrays))
+
+
+def test_overlap_claims_never_raise_on_a_fresh_run(overlap):
+    lines = claims.overlap_against_serial(overlap)   # whatever this machine measured, a sentence for each mode
+    assert len(lines) >= 6 and lines[0].startswith("serial: forward")
+    assert claims.overlap_title(overlap).startswith("Overlap on this machine:")
+
+
 def test_hooked_all_reduces_start_during_backward_and_one_buffer_only_after_it(overlap):
     per_param, one, buckets = (overlap.index(m) for m in ("per_parameter", "one_buffer", "buckets"))
     assert overlap.n_buckets[per_param] == overlap.meta["n_tensors"]
@@ -179,6 +197,22 @@ def test_one_worker_is_plain_sgd_bit_for_bit(async_one):
     assert async_one.equals_sequential()
     np.testing.assert_array_equal(async_one.grad, async_one.fresh_grad)
     assert "bit-identical to plain SGD" in async_one.check()
+
+
+def test_one_worker_claim_is_asserted_with_a_message(async_one):
+    assert claims.one_worker_is_plain_sgd(async_one).startswith("k = 1: τ = 0 at all 12 updates, and θ after each "
+                                                                "equals plain SGD's bit for bit")
+    arrays = {name: value.copy() for name, value in async_one.arrays.items()}
+    arrays["sequential_theta"][5, 0] = np.nextafter(arrays["sequential_theta"][5, 0], np.float32(0))   # one last bit
+    with pytest.raises(AssertionError, match="plain SGD"):
+        claims.one_worker_is_plain_sgd(AsyncRecord(async_one.meta, arrays))
+
+
+def test_async_claims_never_raise_on_a_fresh_pair(async_three, sync_three):
+    lines = claims.async_against_sync(async_three, sync_three)   # the same 24 gradients; whatever the timings, sentences
+    assert len(lines) == 6 and lines[0].startswith("Asynchronous: 24 updates in ")
+    assert claims.stale_arrows_title(async_three).startswith(("Stale arrows:", "No stale arrows"))
+    assert claims.sync_vs_async_title(async_three, sync_three).startswith("Async ")
 
 
 def test_async_staleness_is_bookkept_and_gradients_were_applied_where_they_arrived(async_three):
@@ -321,6 +355,9 @@ def test_load_refuses_a_record_missing_an_array(sweep, tmp_path):
     arrays = dict(np.load(stem.with_suffix(".npz")))
     del arrays["t_exit"]
     np.savez(stem.with_suffix(".npz"), **arrays)
+    header = json.loads(stem.with_suffix(".json").read_text())
+    header.pop("npz_sha256")  # a hand-made pair: no digest binds it, so the missing array is what load names
+    stem.with_suffix(".json").write_text(json.dumps(header))
     with pytest.raises(ValueError, match="t_exit"):
         load(stem)
 

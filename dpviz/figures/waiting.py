@@ -17,6 +17,7 @@ from dpviz.plots.async_sgd import plot_loss_against, plot_stale_arrows, plot_sta
 from dpviz.plots.overlap import plot_overlap_steps, plot_overlap_timelines
 from dpviz.plots.straggler import plot_straggler_timeline, plot_wait_against_delay
 from dpviz.plots.style import SLATE
+from dpviz.records.straggler import WAIT_TOLERANCE
 from dpviz.records.waiting import FIGURE_DELAY, FIGURE_PLAN
 from dpviz.theory import waiting as waiting_theory
 
@@ -24,16 +25,13 @@ from dpviz.theory import waiting as waiting_theory
 def figure_waiting_straggler(sweep, *, delay: float = FIGURE_DELAY) -> Figure:
     """One rank sleeps d; the timeline of a few steps, and the others' wait against d."""
     slow = int(sweep.slow_rank[np.flatnonzero(np.isclose(sweep.delay, delay))[-1]])
+    titles = claims.straggler_titles(sweep, delay=delay, slow_rank=slow)
     fig = figure((6.8, 9.0))
     left, right = fig.subplots(2, 1, height_ratios=(1, 1.1))
     fig.subplots_adjust(left=0.13, right=0.97, top=0.88, bottom=0.08, hspace=0.6)
-    plot_straggler_timeline(sweep, delay=delay, slow_rank=slow, ax=left, fontsize=10)
-    plot_wait_against_delay([sweep], ax=right, fontsize=10)
-    steps = sweep.median_step()
-    base = float(np.median(steps[sweep.delay == 0])) if (sweep.delay == 0).any() else float("nan")
-    fig.suptitle(f"A straggler sets the pace: with d = {delay * 1e3:g} ms every rank's step takes "
-                      f"{float(np.median(steps[np.isclose(sweep.delay, delay)])) * 1e3:.1f} ms instead of "
-                      f"{base * 1e3:.1f} ms", fontsize=12, x=0.01, y=0.99, ha="left", va="top")
+    plot_straggler_timeline(sweep, delay=delay, slow_rank=slow, ax=left, fontsize=10, title=titles["timeline"])
+    plot_wait_against_delay([sweep], ax=right, fontsize=10, tolerance=WAIT_TOLERANCE, title=titles["wait"])
+    fig.suptitle(titles["figure"], fontsize=12, x=0.01, y=0.99, ha="left", va="top")
     return caption(wrap_titles(fig), [f"Measured: {sweep.describe()}", *lift_notes(fig)])
 
 
@@ -47,25 +45,10 @@ def figure_waiting_overlap(run) -> Figure:
     plot_overlap_timelines(run, ax=left, fontsize=10)
     legend_below(left, gap=0.55, fontsize=9)
     plot_overlap_steps(run, bounds, ax=right, fontsize=10)
-    fig.suptitle(_overlap_headline(run, bounds), fontsize=12, x=0.01, y=0.99, ha="left", va="top")
+    fig.suptitle(claims.overlap_title(run), fontsize=12, x=0.01, y=0.99, ha="left", va="top")
     return caption(wrap_titles(fig), [f"Measured: {run.describe()}", "Gradients of every mode compared with serial's at every step",
                          "Modeled lines from the serial mode's own forward, backward and all-reduce times",
                          *lift_notes(fig)])
-
-
-def _overlap_headline(run, bounds) -> str:
-    """What the run says about overlap, in words chosen by its numbers: the buckets' step against serial's."""
-    serial, mode = run.phases("serial"), "buckets" if "buckets" in run.mode else run.mode[-1]
-    ours = run.phases(mode)
-    change = ours["step"] / serial["step"] - 1
-    step_words = (f"{-change:.0%} shorter" if change < -0.05 else f"{change:.0%} longer" if change > 0.05
-                  else "about as long")
-    hid = ours["exposed"] < serial["exposed"]
-    slower = ours["backward"] > 1.2 * serial["backward"]
-    how = ("the all-reduces ran during backward" + (", but backward got slower" if slower else "")) if hid else \
-        "the all-reduces did not shorten the wait after backward"
-    return (f"Overlap on this machine: {how};\na step in {mode} was {step_words} than serial "
-            f"(at most {bounds.saving_fraction:.0%} was there to win)")
 
 
 def _line_grid(runs, points: int = 90):
@@ -85,10 +68,7 @@ def figure_waiting_stale_arrows(async_run, sync_run) -> Figure:
     fig.subplots_adjust(left=0.12, right=0.97, top=0.9, bottom=0.3)
     plot_stale_arrows(async_run, _line_grid([async_run, sync_run]), sync=sync_run, ax=ax, fontsize=10)
     legend_below(ax, gap=0.55, fontsize=9)
-    angles = async_run.angles()[async_run.staleness > 0]
-    ax.set_title(f"Stale arrows: {int((async_run.staleness > 0).sum())} of {async_run.updates} gradients were "
-                      f"applied to a θ that had moved on (median {np.median(angles):.0f}° off the fresh direction)",
-                 fontsize=11, loc="left")
+    ax.set_title(claims.stale_arrows_title(async_run), fontsize=11, loc="left")
     return caption(wrap_titles(fig), [f"Measured: {async_run.describe()}", sync_run.describe(), *lift_notes(fig)])
 
 
@@ -111,11 +91,7 @@ def figure_waiting_sync_vs_async(async_run, sync_run) -> Figure:
     legend_below(a, gap=0.5, ncol=2, fontsize=9)
     plot_staleness(async_run, modeled=waiting_theory.async_staleness(async_run.seconds_per_gradient()), ax=c, fontsize=10,
                    modeled_label="modeled mean τ, from each worker's\nmeasured seconds per gradient")
-    idle = sync_run.worker_idle / (sync_run.worker_idle + sync_run.worker_busy)
-    fig.suptitle(f"Async never waits ({async_run.wall[-1]:.2f} s for {async_run.updates} gradients against "
-                      f"{sync_run.wall[-1]:.2f} s; sync's fast workers sat idle {idle[:-1].mean():.0%} of the time), "
-                      f"but its gradients are stale (mean τ = {async_run.staleness.mean():.1f}) and its path is not "
-                      "sync's", fontsize=12, x=0.01, y=0.99, ha="left", va="top")
+    fig.suptitle(claims.sync_vs_async_title(async_run, sync_run), fontsize=12, x=0.01, y=0.99, ha="left", va="top")
     note = ""
     if async_run.oversubscribed:
         note = (f" {async_run.k + 1} processes on {async_run.meta['cores']} cores: the workers' compute is a sleep, so they "

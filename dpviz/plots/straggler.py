@@ -126,7 +126,7 @@ def plot_straggler_timeline(record, *, delay: float, slow_rank: int, steps: int 
     ax.set_xlabel("time (ms), measured", fontsize=fontsize)
     others = record.measured_wait()[s]
     ax.set_title(title or f"Rank {slow_rank} sleeps d = {delay * 1e3:g} ms each step: the others wait "
-                          f"{others * 1e3:.1f} ms (median)\ninside the all-reduce, and every step takes as long as the slowest rank's",
+                          f"{others * 1e3:.1f} ms (median)\ninside the all-reduce",
                  fontsize=fontsize + 1, loc="left")
     ax.legend(handles=legend_handles(), loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=fontsize - 2,
               frameon=False)
@@ -136,11 +136,11 @@ def plot_straggler_timeline(record, *, delay: float, slow_rank: int, steps: int 
     return ax
 
 
-def plot_wait_against_delay(records, *, ax=None, fontsize: float = 11, tolerance=(0.005, 0.30)):
+def plot_wait_against_delay(records, *, ax=None, fontsize: float = 11, tolerance=(0.005, 0.30), title: str | None = None):
     """The wait of the ranks that did not sleep against the delay d, one point per setting of each record.
 
-    The dashed line is the model (they wait exactly d); the shaded band is the tolerance the chapter
-    asserts, ``tolerance = (seconds, fraction)``. Records with more ranks than cores are drawn hollow.
+    The dashed line is the model (they wait exactly d); the shaded band is the tolerance within which the
+    chapter counts a wait as d, ``tolerance = (seconds, fraction)``. Records with more ranks than cores are drawn hollow.
     """
     ax = get_ax(ax)
     records = list(records)
@@ -148,7 +148,7 @@ def plot_wait_against_delay(records, *, ax=None, fontsize: float = 11, tolerance
     d = np.linspace(0, top, 50)
     absolute, relative = tolerance
     ax.fill_between(d, d - (absolute * 1e3 + relative * d), d + (absolute * 1e3 + relative * d), color=GREY, alpha=0.18,
-                    linewidth=0, label=f"asserted: within {absolute * 1e3:g} ms + {relative:.0%} of d")
+                    linewidth=0, label=f"tolerance: within {absolute * 1e3:g} ms + {relative:.0%} of d")
     ax.plot(d, d, **IDEAL_STYLE, label="modeled: the others wait exactly d")
     markers = "osD^v"
     for i, record in enumerate(records):
@@ -161,7 +161,7 @@ def plot_wait_against_delay(records, *, ax=None, fontsize: float = 11, tolerance
     ax.set_xlabel("injected delay d (ms)", fontsize=fontsize)
     ax.set_ylabel("others' wait inside the all-reduce (ms)", fontsize=fontsize)
     ax.tick_params(labelsize=fontsize - 1)
-    ax.set_title("The others wait d: the slowest rank sets the pace", fontsize=fontsize + 1, loc="left")
+    ax.set_title(title or "The others' wait against d", fontsize=fontsize + 1, loc="left")
     ax.legend(fontsize=fontsize - 2, loc="upper left", frameon=False)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)

@@ -22,7 +22,7 @@ from dpviz.records.paths import SHIPPED_DIR
 from dpviz.records.schema import Array, Kind, Meta, RankRecord, ran_on, register
 
 SHIPPED_KS = (2, 3, 4)
-WAIT_TOLERANCE = (0.005, 0.30)  # a measured wait must be within 5 ms + 30 % of the injected delay
+WAIT_TOLERANCE = (0.005, 0.30)  # seconds, fraction: a measured wait counts as d within 5 ms + 30 % of d (chosen)
 
 KIND = Kind(
     name="straggler",
@@ -145,22 +145,17 @@ class StragglerRecord(RankRecord):
         return absolute + relative * self.delay
 
     def check(self) -> str:
-        """Assert that the ranks that did not sleep waited about the delay; a one-line report.
+        """Report how long the ranks that did not sleep waited against the delay; a one-line report.
 
-        With more ranks than cores the ranks take turns on the CPU and the times include that, so the
-        waits are reported but not asserted.
+        Reported, never asserted: a busy machine, or more ranks than cores taking turns on the CPU, moves
+        the waits, and :func:`dpviz.claims.waiting.straggler_waits` says what the record shows and why.
         """
         wait, tol = self.measured_wait(), self.wait_tolerance()
-        off = np.abs(wait - self.delay)
+        close = np.abs(wait - self.delay) <= tol
         words = ", ".join(f"d={d * 1e3:g} ms: {w * 1e3:.1f} ms" for d, w in sorted(set(zip(self.delay.tolist(), wait.tolist()))))
-        if self.oversubscribed:
-            return f"k={self.k} ranks on {self.meta['cores']} cores (not asserted, ranks share cores): others waited {words}."
-        bad = np.flatnonzero(off > tol)
-        assert not len(bad), (
-            f"setting {bad[0]} (d={self.delay[bad[0]] * 1e3:g} ms, slow rank {self.slow_rank[bad[0]]}): the others waited "
-            f"{wait[bad[0]] * 1e3:.1f} ms, more than {tol[bad[0]] * 1e3:.1f} ms away from d"
-        )
-        return (f"k={self.k}: in every one of {len(self.delay)} settings the ranks that did not sleep waited d "
+        shared = f" ranks on {self.meta['cores']} cores (they share cores)" if self.oversubscribed else ""
+        share = "every one" if close.all() else f"{int(close.sum())}"
+        return (f"k={self.k}{shared}: in {share} of {len(self.delay)} settings the ranks that did not sleep waited d "
                 f"within 5 ms + 30 % ({words}).")
 
 

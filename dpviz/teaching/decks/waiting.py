@@ -39,7 +39,7 @@ CARDS = (
         "ahead and start its next step.",
         "False. It has to wait inside the all-reduce: the averaged gradient does not exist until the "
         "last rank has sent its share, and every rank steps with that average. Chapter 11 delays one "
-        "rank on purpose and records the others sitting in the all-reduce for as long as the delay.",
+        "rank on purpose and measures how long the others sit in the all-reduce.",
         "true/false", "11", "11-tf-go-ahead",
     ),
     Card(
@@ -75,7 +75,7 @@ CARDS = (
         "Overlap only hides communication behind backward work that is still left to do. The last "
         "bucket is sent when backward is over, an all-reduce longer than the backward pass cannot "
         "hide, and the communication competes with the computation for cores and memory bandwidth. "
-        "Chapter 11 measures how much it hides on your machine; it can be little.",
+        "Chapter 11 measures how much it hides on your machine; it can be little, or nothing.",
         "spot the error", "11", "11-spot-overlap-free",
     ),
     Card(
