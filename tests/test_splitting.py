@@ -22,6 +22,7 @@ import pytest
 
 import _splitting_workers
 from dpviz import figures
+from dpviz.claims import splitting as claims
 from dpviz.plots.pipeline import GanttBars, plot_bubble, plot_gantt
 from dpviz.plots.tensor_parallel import plot_tensor_split
 from dpviz.records import load
@@ -64,6 +65,39 @@ def test_modeled_timeline_leaves_exactly_the_bubble_idle(p, m, schedule):
     for s in range(1, p):
         assert (timeline.fwd[s, :, 0] >= timeline.fwd[s - 1, :, 1]).all()
         assert (timeline.bwd[s - 1, :, 0] >= timeline.bwd[s, :, 1]).all()
+
+
+@pytest.mark.parametrize("schedule", theory.SCHEDULES)
+def test_modeled_waits_sit_where_the_schedule_puts_them(schedule):
+    p, m, t_f, t_b = 4, 5, 1.0, 2.0
+    timeline = theory.modeled_timeline(p, m, schedule, t_f=t_f, t_b=t_b)
+    s = np.arange(p)
+    expected = np.stack([s * t_f, (p - 1 - s) * (t_f + t_b), s * t_b], axis=1)  # before, between, after
+    np.testing.assert_allclose(timeline.idle_parts(), expected, atol=1e-12)
+    np.testing.assert_allclose(timeline.idle_parts().sum(axis=1) / timeline.span(), theory.bubble_fraction(p, m))
+    # the first stage waits only in the middle, the last only at the start and the end
+    assert timeline.idle_parts()[0, [0, 2]].tolist() == [0, 0] and timeline.idle_parts()[-1, 1] == 0
+    assert (theory.handoff_delays(timeline.fwd, timeline.bwd, schedule) == 0).all()  # free hand-offs
+    again = theory.replay(timeline.fwd, timeline.bwd, schedule)
+    np.testing.assert_allclose(again.fwd, timeline.fwd)
+    np.testing.assert_allclose(again.bwd, timeline.bwd)
+
+
+def test_replay_takes_unequal_passes_and_drops_the_time_between():
+    t_f = np.array([[1.0, 1.0], [3.0, 3.0]])  # the last stage three times as slow
+    timeline = theory.modeled_timeline(2, 2, "gpipe", t_f=t_f, t_b=2 * t_f)
+    assert timeline.span() == pytest.approx(1 + 3 + 3 + 6 + 6 + 2)  # F0 on 0; both F and both B on 1; B1 on 0
+    late = timeline.fwd.copy(), timeline.bwd.copy()
+    late[0][1] += 0.5  # stage 1's forwards start 0.5 late, and everything after them waits
+    late[1][1] += 0.5
+    late[1][0] += 0.5
+    assert theory.span(*late) == pytest.approx(timeline.span() + 0.5)
+    assert theory.replay(*late, "gpipe").span() == pytest.approx(timeline.span())
+    assert np.sort(theory.handoff_delays(*late, "gpipe")).tolist() == pytest.approx([0, 0, 0, 0.5])
+    with pytest.raises(ValueError, match=r"^t_f must be a number or an array of shape \(p, m\) = \(2, 2\)"):
+        theory.modeled_timeline(2, 2, t_f=np.ones(3))
+    with pytest.raises(ValueError, match="^t_b must hold finite durations > 0 only"):
+        theory.modeled_timeline(2, 2, t_b=np.zeros((2, 2)))
 
 
 def test_bubble_formula_values_and_broadcasting():
@@ -168,6 +202,18 @@ def test_pipeline_moves_activations_forward_and_gradients_back(pipes):
         assert run.max_in_flight.tolist() == expected
     gpipe, f1b, _ = pipes
     assert gpipe.max_in_flight.tolist() == [4, 4] and f1b.max_in_flight.tolist() == [2, 1]
+
+
+def test_one_launch_times_a_pipeline_beside_one_process():
+    """A p = 1 config in a p = 2 launch runs on rank 0 alone, the same model, data and micro-batches."""
+    pipe, one = record_pipelines([PipelineConfig(p=2, m=2, repeats=1, **SMALL), PipelineConfig(p=1, m=2, repeats=2, **SMALL)])
+    assert (pipe.p, one.p) == (2, 1)
+    assert "outputs equal the unsplit model's" in one.check()
+    assert one.stage_layers.tolist() == [SMALL["depth"]] and one.sent_bytes.tolist() == [[0, 0]]
+    assert rel_err(one.grad, pipe.grad) <= 1e-5
+    assert one.idle_parts()[0, [0, 2]].tolist() == [0, 0]  # one stage starts the step and ends it
+    with pytest.raises(ValueError, match="^configs must all have the same threads"):
+        record_pipelines([PipelineConfig(p=2, threads=1), PipelineConfig(p=1, threads=2)])
 
 
 def test_uneven_stages_still_equal_the_unsplit_model():
@@ -323,6 +369,7 @@ def test_records_round_trip_and_refuse_a_missing_array(tmp_path, pipes, split, z
         np.savez(path.with_suffix(".npz"), **arrays)
         header = json.loads(path.with_suffix(".json").read_text())
         header["arrays"] = sorted(arrays)
+        header.pop("npz_sha256", None)  # a header without the digest of its .npz: the missing array is what fails
         path.with_suffix(".json").write_text(json.dumps(header))
         with pytest.raises(ValueError, match=f"lacks the array '{missing}'"):
             load(path)
@@ -358,7 +405,8 @@ def test_plots_draw_measured_and_modeled(pipes, split, zero):
 
 def test_figure_functions_draw_from_live_records(pipes, split, zero):
     fig = figures.figure_pipeline_gantt(pipes[0], pipes[1], [pipes[2], pipes[0]])
-    assert "modeled (p−1)/(m+p−1) = 0.20" in fig.get_suptitle()
+    assert fig.get_suptitle() == claims.gantt_title(pipes[0], pipes[1])
+    assert "the first stage waits mostly" in fig.get_suptitle() and "(p−1)/(m+p−1) = 0.20 modeled" in fig.get_suptitle()
     fig = figures.figure_tensor_parallel(split)
     assert "6→8 layer over k=2" in fig.get_suptitle()
     fig = figures.figure_zero_memory(zero)

@@ -39,11 +39,7 @@ def figure_pipeline_gantt(gpipe, one_f_one_b, bubble_runs) -> Figure:
                     f": hollow points had {over[0].p} stages on {over[0].meta['cores']} cores,\n"
                     "so their stages also waited for a core" if over else ""))
     legend_below(axes["bubble"], gap=0.5, fontsize=9)
-    idle = {r.schedule: float(r.idle_fraction().mean()) for r in (gpipe, one_f_one_b)}
-    fig.suptitle(
-        f"A pipeline of p={gpipe.p} stages, m={gpipe.m} micro-batches: measured idle share {idle['gpipe']:.2f} "
-        f"(all F, then all B) and {idle['1f1b']:.2f} (1F1B), modeled (p−1)/(m+p−1) = {gpipe.bubble():.2f}",
-        fontsize=12, x=0.01, y=0.99, ha="left", va="top")
+    fig.suptitle(claims.gantt_title(gpipe, one_f_one_b), fontsize=12, x=0.01, y=0.99, ha="left", va="top")
     shown = {(r.p, r.m, r.schedule) for r in (gpipe, one_f_one_b)}
     others = sorted({(r.p, r.m, r.schedule) for r in runs} - shown)
     parts = measured_lines([gpipe, one_f_one_b])
@@ -70,9 +66,7 @@ def figure_tensor_parallel(split) -> Figure:
     measured = {f"tensor parallel, {s} split": (m["batch"], int(split.bytes_sent[i].sum(axis=0).max()))
                 for i, s in enumerate(tensor_theory.SPLITS)}
     plot_exchange_bytes(curves, measured, ax=axes["bytes"], fontsize=10)
-    fig.suptitle(f"Tensor parallelism: a {m['d_in']}→{m['d_out']} layer over k={m['k']} ranks, "
-                      f"equal to the unsplit layer to {max(split.rel_errs().values()):.0e}",
-                 fontsize=12, x=0.01, y=0.99, ha="left", va="top")
+    fig.suptitle(claims.tensor_split_title(split), fontsize=12, x=0.01, y=0.99, ha="left", va="top")
     return caption(wrap_titles(fig), [*measured_lines([split]), *lift_notes(fig)])
 
 
@@ -84,10 +78,7 @@ def figure_zero_memory(zero) -> Figure:
     modeled = {f"ZeRO-{s}": memory_theory.bytes_per_rank(zero.n_params, zero.k, zero_stage=s) for s in (2, 3)}
     plot_memory(zero, modeled=modeled, ax=left, fontsize=11)
     plot_zero_params(zero, ax=right, fontsize=10)
-    rs = int(zero.rs_bytes.max())
-    fig.suptitle(f"Sharding Adam's state over k={zero.k} ranks (ZeRO-1): 1/{zero.k} of the state on each rank, "
-                      f"the same parameters, and a reduce-scatter that sends {rs:,} B per rank, (k−1)/k · M for a "
-                      f"gradient of M = {zero.message_bytes:,} B", fontsize=12, x=0.01, y=0.99, ha="left", va="top")
+    fig.suptitle(claims.zero_memory_title(zero), fontsize=12, x=0.01, y=0.99, ha="left", va="top")
     return caption(wrap_titles(fig), [*measured_lines([zero]), *lift_notes(fig)])
 
 

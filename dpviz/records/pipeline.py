@@ -106,6 +106,23 @@ class PipelineRun(RankRecord):
         """The modeled idle share, ``(p - 1) / (m + p - 1)``."""
         return theory.bubble_fraction(self.p, self.m)
 
+    def busy(self) -> np.ndarray:
+        """(p,): seconds each stage spent in forward and backward passes."""
+        return theory.busy(self.fwd, self.bwd)
+
+    def idle_parts(self) -> np.ndarray:
+        """(p, 3): seconds each stage waited before its first forward, between its first forward and its last
+        backward, and after its last backward (:func:`dpviz.theory.pipeline.idle_parts`)."""
+        return theory.idle_parts(self.fwd, self.bwd)
+
+    def handoff_delays(self) -> np.ndarray:
+        """Seconds from each handed-over input being ready to the pass that used it starting (zero in the model)."""
+        return theory.handoff_delays(self.fwd, self.bwd, self.schedule)
+
+    def replay(self) -> theory.Timeline:
+        """These passes, each as long as measured, run again with free hand-offs (a modeled Timeline)."""
+        return theory.replay(self.fwd, self.bwd, self.schedule)
+
     def output_rel_err(self) -> float:
         return rel_err(self.output, self.big_output)
 

@@ -1,9 +1,10 @@
 """Pipeline parallelism for real: an MLP's layers cut into p stages on p ranks, one training step on m micro-batches.
 
-    from dpviz.runs.pipeline import record_pipeline
+    from dpviz.runs.pipeline import PipelineConfig, record_pipeline, record_pipelines
     run = record_pipeline(p=2, m=4)                       # 2 real processes, one stage each
     print(run.check())                                    # outputs and gradients equal the unsplit model's
     run.idle_fraction(), run.bubble()                     # measured idle share beside (p-1)/(m+p-1)
+    pipe, one = record_pipelines([PipelineConfig(p=2), PipelineConfig(p=1)])   # one launch: 2 stages, then one alone
 
     python -m dpviz.runs.pipeline --out dpviz/records/shipped_runs   # record the shipped grid again (about a minute)
 
@@ -166,10 +167,28 @@ def _run_step(stage: nn.Sequential, rank: int, config: PipelineConfig, xs, ys, c
             "outputs": outputs, "loss": loss_sum}
 
 
+def _sit_out(config: PipelineConfig, step: int) -> None:
+    """A rank the config has no stage for: meet the stages at every barrier of the timed steps, and wait."""
+    for _ in range(config.repeats):
+        dist.barrier()
+        dist.all_reduce(torch.tensor([np.inf], dtype=torch.float64), op=dist.ReduceOp.MIN)  # leaves the origin to the stages
+    launcher.report_progress(step + 2 * config.m * (1 + config.repeats) - 1)
+    dist.barrier()
+
+
 def pipeline_worker(rank: int, world_size: int, configs: list) -> list[dict]:
-    """One stage: for each config (same p, any m or schedule), a warm-up step, then a timed one. Numpy results."""
+    """One stage: for each config (any p up to world_size, m or schedule), a warm-up step, then the timed ones.
+
+    Numpy results; None for a config with fewer stages than ranks on the ranks it leaves out, which
+    wait in a barrier (asleep, so the stages have the cores) until its timed steps are done.
+    """
     out, step = [], 0
     for config in configs:
+        if rank >= config.p:
+            _sit_out(config, step)
+            step += 2 * config.m * (1 + config.repeats)
+            out.append(None)
+            continue
         model = make_model(config)
         stage = split_model(model, config.depth, config.p)[rank]
         x, y = load_batch(config)
@@ -246,13 +265,19 @@ def assemble(config: PipelineConfig, results: list[dict], backend: str) -> Pipel
 
 
 def record_pipelines(configs, *, progress: bool = False) -> list[PipelineRun]:
-    """Run several pipelined steps with the same p in one launch (one process start); a record for each."""
+    """Run several pipelined steps in one launch (one process start); a record for each.
+
+    The launch starts as many ranks as the largest p; a config with fewer stages runs on the first
+    ranks while the others wait, so that ``PipelineConfig(p=1)`` times the same model, data and
+    micro-batches on one process beside a pipeline of more stages.
+    """
     configs = list(configs)
     if not configs or any(not isinstance(c, PipelineConfig) for c in configs):
         raise TypeError("configs must be a non-empty list of PipelineConfig.")
-    p = configs[0].p
-    if any(c.p != p for c in configs):
-        raise ValueError(f"configs must all have the same p, since one launch starts p ranks; got p={[c.p for c in configs]}.")
+    p = max(c.p for c in configs)
+    if any(c.threads != configs[0].threads for c in configs):
+        raise ValueError(f"configs must all have the same threads, since one launch sets them for every rank; "
+                         f"got threads={[c.threads for c in configs]}.")
     with warnings.catch_warnings():
         if p > launcher.cpu_count():
             warnings.simplefilter("ignore")  # the records say p > cores, and every figure of them says so too
@@ -261,7 +286,7 @@ def record_pipelines(configs, *, progress: bool = False) -> list[PipelineRun]:
             stall_timeout=max(c.stall_timeout for c in configs),
             total_steps=sum(2 * c.m * (1 + c.repeats) for c in configs), progress=progress,
         )
-    return [assemble(c, [r[i] for r in results], "gloo") for i, c in enumerate(configs)]
+    return [assemble(c, [r[i] for r in results[:c.p]], "gloo") for i, c in enumerate(configs)]
 
 
 def record_pipeline(config: PipelineConfig | None = None, *, progress: bool = False, **overrides) -> PipelineRun:

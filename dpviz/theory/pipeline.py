@@ -19,6 +19,8 @@ of the run: zero for one stage, and shrinking as the micro-batches multiply.
 
     bubble_fraction(p=4, m=8)                        # 3 / 11
     modeled_timeline(p=4, m=8, schedule="1f1b")      # start and end of every pass, to draw as a Gantt chart
+    idle_parts(fwd, bwd)                             # where each stage waits: before, between and after its passes
+    replay(fwd, bwd, "gpipe")                        # measured passes, run again as early as free hand-offs allow
 
 numpy only.
 """
@@ -120,16 +122,32 @@ class Timeline:
         """(p,): the share of the span each stage does no forward or backward work."""
         return idle_fractions(self.fwd, self.bwd)
 
+    def idle_parts(self) -> np.ndarray:
+        """(p, 3): seconds each stage waited before, between and after its passes (:func:`idle_parts`)."""
+        return idle_parts(self.fwd, self.bwd)
 
-def modeled_timeline(p: int, m: int, schedule: str = "gpipe", *, t_f: float = 1.0, t_b: float = 2.0) -> Timeline:
+
+def _durations(name: str, value, p: int, m: int) -> np.ndarray:
+    """``value`` (seconds, one number or a (p, m) array, one per stage and micro-batch) as a (p, m) array."""
+    if np.ndim(value) == 0:
+        return np.full((p, m), check_real(name, value, low=0, low_open=True))
+    array = np.asarray(value, dtype=float)
+    if array.shape != (p, m):
+        raise ValueError(f"{name} must be a number or an array of shape (p, m) = ({p}, {m}); got shape {array.shape}.")
+    if not (np.isfinite(array).all() and (array > 0).all()):
+        raise ValueError(f"{name} must hold finite durations > 0 only; got a smallest of {np.nanmin(array)!r}.")
+    return array
+
+
+def modeled_timeline(p: int, m: int, schedule: str = "gpipe", *, t_f=1.0, t_b=2.0) -> Timeline:
     """The timeline of one step when each pass takes ``t_f`` (forward) or ``t_b`` (backward) and transfers are free.
 
     Each stage runs its :func:`stage_order` as early as its inputs allow. A backward pass is
     usually about twice a forward, hence the default ``t_b = 2 t_f``; the bubble does not depend on it.
+    ``t_f`` and ``t_b`` may also be (p, m) arrays, one duration per stage and micro-batch (see :func:`replay`).
     """
     p, m, schedule = check_stages(p, m, schedule)
-    t_f = check_real("t_f", t_f, low=0, low_open=True)
-    t_b = check_real("t_b", t_b, low=0, low_open=True)
+    t_f, t_b = _durations("t_f", t_f, p, m), _durations("t_b", t_b, p, m)
     fwd, bwd = np.full((p, m, 2), np.nan), np.full((p, m, 2), np.nan)
     orders = [stage_order(p, m, schedule, s) for s in range(p)]
     nxt = [0] * p  # index of the next pass each stage runs
@@ -147,7 +165,7 @@ def modeled_timeline(p: int, m: int, schedule: str = "gpipe", *, t_f: float = 1.
                 if np.isnan(ready):
                     break  # its input is not computed yet: another stage must move first
                 start = max(free[s], ready)
-                end = start + (t_f if kind == "F" else t_b)
+                end = start + (t_f if kind == "F" else t_b)[s, j]
                 (fwd if kind == "F" else bwd)[s, j] = (start, end)
                 free[s], nxt[s], remaining, progressed = end, nxt[s] + 1, remaining - 1, True
         if not progressed:  # cannot happen for the two schedules here; guards a future one
@@ -170,3 +188,54 @@ def busy(fwd, bwd) -> np.ndarray:
 def idle_fractions(fwd, bwd) -> np.ndarray:
     """(p,): ``1 - busy / span`` per stage, the measured counterpart of :func:`bubble_fraction`."""
     return 1.0 - busy(fwd, bwd) / span(fwd, bwd)
+
+
+def replay(fwd, bwd, schedule: str) -> Timeline:
+    """The measured passes ``fwd``, ``bwd`` (p, m, 2) run again in ``schedule``'s order, each as early as free
+    hand-offs allow: what the step would have taken with every pass as long as it was, and nothing lost between.
+    """
+    fwd, bwd = np.asarray(fwd, float), np.asarray(bwd, float)
+    p, m = fwd.shape[:2]
+    return modeled_timeline(p, m, schedule, t_f=fwd[..., 1] - fwd[..., 0], t_b=bwd[..., 1] - bwd[..., 0])
+
+
+WAIT_PARTS = ("before its first forward", "between its first forward and its last backward", "after its last backward")
+
+
+def idle_parts(fwd, bwd) -> np.ndarray:
+    """(p, 3): seconds each stage waited before its first pass, in the gaps between its passes, and after its
+    last pass until the step ended (the order of :data:`WAIT_PARTS`); each row adds up to the stage's idle time.
+
+    Both schedules start a stage with a forward and end it with a backward, so the parts are also
+    before its first forward, between its forwards and backwards, after its last backward.
+    """
+    fwd, bwd = np.asarray(fwd, float), np.asarray(bwd, float)
+    passes = np.concatenate([fwd, bwd], axis=1)                  # (p, 2m, 2)
+    passes = np.take_along_axis(passes, np.argsort(passes[..., :1], axis=1), axis=1)  # in time order per stage
+    t0, t1 = passes[..., 0].min(), passes[..., 1].max()
+    before = passes[:, 0, 0] - t0
+    between = (passes[:, 1:, 0] - passes[:, :-1, 1]).clip(min=0).sum(axis=1)
+    after = t1 - passes[:, -1, 1]
+    return np.stack([before, between, after], axis=1)
+
+
+def handoff_delays(fwd, bwd, schedule: str) -> np.ndarray:
+    """Seconds between a pass's input being ready on the neighbour (its pass ended) and the pass starting, for
+    every pass whose input came from another stage, counted from when its own stage was also free.
+
+    Zero in the model; measured, it is the hand-off itself (the send, the receive, the receiving process
+    waking up) and any wait for a core.
+    """
+    fwd, bwd = np.asarray(fwd, float), np.asarray(bwd, float)
+    p, m = fwd.shape[:2]
+    delays = []
+    for s in range(p):
+        free = -np.inf
+        for kind, j in stage_order(p, m, schedule, s):
+            start, end = (fwd if kind == "F" else bwd)[s, j]
+            if kind == "F" and s > 0:
+                delays.append(start - max(fwd[s - 1, j, 1], free))
+            elif kind == "B" and s < p - 1:
+                delays.append(start - max(bwd[s + 1, j, 1], free))
+            free = end
+    return np.array(delays)

@@ -144,8 +144,9 @@ _SPOT = (
     Card(
         "Spot the error: “Pipeline parallelism is a production line, so every GPU in it works all the "
         "time.”",
-        "Pipelines have bubbles. While a batch enters, later stages wait for their first input; "
-        "while it drains, earlier stages have nothing left to do. Unless the batch is cut into "
+        "Pipelines have bubbles. While a batch enters, later stages wait for their first input; the "
+        "first stage then waits in the middle, from its last forward pass until the first backward "
+        "pass comes back to it, and the last stage waits again at the end. Unless the batch is cut into "
         "micro-batches, these idle stretches take a large share of the time. Chapter 12 shows this on "
         "real runs: Gantt charts of real stages beside the formula (p−1)/(m+p−1).",
         "spot the error", "13", "13-spot-bubbles",
@@ -270,8 +271,12 @@ _EDGE = (
     Card(
         "A model only just fits on one GPU. Is a two-GPU pipeline sure to train it faster?",
         "No. The second device adds compute, but the activations now travel between the two and "
-        "each stage idles in bubbles while waiting for the other. For a small model these costs can "
-        "cancel the gain or even make it slower. Chapter 12 shows this on real runs.",
+        "each stage idles in bubbles while waiting for the other: at best the pair is p·m/(m+p−1) times "
+        "as fast as one device (1.6× for m = 4 micro-batches), never twice. For a small model the "
+        "hand-overs can cancel the gain or even make it slower. Chapter 12 times two stages on two "
+        "ranks against the same model, data and micro-batches on one process, prints whether the "
+        "pipeline was faster and by how much beside that bound, and splits the gap into the passes "
+        "themselves and the time lost in hand-overs.",
         "edge case", "13", "13-edge-pipeline-two",
     ),
     Card(

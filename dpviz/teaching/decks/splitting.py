@@ -46,9 +46,11 @@ CARDS = (
     Card(
         "Spot the error: “With a pipeline, no GPU ever waits: while one stage computes, the others do too.”",
         "At the start of a step the later stages have nothing to work on until the first micro-batch "
-        "reaches them, and at the end the early stages run out of work while the last backward passes "
-        "drain. With p stages and m micro-batches each stage idles for the share (p−1)/(m+p−1) of the "
-        "step. The Gantt charts of this chapter show the grey gaps on real stages.",
+        "reaches them; in the middle an early stage, its forwards done, waits for the first gradient to "
+        "come back through the later ones; at the end the later stages are done while the last backward "
+        "passes travel back to the first. With p equal stages, m micro-batches and free hand-offs each "
+        "stage idles for the share (p−1)/(m+p−1) of the step. The Gantt charts of this chapter show the "
+        "grey gaps on real stages, and print where each stage waited.",
         "spot the error", "12", "12-spot-bubbles",
     ),
     Card(
