@@ -108,3 +108,25 @@ def test_a_zip_bomb_is_refused_before_it_is_decompressed(run, tmp_path):
     with pytest.raises(ValueError, match=r"declares arrays of more than 2 GiB in all .*'loss.npy' has shape \(400000000,\)"):
         load(base)
     assert time.perf_counter() - start < 1.0
+
+
+def test_nan_or_inf_is_refused_where_the_kind_does_not_declare_it(run, tmp_path):
+    changed = dict(run.arrays)
+    changed["t_compute"] = changed["t_compute"].copy()
+    changed["t_compute"][2, 1] = np.nan
+    with pytest.raises(ValueError, match=r"array 't_compute' holds NaN or inf in 1 place; in a 'run' record every value"):
+        Run(run.meta, changed)
+    base = run.save(tmp_path / "nan")
+    with np.load(tmp_path / "nan.npz") as z:
+        arrays = {name: z[name] for name in z.files}
+    arrays["t_comm"][0, 0] = np.inf
+    np.savez_compressed(tmp_path / "nan.npz", **arrays)
+    header = json.loads((tmp_path / "nan.json").read_text())
+    header.pop("npz_sha256")
+    (tmp_path / "nan.json").write_text(json.dumps(header))
+    with pytest.raises(ValueError, match=r"array 't_comm' holds NaN or inf"):
+        load(base)
+    diverged = dict(run.arrays)
+    diverged["loss"] = diverged["loss"].copy()
+    diverged["loss"][-1] = np.inf  # a run whose training diverged: declared, so kept
+    assert np.isinf(Run(run.meta, diverged).loss[-1]).all()

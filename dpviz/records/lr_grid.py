@@ -28,6 +28,8 @@ from dpviz.theory import lr_rules
 
 MODELS = ("line", "mlp")
 
+STOPPED = "after a run stopped (diverged, or fewer steps than the longest run), and where training diverged"  # when NaN or inf may appear in an array
+
 KIND = Kind(
     name="lr_grid",
     version=1,
@@ -39,20 +41,20 @@ KIND = Kind(
         Array("multiplier", ("R",), "float64", "the run's target rate over the base rate η"),
         Array("warmup", ("R",), "int64", "warm-up steps: the rate ramps linearly up to the target over them (0: none)"),
         Array("steps", ("R",), "int64", "optimizer steps of each run: examples / (k·b)"),
-        Array("lr", ("R", "T"), "float64", "the rate each step used, as the ranks applied it"),
-        Array("loss", ("R", "T+1"), "float32", "the loss on the whole data set before each step and after the last"),
-        Array("step_length", ("R", "T"), "float32", "|θ(t+1) − θ(t)|: how far each step moved the parameters"),
+        Array("lr", ("R", "T"), "float64", "the rate each step used, as the ranks applied it", nonfinite=STOPPED),
+        Array("loss", ("R", "T+1"), "float32", "the loss on the whole data set before each step and after the last", nonfinite=STOPPED),
+        Array("step_length", ("R", "T"), "float32", "|θ(t+1) − θ(t)|: how far each step moved the parameters", nonfinite=STOPPED),
         Array("step_gap", ("R", "T"), "float32",
-              "|θ(t+1) − θ′|, θ′ being where k steps of rate lr/k on the k shards in turn, from θ(t), land (k > 1)"),
-        Array("travel", ("R", "T+1"), "float32", "|θ(t) − θ(0)|: how far the parameters are from where they started"),
+              "|θ(t+1) − θ′|, θ′ being where k steps of rate lr/k on the k shards in turn, from θ(t), land (k > 1)", nonfinite=STOPPED),
+        Array("travel", ("R", "T+1"), "float32", "|θ(t) − θ(0)|: how far the parameters are from where they started", nonfinite=STOPPED),
         Array("twin", ("R",), "int64",
               "the row of the run's twin: k = 1 at multiplier / k, no warm-up, which the linear rule says it imitates (-1: none)"),
-        Array("twin_distance", ("R", "T+1"), "float32", "|θ(t) − θ_twin(k·t)|: the gap between the run and its twin after as many examples"),
+        Array("twin_distance", ("R", "T+1"), "float32", "|θ(t) − θ_twin(k·t)|: the gap between the run and its twin after as many examples", nonfinite=STOPPED),
         Array("diverged_at", ("R",), "int64", "the first state whose loss was not finite or above diverge_factor × the first loss; the run stopped there (-1: never)"),
         Array("replicas_identical", ("R",), "bool", "every rank's parameters were bit-identical to rank 0's after every step"),
         Array("seconds", ("R",), "float64", "rank 0's wall time for the run's loop, seconds"),
         Array("params", ("R", "T+1", "P"), "float32", "the parameters before each step and after the last",
-              optional="for the line model only"),
+              optional="for the line model only", nonfinite=STOPPED),
     ),
     meta=(
         Meta("model", "str", "\"line\" (two parameters) or \"mlp\""),

@@ -11,28 +11,30 @@ import numpy as np
 from dpviz.records.schema import Array, Kind, Meta, Record, ran_on, register
 from dpviz.records.tolerance import GRAD_TOLERANCE
 
+DIVERGED = "where training diverged"  # when NaN or inf may appear in an array
+
 KIND = Kind(
     name="run",
     version=2,
     doc="k ranks trained one model for a few steps, all-reducing their gradients; every rank's gradients, "
         "parameters, losses and step times, and the big-batch gradient computed again in one process.",
     arrays=(
-        Array("local_grad", ("steps", "k", "P"), "float32", "each rank's mean gradient over its own shard"),
+        Array("local_grad", ("steps", "k", "P"), "float32", "each rank's mean gradient over its own shard", nonfinite=DIVERGED),
         Array("reduced_grad", ("steps", "k", "P"), "float32",
-              "the gradient each rank stepped with, as it received it (its own gradient if the all-reduce was off)"),
-        Array("big_grad", ("steps", "P"), "float32", "the gradient of the whole global batch, computed again in one process"),
+              "the gradient each rank stepped with, as it received it (its own gradient if the all-reduce was off)", nonfinite=DIVERGED),
+        Array("big_grad", ("steps", "P"), "float32", "the gradient of the whole global batch, computed again in one process", nonfinite=DIVERGED),
         Array("params", ("steps+1", "k", "P"), "float32", "every replica's parameters before each step and after the last",
-              optional="when P <= 20,000"),
+              optional="when P <= 20,000", nonfinite=DIVERGED),
         Array("param_digest", ("steps+1", "k"), "bytes", "a hash (SHA-1 hex) of every replica's parameter bytes"),
-        Array("loss", ("steps", "k"), "float32", "each rank's loss on its shard"),
-        Array("big_loss", ("steps",), "float32", "the loss on the whole global batch"),
+        Array("loss", ("steps", "k"), "float32", "each rank's loss on its shard", nonfinite=DIVERGED),
+        Array("big_loss", ("steps",), "float32", "the loss on the whole global batch", nonfinite=DIVERGED),
         Array("t_compute", ("steps", "k"), "float64", "seconds of forward + backward, per rank"),
         Array("t_comm", ("steps", "k"), "float64", "seconds inside the all-reduce, per rank"),
         Array("loop_seconds", ("k",), "float64", "each rank's wall time for the whole loop, seconds"),
         Array("shard_sizes", ("k",), "int64", "examples per rank per step"),
         Array("batch_index", ("steps", "B"), "int64", "data set rows of each global batch, rank 0's shard first"),
         Array("example_rank", ("B",), "int64", "the rank that took each position of a batch"),
-        Array("example_grad", ("steps", "B", "P"), "float32", "per-example gradients", optional="for the line model only"),
+        Array("example_grad", ("steps", "B", "P"), "float32", "per-example gradients", optional="for the line model only", nonfinite=DIVERGED),
         Array("x", ("N", "d"), "float32", "the data set's inputs, generated from the seed"),
         Array("y", ("N", 1), "float32", "the data set's targets"),
     ),

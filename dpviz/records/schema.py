@@ -49,6 +49,7 @@ class Array:
     dtype: str  # one of DTYPES
     meaning: str
     optional: str = ""  # when the array may be absent, in words ("only the line model"); "" means always present
+    nonfinite: str = ""  # when NaN or inf may appear, in words ("NaN: no bucket"); "" means every value is finite
 
     def __post_init__(self):
         if self.dtype not in DTYPES:
@@ -130,13 +131,18 @@ class Kind:
                     f"{where}: array {a.name!r} has shape {value.shape}; a {self.name!r} record declares {a.shape_words()}, "
                     f"which here means {expected}."
                 )
+            if value.dtype.kind == "f" and not a.nonfinite:
+                bad = int(np.size(value) - np.count_nonzero(np.isfinite(value)))
+                if bad:
+                    raise ValueError(f"{where}: array {a.name!r} holds NaN or inf in {bad} place{'s' if bad > 1 else ''}; "
+                                     f"in a {self.name!r} record every value of it is finite ({a.meaning}).")
 
     def markdown(self) -> str:
         """The kind's tables for the README: arrays, then metadata fields."""
         lines = [f"#### `{self.name}` records (schema version {self.version})", "", self.doc, "",
                  "| array | shape | dtype | meaning |", "| --- | --- | --- | --- |"]
         for a in self.arrays:
-            note = f" (present {a.optional})" if a.optional else ""
+            note = (f" (present {a.optional})" if a.optional else "") + (f" (NaN or inf {a.nonfinite})" if a.nonfinite else "")
             lines.append(f"| `{a.name}` | {a.shape_words()} | {a.dtype} | {a.meaning}{note} |")
         lines += ["", "| metadata | type | meaning |", "| --- | --- | --- |"]
         lines += [f"| `{m.name}` | {m.type} | {m.meaning} |" for m in self.meta]
