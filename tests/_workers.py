@@ -65,3 +65,14 @@ def where_am_i(rank, world_size, variable):
     with open(f"/proc/{os.getpid()}/comm") as f:
         name = f.read().strip()
     return {"ppid": os.getppid(), "name": name, "variable": os.environ.get(variable), "cwd": os.getcwd()}
+
+
+def all_reduce_loop(rank, world_size, pid_dir, steps, pause):
+    """All-reduce every step and report it; each rank writes its pid to ``pid_dir/rank-N`` first (for a test to kill)."""
+    with open(os.path.join(pid_dir, f"rank-{rank}"), "w") as f:
+        f.write(str(os.getpid()))
+    t = torch.ones(4)
+    for step in range(steps):
+        dist.all_reduce(t)
+        report_progress(step)
+        time.sleep(pause)

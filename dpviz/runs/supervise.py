@@ -24,13 +24,22 @@ from dpviz.runs.rank import _FIELDS, _JOINED, _err_path, _pid_alive
 
 
 class RankError(RuntimeError):
-    """A rank raised an exception; ``rank`` and ``rank_traceback`` say where and why."""
+    """A rank failed; ``rank`` and ``rank_traceback`` say where and why.
 
-    def __init__(self, rank: int, rank_traceback: str):
+    ``consequences`` maps the other ranks that failed after it (a broken connection, most often) to the last
+    line of their error, so that the rank named is the one that failed first, not a peer that lost it.
+    """
+
+    def __init__(self, rank: int, rank_traceback: str, consequences: dict | None = None):
         self.rank = rank
         self.rank_traceback = rank_traceback
+        self.consequences = dict(consequences or {})
         last = rank_traceback.strip().splitlines()[-1] if rank_traceback.strip() else "unknown error"
-        super().__init__(f"rank {rank} failed: {last}\n\n--- traceback from rank {rank} ---\n{rank_traceback}")
+        then = ""
+        if self.consequences:
+            then = ("\n\nthen, as a consequence: " +
+                    "; ".join(f"rank {r}: {line}" for r, line in sorted(self.consequences.items())))
+        super().__init__(f"rank {rank} failed: {last}{then}\n\n--- traceback from rank {rank} ---\n{rank_traceback}")
 
 
 class RankTimeout(TimeoutError):
@@ -53,19 +62,10 @@ def _wait(procs, outdir, state, stall_timeout, start_allowance, deadline, bar) -
     since = [begin] * k  # when each rank last made progress, as seen here
     while True:
         failed = [r for r in range(k) if os.path.exists(_err_path(outdir, r))]
-        if failed:
-            # The first rank to fail usually makes its peers fail too (a broken
-            # connection); report the one whose error file was written first.
-            first = min(failed, key=lambda r: os.path.getmtime(_err_path(outdir, r)))
-            with open(_err_path(outdir, first)) as f:
-                raise RankError(first, f.read())
         codes = [p.exitcode for p in procs]
-        for rank, code in enumerate(codes):
-            if code not in (None, 0) and not os.path.exists(_err_path(outdir, rank)):
-                time.sleep(0.2)  # give a failing rank a moment to finish writing its traceback
-                if os.path.exists(_err_path(outdir, rank)):
-                    break
-                raise RankError(rank, f"process exited with code {code} without a Python traceback (killed, or crashed in native code)")
+        died = [r for r in range(k) if codes[r] not in (None, 0) and r not in failed]
+        if failed or died:
+            _raise_first_failure(procs, outdir, k)
         if all(code == 0 for code in codes):
             return
 
@@ -91,13 +91,93 @@ def _wait(procs, outdir, state, stall_timeout, start_allowance, deadline, bar) -
             # that have been quiet a long while, the ones furthest behind are to blame.
             quiet = [r for r in running if now - since[r] > allowance[r] / 2]
             behind = min(steps[r] for r in quiet)
-            named = [r for r in quiet if steps[r] == behind]
-            raise RankTimeout(named, _stall_message(named, steps, phases, allowance[named[0]]), steps)
+            named = _stuck_first([r for r in quiet if steps[r] == behind], procs)
+            raise RankTimeout(named, _stall_message(named, steps, phases, allowance[named[0]], procs), steps)
         if deadline is not None and now - begin > deadline:
             behind = min(steps[r] for r in running)
             named = [r for r in running if steps[r] == behind]
             raise RankTimeout(named, _deadline_message(named, steps, deadline), steps)
         time.sleep(0.02)
+
+
+# --- which rank failed first ---
+
+GRACE = 0.3  # seconds: how long a peer's error may precede the exit code of the rank that really died
+
+
+def _raise_first_failure(procs, outdir, k) -> None:
+    """Raise RankError for the rank that failed first, with the others' errors as its consequences.
+
+    A rank killed by a signal (the out-of-memory killer's SIGKILL, say) writes no error file, while its
+    peers write theirs within milliseconds ("Connection reset by peer"). So a rank that died without one
+    is the cause; among ranks that all wrote one, the earliest file is.
+    """
+    time.sleep(GRACE)  # let a dying rank's exit code, or a failing rank's traceback, arrive
+    codes = [p.exitcode for p in procs]
+    written = {r: os.path.getmtime(_err_path(outdir, r)) for r in range(k) if os.path.exists(_err_path(outdir, r))}
+    silent = [r for r in range(k) if codes[r] not in (None, 0) and r not in written]
+    errors = {r: _read(_err_path(outdir, r)) for r in written}
+    if silent:
+        first = min(silent, key=lambda r: (codes[r] >= 0, r))  # a signal before a plain exit code
+        why = _exit_words(codes[first])
+        raise RankError(first, why, {r: _last_line(text) for r, text in errors.items()})
+    first = min(written, key=lambda r: written[r])
+    raise RankError(first, errors[first], {r: _last_line(t) for r, t in errors.items() if r != first})
+
+
+def _exit_words(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = " (what the out-of-memory killer sends)" if -code == signal.SIGKILL else ""
+        return f"process was killed by {name}{hint}, exit code {code}, without a Python traceback"
+    return f"process exited with code {code} without a Python traceback (crashed in native code, or os._exit)"
+
+
+def _read(path) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else "unknown error"
+
+
+# --- which rank stalled first ---
+
+def _proc_stat(pid) -> tuple[str, int] | None:
+    """A process's scheduler state letter and CPU ticks used, from /proc (None where there is no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return fields[0], int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _stuck_first(candidates, procs) -> list[int]:
+    """Of ranks that stopped reporting at the same step, the ones whose progress stopped first.
+
+    Ranks waiting in a collective for a stuck peer stop reporting too, but they sleep there. So a rank
+    that is stopped (SIGSTOP, a debugger) is named alone; failing that, one still burning CPU while the
+    others sleep (a loop that never ends) is; otherwise every candidate is.
+    """
+    if len(candidates) < 2:
+        return candidates
+    before = {r: _proc_stat(procs[r].pid) for r in candidates}
+    stopped = [r for r, st in before.items() if st is not None and st[0] in "Tt"]
+    if stopped:
+        return stopped
+    time.sleep(0.2)
+    after = {r: _proc_stat(procs[r].pid) for r in candidates}
+    busy = [r for r in candidates if before[r] and after[r] and after[r][1] - before[r][1] >= 10]  # >= 0.1 s of CPU
+    return busy if busy and len(busy) < len(candidates) else candidates
 
 
 # --- what a timeout says ---
@@ -106,9 +186,13 @@ def _ranks_words(ranks) -> str:
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
 
 
-def _stall_message(named, steps, phases, seconds) -> str:
+def _stall_message(named, steps, phases, seconds, procs=None) -> str:
     step = steps[named[0]]
-    if phases[named[0]] < _JOINED:
+    stopped = procs is not None and all((_proc_stat(procs[r].pid) or ("", 0))[0] in "Tt" for r in named)
+    if stopped:
+        where = f"stopped by a signal (SIGSTOP or a debugger) after step {step}" if step >= 0 else \
+            "stopped by a signal (SIGSTOP or a debugger) before its first step"
+    elif phases[named[0]] < _JOINED:
         where = "stuck starting up (never joined the process group)"
     elif step < 0:
         where = "stuck before its first step" if len(named) == 1 else "stuck before their first step"
