@@ -30,7 +30,13 @@ chapter  the reader writes                           checked against
          ``gather_columns(y_block, world_size)``     3 real ranks: ``dist.all_gather``, the unsplit X W
 =======  ==========================================  ====================================================
 
-Every checker returns a :class:`~dpviz.exercises.verdict.Verdict`, a ``str`` with ``.passed``.
+Every checker returns a :class:`~dpviz.exercises.verdict.Verdict`, a ``str`` with ``.passed``, whatever the
+reader's function does: a loop that never ends, an exit (``os._exit``, ``sys.exit``), any ``BaseException``, a fork,
+megabytes printed or returned, NaN, the wrong type or shape each get a sentence of at most a few hundred
+characters, and nothing the function started is left running. The time limits: a checker in the notebook's
+process gives all its calls together :data:`~dpviz.exercises.guard.TIME_LIMIT` seconds (5); on ranks one call
+may run :data:`~dpviz.exercises.ranked.CALL_LIMIT` seconds (10) and the launch ends after ``stall_timeout``
+(15) without progress (see :mod:`dpviz.exercises.guard` and :mod:`dpviz.exercises.ranked`).
 The reference solutions are in :mod:`dpviz.exercises.solutions` and, for the three that run on
 ranks, :mod:`dpviz.runs.exercises`; the exercises' words and stubs are in
 :mod:`dpviz.exercises.catalogue`. Importing this package loads numpy only: torch is imported when a

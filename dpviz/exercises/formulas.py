@@ -10,7 +10,9 @@
     print(check_bubble(bubble))             # chapter 12, against pipeline.bubble_fraction
 
 The reader's function is called with plain Python numbers (lists for the per-rank ones), one case at
-a time, and each answer is compared with the library's to float rounding.
+a time, and each answer is compared with the library's to float rounding. All the calls of one check
+together get :data:`dpviz.exercises.guard.TIME_LIMIT` seconds (5); whatever the function does in them
+(loops, exits, raises, prints) is answered with a verdict (see :func:`dpviz.exercises.verdict.run_cases`).
 """
 
 from __future__ import annotations
@@ -51,6 +53,9 @@ def check_t_comm_ring(t_comm_ring) -> v.Verdict:
                                  "all-reduce: the ring then all-gathers, 2(k−1) steps in all."),
         (costmodel.t_comm_halving_doubling, "That is the halving-doubling all-reduce (2 log2 k latencies); a ring "
                                             "takes 2(k−1) steps, each paying α."),
+        (lambda k, M, a, b: 2 * k * a + 2 * (k - 1) / k * M / b,
+         "Your latency term counts 2k rounds; a ring has 2(k−1): k − 1 steps of reduce-scatter, then k − 1 of "
+         "all-gather, each paying α once."),
         (lambda k, M, a, b: (k - 1) * a + (k - 1) / k * M / b,
          "That is one trip around the ring: an all-reduce makes two, a reduce-scatter and an all-gather."),
         (lambda k, M, a, b: 2 * (k - 1) * a + 2 * (k - 1) * M / b,

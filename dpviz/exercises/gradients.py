@@ -8,7 +8,9 @@ recorded runs' gradients (shipped in ``dpviz/records/shipped_runs``). numpy only
     print(check_accumulated_gradient(accumulated_gradient))  # chapter 10
 
 The real answer is always the recorded one: the next θ of the path, the gradient torch's backward
-gave for the whole batch (``big_grad``), the parameters every replica held after the step.
+gave for the whole batch (``big_grad``), the parameters every replica held after the step. All the
+calls of one check together get :data:`dpviz.exercises.guard.TIME_LIMIT` seconds (5); whatever the
+function does in them is answered with a verdict (see :func:`dpviz.exercises.verdict.run_cases`).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ import textwrap
 
 import numpy as np
 
+import dpviz.exercises.guard as guard
 from dpviz.records.tolerance import GRAD_TOLERANCE
 
 PASSED, FAILED, NOT_ATTEMPTED = "passed", "failed", "not attempted"
@@ -52,11 +53,48 @@ def failed(name: str, what: str, hint: str = "") -> Verdict:
 
 
 def raised(name: str, error: BaseException | str, call: str = "") -> Verdict:
-    """The answer when the reader's function raised something other than NotImplementedError."""
+    """The answer when the reader's function raised something other than NotImplementedError.
+
+    ``SystemExit`` and ``KeyboardInterrupt`` are answered like any exception, with a word on what raises them.
+    """
+    hint = ""
+    if isinstance(error, SystemExit):
+        hint = " (sys.exit() or exit() raises it): the function must return its answer, not end the program"
+    elif isinstance(error, KeyboardInterrupt):
+        hint = " (an interrupt, or a raise of it): run the cell again, or look for what raises it"
     if isinstance(error, BaseException):
-        error = f"{type(error).__name__}: {error}"
+        error = guard.error_words(error)
     where = f" when called as {call}" if call else ""
-    return Verdict(f"{name} raised {error}{where}.", FAILED)
+    return Verdict(f"{name} raised {error}{where}{hint}.", FAILED)
+
+
+def cut_short(name: str, outcome: guard.Outcome, call: str = "", *, where: str = "",
+              limit: str = "") -> Verdict | None:
+    """The answer when a call ran out of time, called os._exit or started a process; None when it did none of these.
+
+    ``call`` is how the call reads (``f(1, 2)``), ``where`` in which process (``" on rank 0"``), ``limit``
+    how the time limit reads (default: this check's :data:`~dpviz.exercises.guard.TIME_LIMIT` for all its calls).
+    """
+    when = (f" when called as {call}" if call else "") + where
+    if outcome.timed_out:
+        limit = limit or f"this check's {guard.TIME_LIMIT:g} s for all its calls"
+        return Verdict(f"{name} was still running{when} after {limit}: look for a loop that never ends.", FAILED)
+    if outcome.exit_code is not None:
+        code = outcome.exit_code if isinstance(outcome.exit_code, str) else guard.short_repr(outcome.exit_code)
+        return Verdict(f"{name} called os._exit({code}){when}, which ends the process "
+                       "at once; the checker stopped it there. Return the answer instead.", FAILED)
+    if outcome.forks or outcome.children:
+        n = outcome.forks or outcome.children
+        what = (f"forked {guard.count_words(n, 'child process')}" if outcome.forks else
+                f"left {guard.count_words(n, 'child process')} running")
+        return Verdict(f"{name} {what}{when}; the checker ended {'it' if n == 1 else 'them'}, so that nothing "
+                       "outlives the check. Compute the answer in the function itself.", FAILED)
+    return None
+
+
+def prints_note(printed: int, shown: int, where: str = "") -> str:
+    """The sentence added to a verdict when the function printed more than the checker shows."""
+    return f" It printed {printed:,} characters{where}; only the first {shown:,} are shown."
 
 
 def require_function(checker: str, fn) -> str:
@@ -129,11 +167,11 @@ def as_array(value) -> np.ndarray | None:
     """``value`` as a float64 array, or None if it is not numbers (None, a string, a ragged list)."""
     if value is None or isinstance(value, (str, bytes)):
         return None
-    if hasattr(value, "detach"):  # a torch tensor handed back from a rank or a notebook
-        value = value.detach().cpu().numpy()
     try:
+        if hasattr(value, "detach"):  # a torch tensor handed back from a rank or a notebook
+            value = value.detach().cpu().numpy()
         array = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
+    except Exception:  # noqa: BLE001 - not numbers, whatever its __array__ or __float__ raised
         return None
     return array
 
@@ -190,18 +228,33 @@ def run_cases(name: str, fn, cases, *, success: str, mistakes=(), returns: str =
     ``mistakes`` are typical wrong answers, ``(wrong(*args), hint)``: when the reader's result matches
     one, the hint says what went wrong. ``returns`` says what the function must return, for the
     answer to a ``None`` or a non-number. Arguments are copied, so a function that changes its
-    input in place cannot spoil the next case.
+    input in place cannot spoil the next case. The calls run under a :class:`~dpviz.exercises.guard.Guard`:
+    :data:`~dpviz.exercises.guard.TIME_LIMIT` seconds for all of them together, whatever they raise
+    or print, ``os._exit`` and forks included, comes back as the verdict.
     """
+    limit = guard.Guard()
+    verdict = _first_wrong(name, fn, cases, mistakes, returns, limit) or passed(name, success)
+    if limit.prints_cut:
+        verdict = Verdict(str(verdict) + prints_note(limit.printed, limit.print_limit), verdict.status)
+    return verdict
+
+
+def _first_wrong(name, fn, cases, mistakes, returns, limit) -> Verdict | None:
     for case in cases:
-        try:
-            got = fn(*_copies(case.args))
-        except NotImplementedError:
+        outcome = limit.call(fn, *_copies(case.args))
+        call = f"{name}{_call_words(case.args)}"
+        if isinstance(outcome.error, NotImplementedError):
             return not_attempted(name)
-        except Exception as e:  # the reader's error, reported in one sentence
-            return raised(name, e, f"{name}{_call_words(case.args)}")
+        known = cut_short(name, outcome, call, limit=_limit_words(limit))
+        if known:
+            return known
+        if outcome.error is not None:  # the reader's error, reported in one sentence
+            return raised(name, outcome.error, call)
+        got = outcome.value
         array = as_array(got)
         if array is None or array.dtype == object:
-            return failed(name, f"{case.where}, it returned {got!r}", f"It must return {returns}." if returns else "")
+            return failed(name, f"{case.where}, it returned {guard.short_repr(got)}",
+                          f"It must return {returns}." if returns else "")
         expected = case.expected
         if expected.ndim == 0 and array.size == 1:
             array = array.reshape(())
@@ -209,11 +262,14 @@ def run_cases(name: str, fn, cases, *, success: str, mistakes=(), returns: str =
             continue
         hint = _recognise(array, case.args, mistakes)
         if array.shape != expected.shape:
-            what = f"{case.where}, it returned {array.size} number{'s' if array.size != 1 else ''} of shape " \
+            what = f"{case.where}, it returned {array.size:,} number{'s' if array.size != 1 else ''} of shape " \
                    f"{shape_words(array.shape)}; expected shape {shape_words(expected.shape)}"
             return failed(name, what, hint or (f"It must return {returns}." if returns else ""))
+        if not np.all(np.isfinite(array)) and np.all(np.isfinite(expected)):
+            hint = hint or ("NaN comes from 0/0, inf − inf or a NaN among the inputs; inf from a division by 0 "
+                            "or an overflow.")
         if expected.ndim == 0:
-            what = f"{case.where}, it gives {num(array)}, expected {num(expected)}"
+            what = f"{case.where}, it gives {num(array)}, expected {num(expected)}{_off_by(array, expected)}"
         elif expected.size <= 4:
             where = first_mismatch(array, expected)
             what = (f"{case.where}, it gives {vec(array)}, expected {vec(expected)} "
@@ -222,7 +278,22 @@ def run_cases(name: str, fn, cases, *, success: str, mistakes=(), returns: str =
             where = first_mismatch(array, expected)
             what = f"{case.where}, element {index_words(where)} is {num(array[where])}, expected {num(expected[where])}"
         return failed(name, what, hint)
-    return passed(name, success)
+    return None
+
+
+def _limit_words(limit: guard.Guard) -> str:
+    return f"this check's {limit.seconds:g} s for all its calls"
+
+
+def _off_by(got, expected) -> str:
+    """ " (0.17 % too large)" when two numbers that print alike differ by under 10 %: the difference made visible."""
+    got, expected = float(got), float(expected)
+    if not (np.isfinite(got) and np.isfinite(expected)) or expected == 0:
+        return ""
+    rel = (got - expected) / abs(expected)
+    if abs(rel) >= 0.1:
+        return ""
+    return f" ({abs(rel) * 100:.2g} % too {'large' if rel > 0 else 'small'})"
 
 
 def _recognise(array, args, mistakes) -> str:

@@ -14,11 +14,28 @@ numpy arrays only; :mod:`dpviz.exercises.ranked` (numpy) judges them and words t
 Inside the ranks ``dist`` is :class:`Recorder`, which passes every call on to
 ``torch.distributed`` unchanged and notes each point-to-point send and receive (peer, which
 chunk), so that a checker can say which neighbour or which chunk a wrong ring step used.
+
+Each call of the reader's function runs under :class:`RankGuard`, so that whatever it does comes
+back as an outcome the checker words, and the rank lives on to meet its peers at the barrier:
+a call gets ``call_limit`` seconds (a ``SIGALRM`` timer raises inside it, again every
+``REPEAT`` seconds until it leaves; a rank waiting inside a collective is left to the launcher's
+stall timeout, which names a deadlock); ``os._exit`` and ``dist.destroy_process_group`` are
+replaced, while it runs, by ones that stop it and say so; any ``BaseException`` is caught; a
+process it forks ends at once (an at-fork hook) and any other child it started is killed when it
+returns (the rank is a child subreaper on Linux, so its children's orphans come back to it too);
+it may print :data:`PRINT_LIMIT` characters, the rest are counted. The same guard for the
+notebook's own process is :mod:`dpviz.exercises.guard` (that layer cannot import this one, nor this
+one that layer, so each keeps its own short copy).
 """
 
 from __future__ import annotations
 
+import ctypes
 import math
+import os
+import signal
+import sys
+import threading
 
 import numpy as np
 import torch
@@ -36,6 +53,11 @@ GRAD_D_IN = 4         # the MLP's input features there
 GRAD_WIDTH = 8        # its hidden units: four gradient tensors, (8, 4), (8,), (1, 8), (1,)
 RING_CHUNK = 4        # elements per chunk in reduce_scatter_step: k chunks of equal length
 TP_BATCH, TP_D_IN, TP_BLOCK = 4, 6, 3  # gather_columns: X is (4, 6), each rank holds a (4, 3) block of Y
+CALL_LIMIT = 10.0     # seconds one call of the reader's function may run inside a rank
+REPEAT = 0.05         # seconds between further stops once a call's time is up, in case it catches the first
+PRINT_LIMIT = 10_000  # characters of the reader's prints a rank passes on; the rest are counted
+ERROR_LIMIT = 160     # characters of an exception's message sent back
+RETURN_LIMIT = 100_000  # numbers of a returned tensor sent back; a bigger one comes back as its shape alone
 
 
 # --- the reference solutions (each is what its checker accepts) ---------------------------------
@@ -121,23 +143,226 @@ def compile_function(name: str, source: str, recorder: Recorder):
     return fn
 
 
-def _call(name, source, recorder, *args):
-    """Run the reader's function; return (result, None), or (None, outcome) when it raised."""
+# --- the guard around the reader's calls --------------------------------------------------------------
+
+
+class _Stop(BaseException):
+    """Raised inside the reader's function to stop it: ``what`` is the outcome the checker words."""
+
+    def __init__(self, what: dict):
+        super().__init__(what)
+        self.what = what
+
+
+class RankGuard:
+    """Runs the reader's function in this rank so that whatever it does comes back as an outcome dict.
+
+    ``call(fn, *args)`` returns ``(value, None)``, or ``(None, outcome)`` with one of ``not_attempted``,
+    ``error`` (its words), ``timed_out`` (seconds), ``exited`` (os._exit's argument), ``destroyed``,
+    ``forks`` or ``children`` (how many processes it started, ended here). ``printed`` counts the
+    characters it wrote, over every call.
+    """
+
+    def __init__(self, call_limit: float = CALL_LIMIT):
+        self.call_limit = float(call_limit)
+        self.printed = 0
+        _Children.become_subreaper()
+
+    def call(self, fn, *args):
+        streams = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = _Bounded(streams[0], self), _Bounded(streams[1], self)
+        before = _Children.pids()
+        real = os._exit, dist.destroy_process_group
+        os._exit, dist.destroy_process_group = self._exit_raiser(real[0]), self._destroy_raiser
+        old_handler = signal.signal(signal.SIGALRM, self._on_alarm)
+        self.active, _Children.forks, _Children.armed_in = True, 0, os.getpid()
+        value, outcome = None, None
+        try:
+            try:
+                signal.setitimer(signal.ITIMER_REAL, self.call_limit, REPEAT)
+                value = fn(*args)
+            finally:
+                self.active = False
+                signal.setitimer(signal.ITIMER_REAL, 0)
+        except NotImplementedError:
+            outcome = {"not_attempted": True}
+        except _Stop as stop:
+            outcome = stop.what
+        except BaseException as e:  # noqa: BLE001 - the reader's mistake, worded by the checker
+            outcome = {"error": _error_words(e), "kind": type(e).__name__}
+        finally:
+            self.active = False
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old_handler)
+            os._exit, dist.destroy_process_group = real
+            _Children.armed_in = None
+            sys.stdout, sys.stderr = streams
+            children = _Children.end_new(before)
+        if outcome is None and not dist.is_initialized():  # it reached the real one some other way
+            outcome = {"destroyed": True}
+        if outcome is None and (_Children.forks or children):
+            outcome = {"forks": _Children.forks} if _Children.forks else {"children": children}
+        return (None, outcome) if outcome else (value, None)
+
+    def _on_alarm(self, signum, frame):
+        if self.active and not (frame is not None and frame.f_code.co_filename == __file__):
+            raise _Stop({"timed_out": self.call_limit})
+
+    @staticmethod
+    def _exit_raiser(real_exit):
+        pid, thread = os.getpid(), threading.get_ident()
+
+        def _exit(code):
+            if os.getpid() == pid and threading.get_ident() == thread:
+                raise _Stop({"exited": code if isinstance(code, int) else _short_repr(code)})
+            real_exit(code)  # the parent watchdog's thread, or a forked child: the real thing
+
+        return _exit
+
+    @staticmethod
+    def _destroy_raiser(*args, **kwargs):
+        raise _Stop({"destroyed": True})
+
+
+class _Children:
+    """This rank's child processes: forks made while the reader's function runs end at once; others are killed after."""
+
+    armed_in = None  # the rank's pid while the reader's function runs
+    forks = 0
+    registered = False
+    real_exit = os._exit
+
+    @classmethod
+    def become_subreaper(cls) -> None:
+        if not cls.registered:
+            os.register_at_fork(before=cls._before, after_in_child=cls._in_child)
+            cls.registered = True
+            if sys.platform.startswith("linux"):
+                try:
+                    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come back to us
+                except (OSError, AttributeError):
+                    pass
+
+    @classmethod
+    def _before(cls) -> None:
+        if cls.armed_in == os.getpid():
+            cls.forks += 1
+
+    @classmethod
+    def _in_child(cls) -> None:
+        if cls.armed_in is not None and cls.armed_in == os.getppid():
+            cls.real_exit(0)
+
+    @staticmethod
+    def pids() -> set:
+        found = set()
+        try:
+            for tid in os.listdir(f"/proc/{os.getpid()}/task"):
+                with open(f"/proc/{os.getpid()}/task/{tid}/children") as f:
+                    found.update(int(p) for p in f.read().split())
+        except OSError:
+            pass
+        return found
+
+    @classmethod
+    def end_new(cls, before: set) -> int:
+        """Kill and reap the children that appeared since ``before`` (and orphans that come back meanwhile)."""
+        ended = set()
+        for _ in range(5):
+            new = cls.pids() - before - ended
+            if not new:
+                break
+            for pid in new:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            for pid in new:
+                try:
+                    os.waitpid(pid, 0)
+                except OSError:
+                    pass
+            ended |= new
+        return len(ended)
+
+
+class _Bounded:
+    """A stream that passes on the first PRINT_LIMIT characters of the reader's prints and counts the rest."""
+
+    def __init__(self, stream, guard: RankGuard):
+        self.stream, self.guard = stream, guard
+
+    def write(self, text) -> int:
+        text = str(text)
+        room = PRINT_LIMIT - self.guard.printed
+        if room > 0 and self.stream is not None:
+            self.stream.write(text[:room])
+        self.guard.printed += len(text)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.stream is not None:
+            self.stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def _short_repr(value, limit: int = 40) -> str:
+    try:
+        text = repr(value)
+    except BaseException:  # noqa: BLE001
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def _error_words(error: BaseException) -> str:
+    try:
+        message = str(error)
+    except BaseException:  # noqa: BLE001
+        message = "(its message could not be shown)"
+    if len(message) > ERROR_LIMIT:
+        message = f"{message[:ERROR_LIMIT]}… ({len(message):,} characters)"
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
+def _call(guard, name, source, recorder, *args):
+    """Compile and run the reader's function; return (result, None), or (None, outcome) when it did not return."""
     try:
         fn = compile_function(name, source, recorder)
-        return fn(*args), None
-    except NotImplementedError:
-        return None, {"not_attempted": True}
-    except Exception as e:  # the reader's mistake, reported by the checker in one sentence
-        return None, {"error": f"{type(e).__name__}: {e}"}
+    except Exception as e:  # a syntax error, or no such function
+        return None, {"error": _error_words(e), "kind": type(e).__name__}
+    return guard.call(fn, *args)
+
+
+def _array_back(value):
+    """``value`` as a float64 array to send back, or None (not numbers, or too big to send: see RETURN_LIMIT)."""
+    try:
+        array = np.asarray(value.detach().numpy() if torch.is_tensor(value) else value, dtype=np.float64)
+    except Exception:  # noqa: BLE001 - whatever the returned object's conversion raised
+        return None
+    return array if array.size <= RETURN_LIMIT else None
 
 
 def _numpy_list(values):
     return [np.asarray(v.detach().numpy() if torch.is_tensor(v) else v, dtype=np.float64) for v in values]
 
 
-def run_average_gradients(rank: int, world_size: int, name: str, source: str) -> dict:
-    """The reader's average_gradients on this rank's real MLP gradients, beside dist.all_reduce / k and the big batch's."""
+def _what_returned(returned) -> dict:
+    """How a returned value that is not the expected kind reads in a verdict: its type, and its size if it is text."""
+    words = {"returned_type": type(returned).__name__}
+    if isinstance(returned, (str, bytes)):
+        words["returned_len"] = len(returned)
+    return words
+
+
+def run_average_gradients(rank: int, world_size: int, name: str, source: str, guard: RankGuard) -> dict:
+    """The reader's average_gradients on this rank's real MLP gradients, beside dist.all_reduce / k and the big batch's.
+
+    ``got`` is what the gradient tensors themselves hold afterwards (the task changes them in place);
+    ``returned`` what the function returned, when that is a list of as many tensors; ``replaced``
+    the list positions it pointed at new tensors instead of changing the ones it was given.
+    """
     x, y = teacher_data(n=world_size * GRAD_SHARD, d_in=GRAD_D_IN, seed=SEED)
 
     def grads_of(rows):
@@ -147,6 +372,7 @@ def run_average_gradients(rank: int, world_size: int, name: str, source: str) ->
         return [p.grad for p in model.parameters()]
 
     grads = grads_of(slice(rank * GRAD_SHARD, (rank + 1) * GRAD_SHARD))
+    tensors = list(grads)  # the tensors themselves (a model's .grad): "in place" means these change
     local = [g.clone() for g in grads]
     expected = [g.clone() for g in grads]
     for e in expected:  # the real thing: the sum over ranks, divided by k
@@ -155,18 +381,23 @@ def run_average_gradients(rank: int, world_size: int, name: str, source: str) ->
     big = [g.clone() for g in grads_of(slice(None))]
     out = {"local": _numpy_list(local), "expected": _numpy_list(expected), "big": _numpy_list(big),
            "examples": world_size * GRAD_SHARD}
-    returned, outcome = _call(name, source, Recorder(), grads, world_size)
+    returned, outcome = _call(guard, name, source, Recorder(), grads, world_size)
     if outcome:
         return {**out, **outcome}
-    if isinstance(returned, (list, tuple)) and len(returned) == len(grads):
-        try:
-            return {**out, "got": _numpy_list(returned), "returned": True}
-        except (TypeError, ValueError):
-            pass
-    return {**out, "got": _numpy_list(grads), "returned": False}
+    out["got"] = _numpy_list(tensors)
+    out["replaced"] = [i for i, (now, was) in enumerate(zip(grads, tensors)) if now is not was]
+    if out["replaced"]:
+        out["replaced_with"] = [_array_back(grads[i]) for i in out["replaced"]]
+    if isinstance(returned, (list, tuple)) and len(returned) == len(tensors):
+        arrays = [_array_back(r) for r in returned]
+        if all(a is not None for a in arrays):
+            out["returned"] = arrays
+    elif returned is not None and returned is not grads:
+        out.update(_what_returned(returned))
+    return out
 
 
-def run_reduce_scatter_step(rank: int, world_size: int, name: str, source: str) -> dict:
+def run_reduce_scatter_step(rank: int, world_size: int, name: str, source: str, guard: RankGuard) -> dict:
     """The reader's ring step, called for steps 0 .. k-2 on real ranks; the state after each step, and what was sent."""
     gen = torch.Generator().manual_seed(SEED * 1000 + rank)
     x = torch.randint(-9, 10, (world_size * RING_CHUNK,), generator=gen).float()  # integers: every sum is exact
@@ -180,26 +411,24 @@ def run_reduce_scatter_step(rank: int, world_size: int, name: str, source: str) 
     try:
         fn = compile_function(name, source, recorder)
     except Exception as e:
-        return {**out, "error": f"{type(e).__name__}: {e}", "step": 0}
+        return {**out, "error": _error_words(e), "step": 0}
     for step in range(world_size - 1):
         recorder.log = []
-        try:
-            fn(chunks, rank, world_size, step)
-        except NotImplementedError:
-            return {**out, "not_attempted": True}
-        except Exception as e:
-            return {**out, "error": f"{type(e).__name__}: {e}", "step": step}
+        _, outcome = guard.call(fn, chunks, rank, world_size, step)
+        if outcome:
+            return {**out, **outcome, "step": step}
         recorder.chunks = chunks
         out["log"].append(list(recorder.log))
         try:
-            out["states"].append(torch.cat([torch.as_tensor(c).reshape(-1) for c in chunks]).numpy().copy())
-        except (TypeError, RuntimeError) as e:
-            return {**out, "error": f"{type(e).__name__}: {e}", "step": step}
+            state = torch.cat([torch.as_tensor(c).reshape(-1) for c in chunks]).numpy().astype(np.float64)
+        except Exception as e:  # noqa: BLE001 - chunks that are no longer tensors
+            return {**out, "error": _error_words(e), "step": step}
+        out["states"].append(state if state.size <= RETURN_LIMIT else np.zeros(0))
         report_progress(step)
     return out
 
 
-def run_gather_columns(rank: int, world_size: int, name: str, source: str) -> dict:
+def run_gather_columns(rank: int, world_size: int, name: str, source: str, guard: RankGuard) -> dict:
     """The reader's all-gather of a column-split layer's output, beside dist.all_gather and the unsplit X W."""
     gen = torch.Generator().manual_seed(SEED)
     x = torch.randn(TP_BATCH, TP_D_IN, generator=gen)
@@ -208,12 +437,15 @@ def run_gather_columns(rank: int, world_size: int, name: str, source: str) -> di
     blocks = [torch.empty_like(block) for _ in range(world_size)]
     dist.all_gather(blocks, block)  # the real thing
     out = {"full": (x @ w).numpy(), "gathered": torch.cat(blocks, dim=1).numpy(), "block": block.numpy()}
-    returned, outcome = _call(name, source, Recorder(), block.clone(), world_size)
+    returned, outcome = _call(guard, name, source, Recorder(), block.clone(), world_size)
     if outcome:
         return {**out, **outcome}
     if torch.is_tensor(returned) or isinstance(returned, np.ndarray):
-        return {**out, "got": np.asarray(torch.as_tensor(returned).detach().numpy(), dtype=np.float64)}
-    return {**out, "got": None, "returned_type": type(returned).__name__}
+        got = _array_back(returned)
+        if got is not None:
+            return {**out, "got": got}
+        return {**out, "got": None, "returned_type": f"a tensor of shape {tuple(returned.shape)}"}
+    return {**out, "got": None, **_what_returned(returned)}
 
 
 RUNNERS = {
@@ -223,11 +455,21 @@ RUNNERS = {
 }
 
 
-def exercise_worker(rank: int, world_size: int, tasks) -> list[dict]:
-    """Worker: run each ``(exercise, name, source)`` of ``tasks`` in turn on this rank; one result dict per task."""
+def exercise_worker(rank: int, world_size: int, tasks, call_limit: float = CALL_LIMIT) -> list[dict]:
+    """Worker: run each ``(exercise, name, source)`` of ``tasks`` in turn on this rank; one result dict per task.
+
+    Each call of a reader's function may take ``call_limit`` seconds. A task whose function ended the
+    process group (``destroyed``) ends the rank's work there: the tasks after it are not run.
+    """
+    guard = RankGuard(call_limit)
     results = []
     for exercise, name, source in tasks:
-        results.append(RUNNERS[exercise](rank, world_size, name, source))
+        guard.printed = 0
+        result = RUNNERS[exercise](rank, world_size, name, source, guard)
+        result["printed"] = guard.printed
+        results.append(result)
+        if not dist.is_initialized():
+            break
         dist.barrier()  # the next task starts together on every rank
         report_progress(len(results))
     return results
