@@ -1,0 +1,121 @@
+"""Memory per student: one open chapter's kernel, its fork server and its ranks, measured as PSS.
+
+    .venv/bin/python benchmarks/bench_memory.py                       # chapter 06's set-up, idle, then a run
+    .venv/bin/python benchmarks/bench_memory.py --server-gib 64 --server-cores 16
+
+PSS (proportional set size) splits each shared page between the processes that map it, so the PSS of a
+student's processes adds up across students: it is what a JupyterHub server pays per open chapter. A
+kernel is started with jupyter_client (as in bench_classroom.py), sent a chapter's set-up cell (imports,
+``dpviz.runs.warm_up()``, the figure records loaded), and measured idle; then sent one live run of
+k = 2 ranks and measured again while the ranks exist, and once more after. Prints each process's PSS,
+the totals, the target (350 MB idle) and met/missed, the load average and a speed reference (the seconds
+one process takes for a fixed matrix product), and how many students a server of the given size holds on
+this measurement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_classroom import ROOT, Student  # noqa: E402
+
+TARGET_MB = 350  # PSS of one open chapter, idle: kernel, fork server, helpers
+SETUP = ("import dpviz.runs\ndpviz.runs.warm_up()\n"
+         "from dpviz.records.figure_set import load_inputs\ninputs = load_inputs()\n"
+         "from dpviz.figures import figure_s01_sync_timelines\nfrom dpviz.widgets.costs import costs_widget\n"
+         "from dpviz.runs.training import record_run\nimport time; time.sleep(1.0)\n")
+RUN = "run = record_run(k=2, b=8, steps=400, progress=False)\n"
+
+
+def pss(pid: int) -> list[tuple[str, float]]:
+    """(name, PSS in MB) of a process and each live descendant."""
+    out = []
+    try:
+        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return out
+    for p in procs:
+        try:
+            name = " ".join(p.cmdline())[:70] or p.name()
+            out.append((name, p.memory_full_info().pss / 2**20))
+        except psutil.Error:
+            pass
+    return out
+
+
+def speed_reference() -> float:
+    """Seconds for 30 products of two 256 × 256 float64 matrices in pure numpy on one thread (lower is faster)."""
+    import numpy as np
+
+    a = np.random.default_rng(0).standard_normal((256, 256))
+    start = time.perf_counter()
+    for _ in range(30):
+        a = (a @ a) / 256.0
+    return time.perf_counter() - start
+
+
+def show(label: str, rows) -> float:
+    total = sum(mb for _, mb in rows)
+    print(f"{label}: {total:.0f} MB PSS in {len(rows)} processes")
+    for name, mb in rows:
+        print(f"    {mb:7.1f} MB  {name}")
+    return total
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--server-gib", type=float, default=64, help="memory of the server to size (default 64)")
+    parser.add_argument("--server-cores", type=int, default=16, help="cores of the server to size (default 16)")
+    args = parser.parse_args(argv)
+    cores = len(os.sched_getaffinity(0))
+    print(f"{cores} cores, load average {os.getloadavg()[0]:.2f}; speed reference {speed_reference():.3f} s "
+          "(30 matrix products 256×256, one thread; lower is faster)", flush=True)
+    with tempfile.TemporaryDirectory(prefix="dpviz-bench-memory-") as tmp:
+        student = Student(0, Path(tmp))
+        try:
+            student.kc.wait_for_ready(timeout=300)
+            r = student.reply(student.send(SETUP), timeout=300)
+            assert r["error"] is None, f"set-up failed: {r['error']}"
+            idle = show("idle, after the set-up cell", pss(student.pid))
+            peak, rows = [0.0], []
+            done = threading.Event()
+
+            def sample():
+                while not done.is_set():
+                    now = pss(student.pid)
+                    total = sum(mb for _, mb in now)
+                    if total > peak[0]:
+                        peak[0], rows[:] = total, now
+                    time.sleep(0.1)
+
+            watcher = threading.Thread(target=sample, daemon=True)
+            watcher.start()
+            r = student.reply(student.send(RUN), timeout=300)
+            done.set()
+            watcher.join()
+            assert r["error"] is None, f"the run failed: {r['error']}"
+            show("largest seen during a live run of k = 2 ranks", rows)
+            after = show("idle again, after the run", pss(student.pid))
+        finally:
+            student.close()
+    met = "met" if idle <= TARGET_MB else "MISSED"
+    print(f"\nidle chapter: {idle:.0f} MB PSS (target <= {TARGET_MB} MB: {met}); with two ranks running: "
+          f"{peak[0]:.0f} MB; after: {after:.0f} MB")
+    by_memory = int(args.server_gib * 1024 * 0.8 // idle)  # leave a fifth for the system and the hub
+    print(f"a {args.server_cores}-core, {args.server_gib:g} GiB server: {by_memory} idle open chapters fit in 80 % of "
+          f"its memory; {args.server_cores // 2} students can run a k = 2 run at the same moment with a core per "
+          f"rank ({int(args.server_gib * 1024 * 0.8 // peak[0])} by memory while running)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
