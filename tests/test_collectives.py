@@ -9,7 +9,7 @@ from dpviz.runs.collectives import compare_with_all_reduce, owned_chunk
 from dpviz.runs.launch import launch
 
 # 1 and 3 are smaller than some k (empty chunks); 12 splits evenly for every k; 1001 for none but k = 1.
-SIZES = (1, 3, 12, 1001)
+SIZES = (1, 3, 12, 1001, 400_003)  # the last: chunks of several pieces (collectives.PIECE elements each)
 F32 = 4  # bytes per element
 
 

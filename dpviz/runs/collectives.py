@@ -33,6 +33,8 @@ import torch
 import torch.distributed as dist
 
 RING_PHASES = ("reduce-scatter", "all-gather")
+PIECE = 1 << 17      # float32 elements per message (512 KiB): a chunk goes as several, so adds overlap transfers
+MAX_PIECES = 64      # pieces per chunk at most; tags are step * MAX_PIECES + piece
 SERVER_PHASES = ("push", "pull")
 
 
@@ -115,24 +117,32 @@ def _ring_phase(tensor: torch.Tensor, phase: str, schedule: list | None) -> int:
         send_i = (rank + offset - step) % k
         recv_i = (rank + offset - step - 1) % k
         out, into = chunks[send_i], chunks[recv_i]
-        # Post the send and the receive together: if every rank sent first and
-        # waited, a blocking transport would leave the whole ring waiting.
-        reqs = []
-        if out.numel():  # a tensor with fewer elements than k leaves some chunks empty
-            reqs.append(dist.isend(out, dst=right, tag=step))
         # Reduce-scatter must add what arrives, so it lands in a buffer first;
         # all-gather overwrites, so it can land in the chunk itself.
         buf = inbox[: into.numel()] if phase == "reduce-scatter" else into
-        if into.numel():
-            reqs.append(dist.irecv(buf, src=left, tag=step))
-        for req in reqs:
+        # Post every piece's send and receive at once (if every rank sent first and waited, a blocking
+        # transport would leave the whole ring waiting), then add each piece as it arrives, while the
+        # later pieces are still on their way: the additions hide behind the transfer.
+        sends = [dist.isend(piece, dst=right, tag=step * MAX_PIECES + j) for j, piece in enumerate(_pieces(out))]
+        arriving = list(zip(_pieces(buf), _pieces(into)))
+        recvs = [dist.irecv(piece, src=left, tag=step * MAX_PIECES + j) for j, (piece, _) in enumerate(arriving)]
+        for req, (piece, target) in zip(recvs, arriving):
             req.wait()
-        if into.numel() and phase == "reduce-scatter":
-            into.add_(buf)
+            if phase == "reduce-scatter":
+                target.add_(piece)
+        for req in sends:
+            req.wait()
         nbytes = out.numel() * out.element_size()
         _note(schedule, [(phase, step, rank, right, send_i, nbytes)])
         sent += nbytes
     return sent
+
+
+def _pieces(chunk: torch.Tensor) -> tuple:
+    """A chunk cut into messages of at most PIECE elements (none for an empty chunk), at most MAX_PIECES of them."""
+    if not chunk.numel():
+        return ()
+    return torch.tensor_split(chunk, min(MAX_PIECES, -(-chunk.numel() // PIECE)))
 
 
 def _note(schedule: list | None, transfers) -> None:
