@@ -13,6 +13,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+from dpviz.claims import accumulation as claims  # noqa: E402
 from dpviz.claims.accumulation import figure_claims  # noqa: E402
 from dpviz.figures import (  # noqa: E402
     GROUPS, figure_accumulation_memory, figure_accumulation_sync, figure_accumulation_timelines,
@@ -20,7 +21,8 @@ from dpviz.figures import (  # noqa: E402
 from dpviz.plots.accumulation import UpdateBars, plot_activation_memory, plot_comm_per_update, plot_update_rows  # noqa: E402
 from dpviz.records import load, provenance  # noqa: E402
 from dpviz.records.accumulation import (  # noqa: E402
-    FIGURE_PLAN, FIGURE_STEMS, AccumulationRun, accumulation_grid, figure_records, grid_keys, grid_name, grid_run, same_update,
+    FIGURE_PLAN, FIGURE_STEMS, TIMELINE_BATCH, AccumulationRun, accumulation_grid, figure_records, figure_selection, grid_keys,
+    grid_name, grid_run, same_update, timeline_stem,
 )
 from dpviz.records.paths import SHIPPED_DIR  # noqa: E402
 from dpviz.runs.accumulation import (  # noqa: E402
@@ -140,6 +142,7 @@ def test_load_refuses_a_missing_array(runs, tmp_path):
     np.savez(stem.with_suffix(".npz"), **arrays)
     header = json.loads(stem.with_suffix(".json").read_text())
     header["arrays"] = sorted(arrays)
+    header.pop("npz_sha256", None)  # a hand-made pair: no digest binds it
     stem.with_suffix(".json").write_text(json.dumps(header))
     with pytest.raises(ValueError, match="t_comm"):
         load(stem)
@@ -270,11 +273,29 @@ def test_figure_titles_are_true_of_their_records(figure_set):
     fig = figure_accumulation_timelines(figure_set)
     caption = fig.caption  # provenance is the one-line caption under the figure, not text in the image
     assert "1 intra-op thread(s)" in caption and "really run at once" in caption
-    k4 = figure_set["accumulation_k4_m1_accumulate"]
+    panels = figure_selection(figure_set)["timelines"]
+    for ax, runs in zip(fig.axes, panels):  # each panel's title is the claims module's, on the runs it draws
+        assert ax.get_title(loc="left") == claims.timeline_title(*runs)
+    assert fig._suptitle.get_text() == claims.timelines_title(panels)
+    k4 = figure_set[timeline_stem(4, 1)]
     labels = " ".join(t.get_text() for t in fig.axes[1].texts)
     if k4.oversubscribed:  # more ranks than cores: the bar says so, and a modeled bar stands beside it
         assert f"4 ranks on {k4.meta['cores']} cores took turns" in labels and "modeled" in labels
+        assert fig.axes[1].get_title(loc="left").endswith(f"4 ranks, which shared {k4.meta['cores']} cores")
     plt.close("all")
+
+
+def test_accumulating_is_slower_than_two_ranks_in_the_committed_record(figure_set):
+    """The lesson the timeline workload was chosen for: at m = k = 2, with a core per rank, one process
+    accumulating takes at least SLOWER times as long as two ranks on the same examples."""
+    one, ranks = figure_set[timeline_stem(1, 2)], figure_set[timeline_stem(2, 1)]
+    assert one.meta["global_batch"] == ranks.meta["global_batch"] == TIMELINE_BATCH
+    if ranks.k > ranks.meta["cores"]:
+        pytest.skip(f"the committed timeline runs had {ranks.meta['cores']} core(s) for 2 ranks")
+    t_one, t_ranks = acc.measured_row(one).t_update, acc.measured_row(ranks).t_update  # the bars drawn
+    assert t_one / t_ranks >= claims.SLOWER, (f"one process accumulating took {t_one / t_ranks:.2f}× as long as 2 ranks "
+                                              f"({t_one * 1e3:.1f} ms against {t_ranks * 1e3:.1f} ms)")
+    assert "at least the 1.5× the lesson asks for" in claims.accumulating_against_ranks(one, ranks, at_least=claims.SLOWER)
 
 
 def test_plots_draw_rows_and_points(runs):

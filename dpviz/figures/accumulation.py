@@ -28,31 +28,28 @@ def _caption_words(runs, *, timed: bool = True) -> str:
     return words
 
 
-def _times_as_long(a, b) -> str:
-    ratio = a.t_update / b.t_update
-    return f"{ratio:.1f}× as long as" if ratio >= 1.05 else ("about as long as" if ratio > 0.95 else f"{1 / ratio:.1f}× faster than")
-
-
 def figure_accumulation_timelines(records: dict) -> Figure:
     """The same update three ways (one process accumulating m, k = m ranks, one big batch), m = 2 and 4.
 
     ``records`` are the chapter's figure records by stem (``dpviz.records.accumulation.figure_records()``).
+    The titles are what :mod:`dpviz.claims.accumulation` found on these runs.
     """
     fig = figure((6.8, 8.4))
     axes = fig.subplots(2, 1)
     fig.subplots_adjust(left=0.03, right=0.97, top=0.86, bottom=0.17, hspace=0.6)
-    timelines = figure_selection(records)["timelines"]
-    panels = (timelines[:3], timelines[3:])
+    panels = figure_selection(records)["timelines"]
     rows_by_panel = [accumulation_theory.three_ways(*runs) for runs in panels]
     xmax = max(row.t_update for rows in rows_by_panel for row in rows) * 1.5
-    for ax, (one, ranks, big), rows in zip(axes, panels, rows_by_panel):
-        title = (f"{big.meta['global_batch']} examples per update, m = k = {ranks.k}: one process accumulating took "
-                 f"{_times_as_long(rows[0], rows[1])} {ranks.k} ranks")
-        plot_update_rows(rows, ax=ax, title=title, xmax=xmax, legend=ax is axes[-1], fontsize=10)
+    for ax, runs, rows in zip(axes, panels, rows_by_panel):
+        plot_update_rows(rows, ax=ax, title=claims.timeline_title(*runs), xmax=xmax, legend=ax is axes[-1], fontsize=10)
     legend_below(axes[-1], gap=0.45, ncol=2, fontsize=9)
-    fig.suptitle("Accumulating m micro-batches gives the big-batch update, not the speed of m ranks",
-                 fontsize=12, x=0.03, y=0.99, ha="left", va="top")
-    return caption(wrap_titles(fig), _caption_words([r for runs in panels for r in runs]))
+    fig.suptitle(claims.timelines_title(panels), fontsize=12, x=0.03, y=0.99, ha="left", va="top")
+    return caption(wrap_titles(fig), _caption_words(_timeline_runs(panels)))
+
+
+def _timeline_runs(panels) -> list:
+    """The timeline figure's records, each once (the one-pass run is in both panels)."""
+    return list({id(run): run for runs in panels for run in runs}.values())
 
 
 def figure_accumulation_sync(records: dict) -> Figure:
@@ -102,7 +99,7 @@ def draw(records: dict) -> dict:
     """Each figure of the group as (Figure, the records it came from)."""
     inputs = figure_selection(records)
     return {
-        "accumulation_timelines": (figure_accumulation_timelines(records), list(inputs["timelines"])),
+        "accumulation_timelines": (figure_accumulation_timelines(records), _timeline_runs(inputs["timelines"])),
         "accumulation_sync": (figure_accumulation_sync(records), inputs["every"] + inputs["accumulate"]),
         "accumulation_memory": (figure_accumulation_memory(records), inputs["memory"]),
     }

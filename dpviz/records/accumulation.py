@@ -256,28 +256,44 @@ def grid_run(grid: dict, k: int, m: int, sync: str = "accumulate") -> Accumulati
 
 # --- the runs behind the chapter's figures in figures/ (recorded by ./run, saved in figures/records) ---
 
-FIGURE_MICRO = GRID["micro_batch"]  # examples per micro-batch in the timeline figures
+FIGURE_MICRO = GRID["micro_batch"]  # examples per micro-batch in the sync and memory figures
 FIGURE_MEMORY_BATCH = 2 * FIGURE_MICRO  # examples per update in the memory figure
 FIGURE_MEMORY_M = (1, 2, 4, 8, 16)  # ... cut into this many micro-batches
 FIGURE_SYNC_M = (1, 2, 4, 8)  # micro-batches per rank of the k = 2 runs, both patterns
+# The timeline figure times one process against k ranks, so its micro-batches are large: one of 4096 examples
+# takes about 25 ms of compute on one core of the 2-core machine the figures were first made on, several times
+# one all-reduce of the 282 kB gradient with the wake-up it waits for (3-5 ms there; see figure_set.py). With
+# micro-batches of 512 the all-reduce cost as much as the compute a second rank saved, and one process
+# accumulating was timed as fast as two ranks. Both panels take the same TIMELINE_BATCH examples per update.
+TIMELINE_MICRO = 4096  # examples per micro-batch at m = k = 2
+TIMELINE_BATCH = 2 * TIMELINE_MICRO  # examples per update, in every timeline run
+TIMELINE_K = (2, 4)  # m = k of the two panels
 
 
 def figure_stem(k: int, m: int, *, b: int | None = None, sync: str = "accumulate") -> str:
-    """The record stem of a figure run: one process by its update size b, k ranks by their pattern."""
+    """The record stem of a sync or memory figure run: one process by its update size b, k ranks by their pattern."""
     return f"accumulation_one_b{b}_m{m}" if k == 1 else f"accumulation_k{k}_m{m}_{sync}"
 
 
+def timeline_stem(k: int, m: int) -> str:
+    """The record stem of a timeline run (TIMELINE_BATCH examples per update): one process with m micro-batches,
+    or k ranks with one batch each."""
+    return f"accumulation_timeline_one_m{m}" if k == 1 else f"accumulation_timeline_k{k}"
+
+
 def figure_plan() -> dict[str, dict]:
-    """Every figure run by stem, as AccumConfig settings (k, m, b, sync): what ./run records for chapter 10."""
+    """Every figure run by stem, as AccumConfig settings (k, m, b, sync): what ./run records for the accumulation
+    chapter."""
     plan = {}
     for m in FIGURE_MEMORY_M:  # one process, the same examples per update in ever smaller micro-batches
         plan[figure_stem(1, m, b=FIGURE_MEMORY_BATCH)] = dict(k=1, m=m, b=FIGURE_MEMORY_BATCH, sync="accumulate")
-    for m in (1, 4):  # one process on the examples that k = 4 ranks share
-        plan[figure_stem(1, m, b=4 * FIGURE_MICRO)] = dict(k=1, m=m, b=4 * FIGURE_MICRO, sync="accumulate")
     for m in FIGURE_SYNC_M:
         for sync in SYNCS:
             plan[figure_stem(2, m, sync=sync)] = dict(k=2, m=m, b=FIGURE_MICRO * m, sync=sync)
-    plan[figure_stem(4, 1)] = dict(k=4, m=1, b=FIGURE_MICRO, sync="accumulate")
+    for m in (1, *TIMELINE_K):  # one process on the examples that k = m ranks share, and in one pass
+        plan[timeline_stem(1, m)] = dict(k=1, m=m, b=TIMELINE_BATCH, sync="accumulate")
+    for k in TIMELINE_K:
+        plan[timeline_stem(k, 1)] = dict(k=k, m=1, b=TIMELINE_BATCH // k, sync="accumulate")
     return plan
 
 
@@ -291,14 +307,14 @@ FIGURE_STEMS = FIGURE_PLAN.stems
 
 
 def figure_selection(records: dict) -> dict:
-    """The figure records by the part they play: the three-way timelines, both sync patterns, the memory sweep."""
+    """The figure records by the part they play: the timelines (per panel: one process accumulating m, k = m
+    ranks, one process in one pass), both sync patterns, the memory sweep."""
     def run(k, m, b=None, sync="accumulate"):
         return records[figure_stem(k, m, b=b, sync=sync)]
 
-    big = 4 * FIGURE_MICRO
+    one_pass = records[timeline_stem(1, 1)]
     return dict(
-        timelines=(run(1, 2, FIGURE_MEMORY_BATCH), run(2, 1), run(1, 1, FIGURE_MEMORY_BATCH),
-                   run(1, 4, big), run(4, 1), run(1, 1, big)),
+        timelines=tuple((records[timeline_stem(1, k)], records[timeline_stem(k, 1)], one_pass) for k in TIMELINE_K),
         every=[run(2, m, sync="every") for m in FIGURE_SYNC_M],
         accumulate=[run(2, m) for m in FIGURE_SYNC_M],
         memory=[run(1, m, FIGURE_MEMORY_BATCH) for m in FIGURE_MEMORY_M],
@@ -306,5 +322,5 @@ def figure_selection(records: dict) -> dict:
 
 
 def figure_records(folder=None) -> dict[str, AccumulationRun]:
-    """The records behind chapter 10's figures, by stem, from ``folder`` (default: figures/records)."""
+    """The records behind the accumulation chapter's figures, by stem, from ``folder`` (default: figures/records)."""
     return FIGURE_PLAN.load(folder)

@@ -48,15 +48,17 @@ CARDS = (
     Card(
         "Spot the error: “Accumulating m micro-batches gives the big-batch update, so a step ends as "
         "soon as it would on m devices.”",
-        "The update matches; the clock does not. One process runs the m forward and backward passes "
-        "in a row, so an update costs about m times one micro-batch's compute, where m devices run "
-        "those passes side by side and then pay one all-reduce. Accumulation buys memory with time.",
+        "The update matches; the clock need not. One process runs the m forward and backward passes "
+        "in a row, so the model puts an update at about m times one micro-batch's compute, where m "
+        "devices run those passes side by side and then pay one all-reduce. Whether a run shows that "
+        "depends on the all-reduce costing less than the compute it saves, and on each device having "
+        "a core of its own: this chapter prints what its runs measured. Accumulation buys memory with time.",
         "spot the error", "10", "10-spot-just-as-fast",
     ),
     Card(
         "Edge case: gradient accumulation with m = 1 micro-batch. What changes?",
         "Nothing. The one gradient is added to zero and divided by 1, which leaves its bits as they "
-        "were: the update is the plain one-batch update, with the same memory and the same time.",
+        "were: the update is the plain one-batch update, with the same memory and the same work.",
         "edge case", "10", "10-edge-m-one",
     ),
     Card(
