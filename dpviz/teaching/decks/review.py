@@ -162,10 +162,11 @@ _SPOT = (
     Card(
         "Spot the error: “Gradient accumulation gives the same update as the big batch, so our "
         "training will finish just as quickly.”",
-        "The update is the same; the clock is not. The k micro-batches pass forward and backward "
-        "one after another, so an update takes about k times as long as one micro-batch pass, "
-        "roughly k times slower than k devices doing those passes at once. Memory was traded for "
-        "time. Chapter 10 shows this on real runs, timelines side by side.",
+        "The update is the same; the clock need not be. The k micro-batches pass forward and backward "
+        "one after another, so the model puts an update at about k times one micro-batch pass, while k "
+        "devices do those passes at once and add one all-reduce. Memory was traded for time, as long as "
+        "the all-reduce costs less than the compute it saves and each device has its own core. "
+        "Chapter 10 times both on real runs, timelines side by side, and prints what they measured.",
         "spot the error", "13", "13-spot-accumulation-speed",
     ),
 )
