@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import html
 import json
 import re
 import shutil
@@ -50,6 +51,37 @@ def widen(nb: dict) -> None:
             tags = cell.setdefault("metadata", {}).setdefault("tags", [])
             if "full-width" not in tags:
                 tags.append("full-width")
+
+FIGURE_REPR = re.compile(r"^<(Figure|CaptionedFigure) size [\d.]+x[\d.]+ with \d+ Axes>$")
+
+
+def give_alt(nb: dict) -> int:
+    """Give every saved PNG output an alt text in its metadata, where myst-nb finds it for the page's <img alt>.
+
+    dpviz's figures and slider panels save theirs (from their data); a PNG saved without one (a plain matplotlib
+    Figure, or a chapter saved before dpviz wrote alt texts) gets its output's text, or says which cell drew it.
+    Returns how many needed the fallback."""
+    fallbacks = 0
+    for cell in nb.get("cells", []):
+        for out in cell.get("outputs", []):
+            if "image/png" not in out.get("data", {}):
+                continue
+            meta = out.setdefault("metadata", {}).setdefault("image/png", {})
+            if meta.get("alt"):
+                continue
+            text = " ".join("".join(out["data"].get("text/plain", "")).split())
+            found = re.search(r'alt="([^"]*)"', "".join(out["data"].get("text/html", "")))
+            if found:
+                meta["alt"] = html.unescape(found.group(1))
+                continue
+            fallbacks += 1
+            if text and not FIGURE_REPR.match(text) and not text.startswith("<IPython"):
+                meta["alt"] = text
+            else:
+                source = [line.strip() for line in "".join(cell.get("source", "")).splitlines() if line.strip()]
+                meta["alt"] = f"Figure drawn by the cell {source[-1] if source else ''}".strip()
+    return fallbacks
+
 
 LANDING = """\
 # dpviz: data-parallel training, one step at a time
@@ -149,6 +181,7 @@ def stage(src: Path, notebooks: list[Path]) -> dict:
         info[path.stem] = describe_chapter(path, nb)
         nb.get("metadata", {}).pop("widgets", None)
         widen(nb)
+        give_alt(nb)
         write_if_changed(src / path.name, json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
         what = descriptions.get(path.stem) or " · ".join(section_headings(nb)) or info[path.stem]["title"]
         rows.append(f"| {info[path.stem]['number']} | [{info[path.stem]['name']}]({path.name}) | {what} |")

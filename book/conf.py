@@ -30,7 +30,9 @@ myst_heading_anchors = 3
 nb_output_stderr = "remove"  # warnings the chapters print while recording ("ranks share 2 cores") stay in Jupyter
 # A widget shows as what it saved beside its view: a slider figure's PNG, a deck's answer key as HTML (text/html,
 # each answer in a collapsed <details>; myst-nb ranks text/html above the rest once the widget view is off).
-nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None)]
+# A dpviz figure sends its PNG twice, as image/png and inside an <img alt> as text/html (for JupyterLab): the book
+# takes the image/png, with the alt from its output metadata, so Sphinx writes it to _images like any other figure.
+nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None), ("html", "image/png", 25)]
 nb_ipywidgets_js = {}  # no require.js and no html-manager from a CDN: no widget is live on a static page
 
 # --- offline: MathJax 3 from the sphinx-mathjax-offline wheel, copied into _static/mathjax by build_finished
@@ -84,6 +86,20 @@ def copy_mathjax(app, exception) -> None:
             shutil.copy2(src, dst)
 
 
+SEARCH_BUTTON_LABEL = ' aria-label="Search" data-bs-placement'
+
+
+def fix_search_button(app, exception) -> None:
+    """The theme's search button is labelled "Search" while it shows "Search Ctrl+K": its accessible name hides part
+    of what it shows (axe-core: label-content-name-mismatch, serious). Without the aria-label its name is its text."""
+    if exception is not None or app.builder.format != "html":
+        return
+    for page in Path(app.outdir).rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        if SEARCH_BUTTON_LABEL in text:
+            page.write_text(text.replace(SEARCH_BUTTON_LABEL, " data-bs-placement"), encoding="utf-8")
+
+
 def chapters(app) -> dict:
     """What book/build.py wrote about each chapter (title, whether it has sliders or cards)."""
     path = Path(app.srcdir) / "chapters.json"
@@ -121,4 +137,5 @@ def setup(app):
     mathjax_source()  # fail at once, with the install command, where MathJax is missing
     app.connect("doctree-read", add_open_in_jupyter)
     app.connect("build-finished", copy_mathjax)
+    app.connect("build-finished", fix_search_button)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -428,7 +428,7 @@ def move_slider(page, root: str, index: int, *, presses: int = 3, timeout: float
     before = {"src": image.get_attribute("src"), "readout": readout.inner_text() if readout.count() else ""}
     at_max = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
     key = "ArrowLeft" if at_max else "ArrowRight"
-    handle.focus()
+    tabs = tab_to(page, figure, handle)
     for _ in range(presses):
         page.keyboard.press(key)
         page.wait_for_timeout(50)
@@ -443,7 +443,40 @@ def move_slider(page, root: str, index: int, *, presses: int = 3, timeout: float
     if not changed and snapshot is not None:  # keep what the figure looked like, for the report
         snapshot.parent.mkdir(parents=True, exist_ok=True)
         figure.screenshot(path=str(snapshot))
-    return {"key": key, "before": before, "after": after, "changed": changed}
+    return {"key": key, "before": before, "after": after, "changed": changed, "tabs": tabs}
+
+
+def tab_to(page, panel, target, *, presses: int = 12) -> int | None:
+    """Reaches ``target`` (a locator) with the Tab key as a keyboard user would: focus goes to the start of ``panel``
+    (made focusable for this, outside the tab order), then Tab is pressed until ``target`` has the focus. Returns
+    how many presses it took, or None if ``presses`` did not reach it (the target is not in the tab order)."""
+    panel.evaluate("el => { el.tabIndex = -1; el.focus(); }")
+    for n in range(1, presses + 1):
+        page.keyboard.press("Tab")
+        if target.evaluate("el => el === document.activeElement || el.contains(document.activeElement)"):
+            return n
+    return None
+
+
+# Every control of a slider panel with the words that name it: its ipywidgets description, shown as its label.
+UNLABELLED_JS = """
+(root) => [...document.querySelectorAll(root + ' .widget-slider, ' + root + ' .widget-dropdown, ' + root +
+             ' .widget-toggle-buttons, ' + root + ' .widget-checkbox')]
+  .filter(c => !(c.querySelector('.widget-label')?.innerText || '').trim())
+  .map(c => c.className + ': ' + (c.innerText || '').slice(0, 80))
+"""
+
+
+def unlabelled_controls(page, root: str) -> list[str]:
+    """The controls under ``root`` that show no label (an ipywidgets control without a description)."""
+    return page.evaluate(UNLABELLED_JS, root)
+
+
+def is_local(url: str, host: str) -> bool:
+    """Whether a request goes to ``host`` (the test's own server, ``127.0.0.1:port``) or stays in the page."""
+    from urllib.parse import urlsplit
+
+    return url.startswith(("data:", "blob:", "about:")) or urlsplit(url).netloc == host
 
 
 def reveal_first_answer(page, root: str, *, timeout: float = 30) -> dict:

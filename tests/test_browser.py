@@ -44,6 +44,7 @@ from browser_support import (
     expected_answer,
     find_chromium,
     full_screenshot,
+    is_local,
     launched_chromium,
     http_json,
     jupyter_env,
@@ -55,6 +56,7 @@ from browser_support import (
     slider_figures,
     slider_panels,
     start_listening,
+    unlabelled_controls,
 )
 
 NOTEBOOKS = Path(os.environ.get("DPVIZ_BROWSER_NOTEBOOKS") or ROOT / "notebooks").resolve()
@@ -227,6 +229,9 @@ def lab(served_copy, tmp_path_factory, browser, timing):
         assert not left, f"processes JupyterLab started were still running after it stopped (killed now): {left}"
 
 
+EXTERNAL: dict[str, list[str]] = {"JupyterLab": [], "Voilà": []}  # requests a page made to another host
+
+
 class LabPage:
     """The one JupyterLab page that every chapter is opened in, in turn, without loading the page again.
 
@@ -322,6 +327,8 @@ class LabPage:
 def lab_page(browser, lab, timing):
     """The one JupyterLab page (one browser context) shared by every chapter; loaded once, here."""
     context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
+    host = lab.url.split("/")[2]
+    context.on("request", lambda r: None if is_local(r.url, host) else EXTERNAL["JupyterLab"].append(r.url))
     try:
         app = LabPage(context, lab, timing)
         app.load()
@@ -398,9 +405,12 @@ def _check_page(page, root: str, expect: dict, name: str, app: str, *, widget_wa
             for i, p in enumerate(panels)))
     for i in range(slider_figures(page, root)):
         moved = move_slider(page, root, i, snapshot=OUTPUT / f"{Path(name).stem}.{tag}.slider{i + 1}-unchanged.png")
+        if moved["tabs"] is None:
+            failures.append(f"slider figure {i + 1}: Tab from the start of its panel never reached its first slider")
         if not moved["changed"]:
             failures.append(f"slider figure {i + 1}: {moved['key']} x3 left the figure unchanged "
                             f"(readout {moved['before']['readout']!r} -> {moved['after']['readout']!r})")
+    failures += [f"a control without a label (ipywidgets description): {c}" for c in unlabelled_controls(page, root)]
     if expect["slider"] and not slider_figures(page, root):
         failures.append("no output holds both a slider and a figure")
 
@@ -552,11 +562,12 @@ def voila(chromium, served_copy, tmp_path_factory, timing):
     if not notebook.exists():
         pytest.skip(f"{VOILA_CHAPTER} is not in {NOTEBOOKS} yet, so there is nothing for Voilà to serve")
     env = jupyter_env(tmp_path_factory.mktemp("voila"))
+    env["JUPYTER_PATH"] = str(ROOT / "share" / "jupyter")  # dpviz's Voilà template: the lab one, nothing from a CDN
     token = secrets.token_hex(16)
 
     def cmd(port: int) -> list[str]:
         return [sys.executable, "-m", "voila", str(notebook), "--no-browser", f"--port={port}",
-                "--Voila.ip=127.0.0.1", f"--token={token}", "--show_tracebacks=True"]
+                "--Voila.ip=127.0.0.1", f"--token={token}", "--show_tracebacks=True", "--template=dpviz"]
 
     # Voilà runs the notebook in a new kernel for every request: wait for its log line and its port, never poll
     # the page. (Voilà moves to another port by itself if this one is taken; start_listening reads it from the log.)
@@ -590,6 +601,8 @@ def test_chapter_06_in_voila(voila, browser, timing, served_copy):
         while True:
             loads += 1
             context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
+            host = voila.url.split("/")[2]
+            context.on("request", lambda r: None if is_local(r.url, host) else EXTERNAL["Voilà"].append(r.url))
             page = context.new_page()
             # One request: Voilà executes every cell, then the page's widget manager draws the widgets.
             page.goto(f"{voila.url}/?token={voila.token}", wait_until="load", timeout=RUN_TIMEOUT * 1000)
@@ -603,6 +616,8 @@ def test_chapter_06_in_voila(voila, browser, timing, served_copy):
             print(f"{VOILA_CHAPTER} in Voilà: the page said {MODEL_NOT_FOUND!r}; loading it again")
             _failure_screenshot(page, VOILA_CHAPTER, "voila-model-not-found")
             context.close()
+        if EXTERNAL["Voilà"]:
+            failures.append("the page asked other hosts (a classroom firewall breaks it): " + ", ".join(EXTERNAL["Voilà"][:10]))
         kernels = voila.log_text().count("Kernel started")
         if kernels != loads:
             failures.append(f"Voilà started {kernels} kernels for {loads} page load(s) (one per request: was it "
@@ -617,3 +632,9 @@ def test_chapter_06_in_voila(voila, browser, timing, served_copy):
         if context is not None:
             context.close()  # closing the page ends its kernel's websocket; the server's stop shuts the kernel down
         timing.add(f"{VOILA_CHAPTER} (Voilà)", time.monotonic() - start, outcome + note)
+
+
+def test_jupyterlab_asked_no_other_host(lab_page):
+    """Every request of the JupyterLab page, from its load through every chapter, went to the local server."""
+    assert not EXTERNAL["JupyterLab"], ("JupyterLab's page asked other hosts (a classroom firewall breaks it): "
+                                        + ", ".join(sorted(set(EXTERNAL["JupyterLab"]))[:20]))

@@ -13,9 +13,9 @@ from matplotlib.ticker import FuncFormatter
 from dpviz.claims import bigger_batch as claims
 from dpviz.data import line_data
 from dpviz.figures.group import FigureGroup
-from dpviz.figures.layout import caption, figure, legend_below, measured_lines, wrap_titles
+from dpviz.figures.layout import caption, figure, legend_below, measured_lines, title_of, wrap_titles
 from dpviz.plots.lr import (
-    K1_COLOUR, WARMUP_COLOURS, plot_loss_curves, plot_paths, plot_rule_curves, plot_step_gaps, plot_twin_distance,
+    K1_COLOUR, LINE_STYLES, WARMUP_COLOURS, plot_loss_curves, plot_paths, plot_rule_curves, plot_step_gaps, plot_twin_distance,
 )
 from dpviz.records.lr_grid import FIGURE_PLAN, LrGrid
 from dpviz.theory import lr_rules
@@ -39,7 +39,10 @@ def figure_lr_loss_curves(line: LrGrid, mlp: LrGrid, *, k: int = 4) -> Figure:
     fig.suptitle(f"The same examples on k = {k} ranks: with ×k the big batch keeps pace with one rank, example "
                       f"for example. The gentler rules need more examples to reach the same loss ({'; '.join(words)}).",
                  fontsize=11, x=0.01, y=0.99, ha="left", va="top")
-    return caption(wrap_titles(fig), measured_lines([line, mlp], "Runs"))
+    alt = [f"Four line charts of loss on a log scale, the line model on top and the MLP below, against examples seen "
+           f"(left) and optimizer steps (right), for k = 1 at η = {line.meta['base_lr']:g} and k = {k} at ×1, ×√k and ×k",
+           title_of(fig)]
+    return caption(wrap_titles(fig), measured_lines([line, mlp], "Runs"), alt=alt)
 
 
 def _plain_log_labels(ax) -> None:
@@ -97,7 +100,11 @@ def figure_lr_linear_rule(line: LrGrid, mlp: LrGrid, *, k: int = 4, small: float
                       f"η = {line.small_step_rate(line.index(k=k, multiplier=small)):.3g} (median), {gaps[large]:.0%} at "
                       f"η = {line.small_step_rate(line.index(k=k, multiplier=large)):.3g}: there the big steps overshoot "
                       "the valley.", fontsize=11, x=0.01, y=0.99, ha="left", va="top")
-    return caption(wrap_titles(fig), measured_lines([line, mlp], "Runs"))
+    alt = [f"Top, two paths in the line model's (w, c) plane over loss contours: {k} small steps against one step of "
+           f"{k}η, at ×{small:g} (the paths coincide) and ×{large:g} (the big steps overshoot). Bottom, a log-log chart "
+           "of the gap between them against the small-step rate, measured on both models, beside the bowl's modeled gap",
+           title_of(fig)]
+    return caption(wrap_titles(fig), measured_lines([line, mlp], "Runs"), alt=alt)
 
 
 def _warmup_words(warmup: int) -> str:
@@ -114,7 +121,8 @@ def figure_lr_warmup(line: LrGrid, mlp: LrGrid, *, k: int = 4, rescued: float = 
     rows = [line.index(k=k, multiplier=rescued, warmup=w) for w in warmups]
     twin = int(line.twin[rows[0]])
     colours = [WARMUP_COLOURS[i % len(WARMUP_COLOURS)] for i in range(len(rows))]
-    styles = [dict(lw=4.5, alpha=0.45, zorder=2)] + [{} for _ in rows]
+    dashes = [dict(ls=LINE_STYLES[(i + 1) % len(LINE_STYLES)]) for i in range(len(warmups))]  # one per warm-up, all panels
+    styles = [dict(lw=4.5, alpha=0.45, zorder=2)] + dashes
     floor = 1.5 * line.final_loss(twin)
     reach = {w: line.examples_to_reach(r, floor) for w, r in zip(warmups, rows)}
     best = min((w for w in warmups if w), key=lambda w: reach[w])
@@ -130,7 +138,7 @@ def figure_lr_warmup(line: LrGrid, mlp: LrGrid, *, k: int = 4, rescued: float = 
     for ax, grid, multiplier in ((axes[1, 0], line, limit), (axes[1, 1], mlp, mlp_limit)):
         runs = [grid.index(k=k, multiplier=multiplier, warmup=w) for w in grid.meta["warmups"]]
         at[grid.meta["model"]] = steps = [int(grid.diverged_at[r]) for r in runs]
-        plot_loss_curves(grid, runs, against="steps", ax=ax, fontsize=10, note=False,
+        plot_loss_curves(grid, runs, against="steps", ax=ax, fontsize=10, note=False, styles=dashes[:len(runs)],
                          labels=[_warmup_words(w) for w in grid.meta["warmups"]],
                          title=f"{grid.model_short}, k={k}, ×{multiplier:g}\n(η={grid.meta['base_lr'] * multiplier:.3g}): past the limit")
         finite = grid.loss[runs][np.isfinite(grid.loss[runs])]
@@ -145,7 +153,12 @@ def figure_lr_warmup(line: LrGrid, mlp: LrGrid, *, k: int = 4, rescued: float = 
                       f"rate past the curvature limit safe (line model: η = {line.meta['base_lr'] * limit:.3g} > "
                       f"2/λ_max = {limit_rate:.2f}): every warm-up only postpones the blow-up.",
                  fontsize=11, x=0.01, y=0.99, ha="left", va="top")
-    return caption(wrap_titles(fig), measured_lines([line, mlp], "Runs"))
+    alt = [f"Four line charts: top, the line model's loss and its distance to the k = 1 twin at ×{rescued:g} with "
+           f"warm-ups of {', '.join(map(str, warmups))} steps; bottom, loss against steps past the limit, each curve "
+           "ending in a cross where it diverged (line model at steps "
+           f"{', '.join(map(str, at[line.meta['model']]))}; MLP at {', '.join(map(str, at[mlp.meta['model']]))})",
+           title_of(fig)]
+    return caption(wrap_titles(fig), measured_lines([line, mlp], "Runs"), alt=alt)
 
 
 def draw(records: dict) -> dict:

@@ -5,12 +5,21 @@ backend, host, date) is its caption, printed under it as one plain line::
 
     fig = figure_step5_replicas(run, alone)
     fig.caption            # "Measured: k=4, b=8, line model, ... 2026-11-30."
+    fig.alt                # "Line chart: ... ranks' parameters, identical at all 8 steps ..."
 
-A chapter cell whose last expression is such a figure shows the PNG, then the caption as a text line
-(:meth:`CaptionedFigure._ipython_display_`); ``./run`` writes each caption into the manifest.
+It also carries ``alt``: what the picture shows and the numbers that matter, in a sentence or two, for a reader
+who cannot see it. Each ``figure_*`` function writes it from the data it drew (``caption(fig, parts, alt=...)``);
+a figure given none gets :func:`describe`'s, read off its Axes (titles, axis labels and ranges, legend entries).
+
+A chapter cell whose last expression is such a figure shows the PNG (with ``alt`` beside it: an ``<img alt>`` in
+the output's text/html, and in the image's output metadata, where the book finds it), then the caption as a text
+line (:meth:`CaptionedFigure._ipython_display_`); ``./run`` writes each caption into the manifest.
 """
 
 from __future__ import annotations
+
+import base64
+import html
 
 from matplotlib.figure import Figure
 
@@ -23,13 +32,20 @@ class CaptionedFigure(Figure):
     """A Figure with a ``caption``: one line, a plain sentence saying which runs made it and what is modeled."""
 
     caption: str = ""
+    alt: str = ""  # what the picture shows, in words, for a screen reader; describe(self) where none was given
 
     def _ipython_display_(self):
-        """In a notebook: the PNG the inline backend would show (100 dpi, cropped tight), then the caption."""
+        """In a notebook: the PNG the inline backend would show (100 dpi, cropped tight), with its alt text, then the
+        caption. The PNG is sent twice: as image/png (the book and nbval read it) and inside an ``<img alt>`` as
+        text/html, which JupyterLab and Voilà prefer (their image renderer has no alt)."""
         from IPython.core.pylabtools import print_figure
-        from IPython.display import Image, display
+        from IPython.display import display
 
-        display(Image(print_figure(self, "png", bbox_inches="tight"), format="png"))
+        alt = self.alt or describe(self)
+        png = base64.b64encode(print_figure(self, "png", bbox_inches="tight")).decode("ascii")
+        tag = f'<img src="data:image/png;base64,{png}" alt="{html.escape(alt, quote=True)}"/>'
+        display({"image/png": png, "text/html": tag, "text/plain": alt},
+                metadata={"image/png": {"alt": alt}}, raw=True)
         if self.caption:
             display({"text/plain": self.caption}, raw=True)
 
@@ -53,10 +69,88 @@ def sentence(parts) -> str:
     return text + "." if text else ""
 
 
-def caption(fig: CaptionedFigure, parts) -> CaptionedFigure:
-    """Give ``fig`` its caption: ``parts`` (words, or a list of them) as one line (see :func:`sentence`)."""
+def sentences(parts) -> str:
+    """``parts`` (words, or a list of them) as sentences: each part one line, ending in a full stop."""
+    parts = [parts] if isinstance(parts, str) else list(parts)
+    return " ".join(sentence(part) for part in parts if sentence(part))
+
+
+def caption(fig: CaptionedFigure, parts, *, alt=None) -> CaptionedFigure:
+    """Give ``fig`` its caption: ``parts`` (words, or a list of them) as one line (see :func:`sentence`); and its alt
+    text: ``alt`` (words, or a list of them, the same way) or, without one, :func:`describe`'s."""
     fig.caption = sentence(parts)
+    fig.alt = sentences(alt) if alt else describe(fig)
     return fig
+
+
+def describe(fig: Figure) -> str:
+    """Alt text read off ``fig``'s Axes: the suptitle, then per panel its title, what is drawn (lines, bars, points,
+    arrows), its axes with their labels and ranges, and its legend's entries. A default for a figure no one
+    described; a ``figure_*`` function says more, from its records."""
+    words = []
+    if fig._suptitle is not None and fig._suptitle.get_text().strip():
+        words.append(_flat(fig._suptitle.get_text()))
+    panels = [ax for ax in fig.axes if _drawn(ax)]
+    for i, ax in enumerate(panels):
+        title = title_of(fig, ax)
+        lead = (f"Panel {i + 1}" if len(panels) > 1 else "The chart") + (f", {title}" if title else "")
+        what = f"{lead}: {_kinds(ax)}"
+        axes = [f"{name} {_flat(label)} ({_span(lim)})" for name, label, lim, on in (
+            ("x:", ax.get_xlabel(), ax.get_xlim(), ax.xaxis.get_visible()),
+            ("y:", ax.get_ylabel(), ax.get_ylim(), ax.yaxis.get_visible())) if label and on and ax.axison]
+        if axes:
+            what += "; " + ", ".join(axes)
+        legend = ax.get_legend()
+        entries = [_flat(t.get_text()) for t in legend.get_texts()] if legend is not None else []
+        if entries:
+            what += "; legend: " + ", ".join(e for e in entries if e)
+        words.append(what)
+    return sentence(words) or "A figure."
+
+
+def title_of(fig: Figure, ax=None) -> str:
+    """The words of ``ax``'s title (left, centre, right), or of the figure's suptitle without ``ax``, as one line."""
+    if ax is None:
+        return _flat(fig._suptitle.get_text()) if fig._suptitle is not None else ""
+    return _flat(" ".join(t.get_text() for t in (ax._left_title, ax.title, ax._right_title) if t.get_text()))
+
+
+TEX_WORDS = {"\\nabla": "∇", "\\Sigma": "Σ", "\\sum": "Σ", "\\eta": "η", "\\theta": "θ", "\\,": " ", "_{big}": " big",
+             "\\cdot": "·", "\\alpha": "α", "\\beta": "β"}
+
+
+def _flat(text: str) -> str:
+    """``text`` as plain words on one line: mathtext's $ and its commands a screen reader would spell out replaced."""
+    text = str(text).replace("$", "")
+    for tex, word in TEX_WORDS.items():
+        text = text.replace(tex, word)
+    return " ".join(text.split()).rstrip(".;:, ")
+
+
+def _drawn(ax) -> bool:
+    return bool(ax.lines or ax.patches or ax.collections or ax.images or ax.texts or ax.get_legend())
+
+
+def _kinds(ax) -> str:
+    """What an Axes holds, in words: ``3 lines, 12 bars, points``."""
+    from matplotlib.collections import PathCollection, PolyCollection
+    from matplotlib.patches import FancyArrow, FancyArrowPatch, Rectangle
+    from matplotlib.quiver import Quiver
+
+    lines = [line for line in ax.lines if len(line.get_xdata()) > 1 and not (line.get_label() or "").startswith("_")]
+    bars = [p for p in ax.patches if isinstance(p, Rectangle)]
+    arrows = [p for p in ax.patches if isinstance(p, (FancyArrow, FancyArrowPatch))]
+    arrows += [p for p in ax.texts if getattr(p, "arrow_patch", None) is not None]
+    counted = [(len(lines) or len([line for line in ax.lines if len(line.get_xdata()) > 1]), "line"),
+               (len(bars), "bar"), (sum(len(c.U) for c in ax.collections if isinstance(c, Quiver)) + len(arrows), "arrow"),
+               (sum(len(c.get_offsets()) for c in ax.collections if isinstance(c, PathCollection)), "point"),
+               (sum(1 for c in ax.collections if isinstance(c, PolyCollection)), "shaded band")]
+    return ", ".join(f"{n} {word}{'s' if n > 1 else ''}" for n, word in counted if n) or "a diagram with text"
+
+
+def _span(lim) -> str:
+    low, high = sorted(lim)
+    return f"{low:.3g} to {high:.3g}"
 
 
 def lift_notes(fig: Figure) -> list[str]:

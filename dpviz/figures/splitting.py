@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 
 from dpviz.claims import splitting as claims
 from dpviz.figures.group import FigureGroup
-from dpviz.figures.layout import caption, figure, legend_below, lift_notes, measured_lines, wrap_titles
+from dpviz.figures.layout import caption, figure, legend_below, lift_notes, measured_lines, title_of, wrap_titles
 from dpviz.plots.pipeline import GanttBars, plot_bubble, plot_gantt
 from dpviz.plots.tensor_parallel import plot_exchange_bytes, plot_tensor_split
 from dpviz.plots.zero import plot_memory, plot_zero_params
@@ -46,7 +46,11 @@ def figure_pipeline_gantt(gpipe, one_f_one_b, bubble_runs) -> Figure:
     if others:
         parts.append("Idle-share points also from: " + ", ".join(f"p={p}, m={m} ({s})" for p, m, s in others)
                      + ", the same model and machine")
-    return caption(wrap_titles(fig), parts)
+    alt = [f"Two Gantt charts of one measured step of a {gpipe.p}-stage pipeline with {gpipe.m} micro-batches, one row "
+           "per stage, forward and backward blocks per micro-batch and idle gaps between: all forwards then all "
+           f"backwards, then one forward, one backward. Below, a chart of the idle share against m, modeled curves "
+           f"(p−1)/(m+p−1) for p = {', '.join(map(str, ps))} with the measured points", title_of(fig)]
+    return caption(wrap_titles(fig), parts, alt=alt)
 
 
 def figure_tensor_parallel(split) -> Figure:
@@ -67,7 +71,11 @@ def figure_tensor_parallel(split) -> Figure:
                 for i, s in enumerate(tensor_theory.SPLITS)}
     plot_exchange_bytes(curves, measured, ax=axes["bytes"], fontsize=10)
     fig.suptitle(claims.tensor_split_title(split), fontsize=12, x=0.01, y=0.99, ha="left", va="top")
-    return caption(wrap_titles(fig), [*measured_lines([split]), *lift_notes(fig)])
+    alt = [f"Two diagrams of a {m['d_in']}→{m['d_out']} linear layer split over k = {m['k']} ranks, by columns (each "
+           "rank's block of Y, joined by an all-gather) and by rows (partial sums of Y, added by an all-reduce). Below, "
+           f"a log-log chart of bytes each rank sends per step against batch size B, 1 to {batch[-1]:,}: tensor "
+           f"parallelism's grows with B, data parallelism's stays at {dp:,.0f} B", title_of(fig)]
+    return caption(wrap_titles(fig), [*measured_lines([split]), *lift_notes(fig)], alt=alt)
 
 
 def figure_zero_memory(zero) -> Figure:
@@ -79,7 +87,10 @@ def figure_zero_memory(zero) -> Figure:
     plot_memory(zero, modeled=modeled, ax=left, fontsize=11)
     plot_zero_params(zero, ax=right, fontsize=10)
     fig.suptitle(claims.zero_memory_title(zero), fontsize=12, x=0.01, y=0.99, ha="left", va="top")
-    return caption(wrap_titles(fig), [*measured_lines([zero]), *lift_notes(fig)])
+    alt = [f"Stacked bars of bytes per rank on k = {zero.k} ranks, parameters, gradients and Adam state, for plain data "
+           "parallelism, ZeRO-1 (measured) and ZeRO-2 and ZeRO-3 (modeled, hatched); below, one parameter of both "
+           "trainings against step, the two lines on one another", title_of(fig)]
+    return caption(wrap_titles(fig), [*measured_lines([zero]), *lift_notes(fig)], alt=alt)
 
 
 def draw(records: dict) -> dict:

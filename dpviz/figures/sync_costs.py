@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 
 from dpviz.claims import sync_costs as cost_claims
 from dpviz.figures.group import FigureGroup
-from dpviz.figures.layout import caption, figure, legend_below, lift_notes, new_figure, stacked, wrap_titles
+from dpviz.figures.layout import caption, figure, legend_below, lift_notes, new_figure, stacked, title_of, wrap_titles
 from dpviz.plots.alpha_beta import plot_fitted_times, plot_residuals
 from dpviz.plots.bench import plot_allreduce_times
 from dpviz.plots.speedup import GIDS as speedup_gids
@@ -51,7 +51,10 @@ def figure_s01_sync_timelines(mlp: dict, bench: BenchRecord) -> Figure:
                  f"β = {fit.beta / 1e9:.3g} GB/s fitted to this machine's all-reduce times (the fastest call at each size)")
     fig, ax = new_figure((6.6, 4.4))
     plot_timelines(rows, ax=ax, title=title, note=note, fontsize=10)
-    return caption(wrap_titles(fig), lift_notes(fig))
+    alt = (f"Horizontal stacked bars, one per k ({', '.join(str(row.k) for row in rows)}): compute then sync time of "
+           f"one training step, " + "; ".join(f"k = {row.k} {row.source} {row.t_compute * 1e3:.3g} ms compute + "
+                                               f"{row.t_comm * 1e3:.3g} ms sync" for row in rows) + f". {title_of(fig, ax)}")
+    return caption(wrap_titles(fig), lift_notes(fig), alt=alt)
 
 
 def figure_s02_speedup(mlp: dict, bench: BenchRecord) -> Figure:
@@ -75,7 +78,16 @@ def figure_s02_speedup(mlp: dict, bench: BenchRecord) -> Figure:
              if (line.get_gid() or "").startswith(speedup_gids["link"] + ":")}
     cost_claims.slower_peels_sooner(drawn[SPEED_ORDER[0]].get_xdata(),
                                     {name: drawn[name].get_ydata() for name in SPEED_ORDER})
-    return caption(wrap_titles(fig), [*lift_notes(fig), f"Runs of {run_dates(mlp, bench)}"])
+    measured = timing.measured_speedup(mlp)
+    alt = (f"Line chart of speedup S against k devices, 1 to {ks[-1]}: a dashed ideal line S = k and one modeled "
+           f"curve per link ({', '.join(SPEED_ORDER)}), the slower ones bending away from S = k sooner, and this "
+           f"machine's measured points ({_speedup_words(measured)}) on the curve of its fitted link. {title_of(fig, ax)}")
+    return caption(wrap_titles(fig), [*lift_notes(fig), f"Runs of {run_dates(mlp, bench)}"], alt=alt)
+
+
+def _speedup_words(measured) -> str:
+    """The measured speedups as ``S(2) = 1.8, S(4) = 2.1``, whatever form ``timing.measured_speedup`` returns."""
+    return ", ".join(f"S({k}) = {s:.2g}" for k, s in zip(measured.k.tolist(), measured.speedup.tolist()) if k > 1)
 
 
 def run_dates(mlp: dict, bench: BenchRecord) -> str:
@@ -125,7 +137,15 @@ def figure_allreduce_time_vs_size(bench: BenchRecord, published=None) -> Figure:
             ax.relim()
             ax.autoscale_view(scalex=False)
             ax.set_ylim(bottom=min(low, ax.get_ylim()[0]))
-    return caption(wrap_titles(fig), parts)
+    alt = [f"Log-log chart of this machine's all-reduce time against message size M, {bench.M.min():,} to "
+           f"{bench.M.max():,} bytes: measured points for k = {', '.join(map(str, sorted(set(bench.k.tolist()))))} "
+           f"with the fitted α-β lines (ring: α = {mine.fit.alpha * 1e6:.3g} µs, β = {mine.fit.beta / 1e9:.3g} GB/s); "
+           f"under it measured / modeled, median error of the fitted points {mine.residuals.median_abs():.0%}"]
+    if published is not None:
+        alt.append("Below, the same for real GPU systems measured by others: " + "; ".join(
+            f"{item.name} (α = {item.fit.alpha * 1e6:.3g} µs, β = {item.fit.beta / 1e9:.3g} GB/s)"
+            for item in fits.values()))
+    return caption(wrap_titles(fig), parts, alt=alt)
 
 
 def draw(records: dict) -> dict:

@@ -12,11 +12,12 @@ from matplotlib.figure import Figure
 from dpviz.claims import waiting as claims
 from dpviz.data import line_data
 from dpviz.figures.group import FigureGroup
-from dpviz.figures.layout import caption, figure, legend_below, lift_notes, wrap_titles
+from dpviz.figures.layout import caption, figure, legend_below, lift_notes, title_of, wrap_titles
 from dpviz.plots.async_sgd import plot_loss_against, plot_stale_arrows, plot_staleness
 from dpviz.plots.overlap import plot_overlap_steps, plot_overlap_timelines
 from dpviz.plots.straggler import plot_straggler_timeline, plot_wait_against_delay
 from dpviz.plots.style import SLATE
+from dpviz.records.overlap import MODES
 from dpviz.records.straggler import WAIT_TOLERANCE
 from dpviz.records.waiting import FIGURE_DELAY, FIGURE_PLAN
 from dpviz.theory import waiting as waiting_theory
@@ -32,7 +33,10 @@ def figure_waiting_straggler(sweep, *, delay: float = FIGURE_DELAY) -> Figure:
     plot_straggler_timeline(sweep, delay=delay, slow_rank=slow, ax=left, fontsize=10, title=titles["timeline"])
     plot_wait_against_delay([sweep], ax=right, fontsize=10, tolerance=WAIT_TOLERANCE, title=titles["wait"])
     fig.suptitle(titles["figure"], fontsize=12, x=0.01, y=0.99, ha="left", va="top")
-    return caption(wrap_titles(fig), [f"Measured: {sweep.describe()}", *lift_notes(fig)])
+    alt = [f"Top, a timeline of a few steps on each rank: compute, rank {slow}'s injected sleep, and the others' wait "
+           "inside the all-reduce. Bottom, the others' measured wait against the injected delay d, on the line wait = d",
+           title_of(fig)]
+    return caption(wrap_titles(fig), [f"Measured: {sweep.describe()}", *lift_notes(fig)], alt=alt)
 
 
 def figure_waiting_overlap(run) -> Figure:
@@ -46,9 +50,14 @@ def figure_waiting_overlap(run) -> Figure:
     legend_below(left, gap=0.55, fontsize=9)
     plot_overlap_steps(run, bounds, ax=right, fontsize=10)
     fig.suptitle(claims.overlap_title(run), fontsize=12, x=0.01, y=0.99, ha="left", va="top")
+    alt = [f"Top, one step per mode on rank 0 as a timeline: forward, backward and the optimizer step, with each "
+           f"all-reduce drawn as a bar from its start to its completion. Bottom, horizontal bars of the median step time "
+           f"per mode ({', '.join(m.replace('_', ' ') for m in MODES)}) beside the modeled serial step "
+           f"({bounds.serial * 1e3:.2g} ms) and the fully hidden sync ({bounds.best * 1e3:.2g} ms)",
+           title_of(fig)]
     return caption(wrap_titles(fig), [f"Measured: {run.describe()}", "Gradients of every mode compared with serial's at every step",
                          "Modeled lines from the serial mode's own forward, backward and all-reduce times",
-                         *lift_notes(fig)])
+                         *lift_notes(fig)], alt=alt)
 
 
 def _line_grid(runs, points: int = 90):
@@ -69,7 +78,10 @@ def figure_waiting_stale_arrows(async_run, sync_run) -> Figure:
     plot_stale_arrows(async_run, _line_grid([async_run, sync_run]), sync=sync_run, ax=ax, fontsize=10)
     legend_below(ax, gap=0.55, fontsize=9)
     ax.set_title(claims.stale_arrows_title(async_run), fontsize=11, loc="left")
-    return caption(wrap_titles(fig), [f"Measured: {async_run.describe()}", sync_run.describe(), *lift_notes(fig)])
+    alt = [f"Paths in the line model's (w, c) plane over loss contours: synchronous SGD's {sync_run.updates} updates "
+           f"and asynchronous SGD's {async_run.updates}, with a few stale steps drawn as arrows beside the fresh step "
+           "from the same θ", title_of(fig, ax)]
+    return caption(wrap_titles(fig), [f"Measured: {async_run.describe()}", sync_run.describe(), *lift_notes(fig)], alt=alt)
 
 
 def figure_waiting_sync_vs_async(async_run, sync_run) -> Figure:
@@ -96,7 +108,11 @@ def figure_waiting_sync_vs_async(async_run, sync_run) -> Figure:
     if async_run.oversubscribed:
         note = (f" {async_run.k + 1} processes on {async_run.meta['cores']} cores: the workers' compute is a sleep, so they "
                 "seldom need a core at once; the modeled times beside the measured ones assume none ever waits for one.")
-    return caption(wrap_titles(fig), [f"Measured: {async_run.describe()}", sync_run.describe(), note, *lift_notes(fig)])
+    alt = [f"Top, two line charts of loss for async ({async_run.updates} updates of 1 gradient) and sync "
+           f"({sync_run.updates} updates of {sync_run.k}), against wall-clock time and against updates; bottom, bars of "
+           "how many updates had each staleness τ, per worker", title_of(fig)]
+    return caption(wrap_titles(fig), [f"Measured: {async_run.describe()}", sync_run.describe(), note, *lift_notes(fig)],
+                   alt=alt)
 
 
 def draw(records: dict) -> dict:

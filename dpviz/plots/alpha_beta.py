@@ -21,12 +21,12 @@ from matplotlib.ticker import FixedLocator, NullLocator
 
 from dpviz.plots.bench import k_colours
 from dpviz.plots.style import (
-    BAND_GREY, BRICK, FOREST, GRID_LINE, INK, MEASURED_NOTE, MODELED_NOTE, PLUM, REPLICA, SLATE, get_ax, source_note,
+    BAND_GREY, BRICK, FOREST, GRID_LINE, INK, MEASURED_NOTE, MODELED_NOTE, ORANGE, REPLICA, SLATE, get_ax, source_note,
 )
 
 GIDS = {"points": "alpha_beta.points", "fit": "alpha_beta.fit", "residual": "alpha_beta.residual",
         "band": "alpha_beta.band", "verdict": "alpha_beta.verdict"}
-SYSTEM_COLOURS = (REPLICA, PLUM, FOREST, BRICK)  # published systems: blue, purple, green, red
+SYSTEM_COLOURS = (REPLICA, ORANGE, FOREST, BRICK)  # published systems: blue, orange, green, red (apart under colour blindness)
 SYSTEM_MARKERS = ("o", "s", "D", "^")
 BAND = 0.20  # the residual band: the project's target for the median relative miss
 

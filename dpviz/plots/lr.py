@@ -21,12 +21,16 @@ from matplotlib.ticker import FuncFormatter
 
 from dpviz.checks import check_choice
 from dpviz.plots.style import (
-    AMBER, INK, MAGENTA, MODELED_NOTE, ORANGE, PURPLE, RED, REPLICA, SLATE, TEAL, get_ax, source_note,
+    AMBER, INK, MODELED_NOTE, ORANGE, PURPLE, RED, REPLICA, SLATE, TEAL, get_ax, source_note,
 )
 
 K1_COLOUR = INK                                                       # the run on one rank, the reference
-RULE_COLOURS = {"×1": PURPLE, "×√k": AMBER, "×k": REPLICA}            # k ranks under each rule
-WARMUP_COLOURS = (REPLICA, TEAL, ORANGE, MAGENTA, PURPLE)              # warm-up lengths, in the order given
+RULE_COLOURS = {"×1": TEAL, "×√k": AMBER, "×k": REPLICA}              # k ranks under each rule
+RULE_STYLES = {"×1": ":", "×√k": "-.", "×k": "-"}  # and a line style each: told apart without colour too
+LINE_STYLES = ("-", "--", "-.", ":")  # curves of one chart, one style each beside their colour
+# warm-up lengths, in the order given: three colours apart under colour blindness (magenta is teal's twin under
+# deuteranopia, purple the blue's), and a line style each (LINE_STYLES) where a fourth repeats a colour
+WARMUP_COLOURS = (REPLICA, TEAL, ORANGE)
 MODEL_MARKERS = {"line": "o", "mlp": "s"}
 K_COLOURS = {2: TEAL, 4: REPLICA, 8: PURPLE}
 AGAINST = ("examples", "steps")
@@ -58,12 +62,12 @@ def plot_loss_curves(grid, rows, *, against: str = "examples", colours=None, lab
     colours = colours or [WARMUP_COLOURS[i % len(WARMUP_COLOURS)] for i in range(len(rows))]
     labels = labels or [grid.label(row) for row in rows]
     styles = styles or [{} for _ in rows]
-    for row, colour, label, style in zip(rows, colours, labels, styles):
+    for i, (row, colour, label, style) in enumerate(zip(rows, colours, labels, styles)):
         loss = _finite_curve(grid, row)
         x = _x(grid, row, against)[: len(loss)]
         if grid.diverged(row):
             label += f": diverged at step {int(grid.diverged_at[row])}"
-        ax.plot(x, loss, color=colour, lw=style.get("lw", 2.4), ls=style.get("ls", "-"), label=label,
+        ax.plot(x, loss, color=colour, lw=style.get("lw", 2.4), ls=style.get("ls", style.get("linestyle", LINE_STYLES[i % len(LINE_STYLES)])), label=label,
                 zorder=style.get("zorder", 3), alpha=style.get("alpha", 1.0))
         if grid.diverged(row):
             ax.plot(x[-1:], loss[-1:], "x", color=RED, ms=13, mew=3, zorder=6)
@@ -87,7 +91,7 @@ def plot_rule_curves(grid, *, k: int = 4, against: str = "examples", warmup: int
     """k = 1 at the base rate beside k ranks under ×1, ×√k and ×k (same examples each). Returns the Axes."""
     rows = [grid.index(k=1, multiplier=1.0)] + [grid.rule_index(k=k, rule=r, warmup=warmup) for r in ("x1", "sqrt", "linear")]
     colours = [K1_COLOUR] + [RULE_COLOURS[grid.rule_words(r)] for r in rows[1:]]
-    styles = [dict(lw=4.5, alpha=0.45, zorder=2)] + [{} for _ in rows[1:]]
+    styles = [dict(lw=4.5, alpha=0.45, zorder=2)] + [dict(linestyle=RULE_STYLES[grid.rule_words(r)]) for r in rows[1:]]
     what = "examples seen" if against == "examples" else "steps"
     title = f"{grid.model_short}: loss against {what}"
     return plot_loss_curves(grid, rows, against=against, colours=colours, styles=styles, ax=ax, title=title,

@@ -208,9 +208,12 @@ def plot_replica_params(run, *, ax=None, knob: int = 0):
     return ax
 
 
+# ColorBrewer Set2's teal, orange, blue and yellow: its pink (the next one) is the blue's twin under protanopia
+CHUNK_COLOURS = ("#66c2a5", "#fc8d62", "#8da0cb", "#ffd92f", "#a6d854", "#e5c494")
+
+
 def _chunk_colours(k: int):
-    cmap = mpl.colormaps["Set2"]
-    return [cmap(c % cmap.N) for c in range(k)]
+    return [CHUNK_COLOURS[c % len(CHUNK_COLOURS)] for c in range(k)]
 
 
 def plot_ring_schedule(schedule: dict, *, ax=None):

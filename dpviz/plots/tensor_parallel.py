@@ -130,7 +130,7 @@ def plot_exchange_bytes(curves: dict, measured: dict | None = None, *, ax=None, 
     in coral, tensor-parallel ones in lavender shades.
     """
     ax = get_ax(ax)
-    styles = [dict(color=DARK_LAVENDER, linestyle="-"), dict(color=LAVENDER, linestyle="-"), dict(color=SLATE, linestyle=":")]
+    styles = [dict(color=DARK_LAVENDER, linestyle="-"), dict(color=LAVENDER, linestyle="-."), dict(color=SLATE, linestyle=":")]
     tp = 0
     colours = {}
     for label, (batch, values) in curves.items():

@@ -33,6 +33,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import struct
+import re
 import time
 import traceback
 import zlib
@@ -42,6 +43,8 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.path import Path
 from matplotlib.text import Text
+
+from dpviz.figures.layout import describe, sentences
 
 DPI = 80  # pixels per inch of the PNG sent to the browser; small enough to redraw fast
 # What a room can read, and what a laptop's screen holds. JupyterLab 4 at 1366×768, file browser open, gives an
@@ -201,7 +204,10 @@ class SliderFigure:
         # the widget's own text form spells out every child, PNG bytes included; say what it is instead
         bundle["text/plain"] = f"SliderFigure({', '.join(self.controls)}): {self._words or 'interactive figure'}"
         bundle["image/png"] = base64.b64encode(self.image.value).decode()  # the static view for pages that cannot run widgets
-        return bundle
+        # the book shows that PNG with this alt (myst-nb reads it from the output's metadata)
+        alt = sentences([f"Interactive figure with controls {', '.join(self.controls)}, as saved", self._words,
+                         describe(self.fig)]) if self._words else describe(self.fig)
+        return bundle, {"image/png": {"alt": re.sub(r"<[^>]+>", "", alt)}}
 
 
 def at_least(fig, points: float) -> None:
