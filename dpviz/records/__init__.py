@@ -19,7 +19,7 @@ package never imports torch.
 * :mod:`dpviz.records.async_sgd` ``AsyncRecord``: a parameter server applying gradients on arrival, with staleness τ (chapter 11)
 * :mod:`dpviz.records.published` ``PublishedAllReduce``: all-reduce times measured by others on real GPU systems, with sources (chapter 07)
 * :mod:`dpviz.records.shipped`   the real runs shipped with the package for the sliders
-* :mod:`dpviz.records.paths`     ``SHIPPED_DIR`` (the shipped runs) and ``FIGURES_DIR`` (the figures' records)
+* :mod:`dpviz.records.paths`     ``SHIPPED_DIR`` (the shipped runs) and ``FIGURE_RECORDS`` (the figures' records, package data)
 * :mod:`dpviz.records.tolerance` ``GRAD_TOLERANCE``: how closely two float32 gradients must agree
 """
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dpviz.records.paths import FIGURES_DIR
+from dpviz.records.paths import FIGURE_RECORDS
 from dpviz.records.schema import load
 
 
@@ -37,8 +37,8 @@ class FigurePlan:
         return {stem: {**value, **(self.quick.get(stem, {}) if quick else {})} for stem, value in self.settings.items()}
 
     def load(self, folder=None) -> dict:
-        """The plan's records, ``{stem: record}``, from ``folder`` (default: figures/records of the checkout)."""
-        folder = Path(folder) if folder is not None else FIGURES_DIR / "records"
+        """The plan's records, ``{stem: record}``, from ``folder`` (default: the package's figure records)."""
+        folder = Path(folder) if folder is not None else FIGURE_RECORDS
         for stem in self.stems:
             if not (folder / stem).with_suffix(".json").is_file():
                 raise FileNotFoundError(f"path {str(folder / stem)!r}.json does not exist; record the figures with "
