@@ -17,9 +17,11 @@ import torch
 import torch.distributed as dist
 
 import dpviz.exercises as ex
-from dpviz.exercises import catalogue, ranked, solutions
+from dpviz.exercises import catalogue, ranked
 from dpviz.exercises.verdict import FAILED, NOT_ATTEMPTED, PASSED, Verdict, is_stub, not_attempted
-from dpviz.runs import exercises as rank_solutions
+from dpviz.grading import load_solutions
+
+solutions = load_solutions()  # the checkout's instructor/solutions.py: the reference answers are not in dpviz
 
 NUMERIC = {  # checker name -> reference solution
     "check_sgd_step": solutions.sgd_step,
@@ -184,7 +186,7 @@ def test_is_stub_only_for_a_body_that_raises_not_implemented_first():
 
 @pytest.mark.parametrize("exercise", catalogue.EXERCISES, ids=lambda e: e.name)
 def test_catalogue_stub_has_the_reference_solutions_signature(exercise):
-    reference = getattr(solutions, exercise.name, None) or getattr(rank_solutions, exercise.name)
+    reference = getattr(solutions, exercise.name)
     assert list(inspect.signature(reference).parameters) == [p.strip() for p in exercise.params.split(",")]
     assert exercise.checker in ex.__all__
     assert exercise.check_cell().endswith(f"print({exercise.checker}({exercise.name}))")
@@ -211,7 +213,7 @@ def test_bad_input_is_one_sentence():
     with pytest.raises(TypeError, match=r"check_sgd_step expects your function itself"):
         ex.check_sgd_step(3)
     with pytest.raises(ValueError, match=r"k must be an integer from 2 to 8; got 1"):
-        ex.check_average_gradients(rank_solutions.average_gradients, k=1)
+        ex.check_average_gradients(solutions.average_gradients, k=1)
 
 
 def test_ring_states_end_with_each_rank_owning_the_sum_of_its_chunk():
@@ -357,14 +359,14 @@ def gc_returns_a_list(y_block, world_size):
 
 
 RANKED = [  # (exercise, function, status, fragment)
-    ("average_gradients", rank_solutions.average_gradients, PASSED, "equals dist.all_reduce's sum divided by k"),
+    ("average_gradients", solutions.average_gradients, PASSED, "equals dist.all_reduce's sum divided by k"),
     ("average_gradients", avg_returns_new_list, FAILED, "the inputs were not changed in place"),
     ("average_gradients", avg_sum_only, FAILED, "It is the sum over the ranks, 3 times the mean: divide by world_size."),
     ("average_gradients", avg_wrong_k, FAILED, "It is the sum divided by 2: divide by world_size"),
     ("average_gradients", avg_no_exchange, FAILED, "all-reduce it first"),
     ("average_gradients", avg_does_nothing, FAILED, "nothing was exchanged"),
     ("average_gradients", avg_uses_a_notebook_helper, FAILED, "raised NameError: name 'helper' is not defined on rank 0"),
-    ("reduce_scatter_step", rank_solutions.reduce_scatter_step, PASSED, "holds dist.all_reduce's sum"),
+    ("reduce_scatter_step", solutions.reduce_scatter_step, PASSED, "holds dist.all_reduce's sum"),
     ("reduce_scatter_step", rs_with_batched_p2p, PASSED, "step by step"),
     ("reduce_scatter_step", rs_same_chunk_both_ways, FAILED, "belongs in chunk (rank - step - 1) % k = 2"),
     ("reduce_scatter_step", rs_sends_the_next_chunk, FAILED,
@@ -374,7 +376,7 @@ RANKED = [  # (exercise, function, status, fragment)
     ("reduce_scatter_step", rs_does_nothing, FAILED, "Rank 0 sent and received nothing in step 0"),
     ("reduce_scatter_step", rs_imports_its_own_dist, PASSED, "holds dist.all_reduce's sum"),
     ("reduce_scatter_step", rs_imports_its_own_dist_and_replaces, FAILED, "instead of replacing it"),
-    ("gather_columns", rank_solutions.gather_columns, PASSED, "the unsplit layer's X W"),
+    ("gather_columns", solutions.gather_columns, PASSED, "the unsplit layer's X W"),
     ("gather_columns", gc_stacked_as_rows, FAILED, "shape (12, 3); expected (4, 9). The blocks are stacked as rows"),
     ("gather_columns", gc_own_block, FAILED, "That is the rank's own block"),
     ("gather_columns", gc_wrong_order, FAILED, "Columns 0–2 hold rank 2's block"),

@@ -21,7 +21,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dpviz"
 TORCH_FREE = ("dpviz.records", "dpviz.theory", "dpviz.plots", "dpviz.widgets", "dpviz.teaching", "dpviz.figures",
               "dpviz.data", "dpviz.checks",
               # the exercises' checkers that run in the notebook's process (dpviz.exercises.ranked starts ranks)
-              "dpviz.exercises.verdict", "dpviz.exercises.guard", "dpviz.exercises.solutions", "dpviz.exercises.gradients",
+              "dpviz.exercises.verdict", "dpviz.exercises.guard", "dpviz.grading", "dpviz.exercises.gradients",
               "dpviz.exercises.formulas", "dpviz.exercises.catalogue", "dpviz.exercises.write_cells")
 # What the torch layer never loads: it writes records, and only their readers draw, teach or state claims.
 DRAWING = ("dpviz.plots", "dpviz.widgets", "dpviz.figures", "dpviz.teaching", "dpviz.claims", "matplotlib")

@@ -29,6 +29,8 @@ CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     wheels = tmp_path_factory.mktemp("wheel")
+    for stale in ("lib", "bdist.linux-x86_64"):  # setuptools would pack modules left there by an older build
+        shutil.rmtree(ROOT / "build" / stale, ignore_errors=True)
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q",
                     "-w", str(wheels)], check=True, cwd=wheels, timeout=600)
     (wheel,) = wheels.glob("dpviz-*.whl")

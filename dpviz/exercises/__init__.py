@@ -37,9 +37,10 @@ characters, and nothing the function started is left running. The time limits: a
 process gives all its calls together :data:`~dpviz.exercises.guard.TIME_LIMIT` seconds (5); on ranks one call
 may run :data:`~dpviz.exercises.ranked.CALL_LIMIT` seconds (10) and the launch ends after ``stall_timeout``
 (15) without progress (see :mod:`dpviz.exercises.guard` and :mod:`dpviz.exercises.ranked`).
-The reference solutions are in :mod:`dpviz.exercises.solutions` and, for the three that run on
-ranks, :mod:`dpviz.runs.exercises`; the exercises' words and stubs are in
-:mod:`dpviz.exercises.catalogue`. Importing this package loads numpy only: torch is imported when a
+The reference solutions are not in this package, which a student imports: they are in the
+checkout's ``instructor/solutions.py``, which :mod:`dpviz.grading` writes into nbgrader's source
+version of the chapters (for grading) and the tests hold to these checkers; the exercises' words
+and stubs are in :mod:`dpviz.exercises.catalogue`. Importing this package loads numpy only: torch is imported when a
 collective checker starts its ranks (see :mod:`dpviz.exercises.ranked` for how a notebook's
 function gets there).
 """

@@ -19,6 +19,7 @@ class Exercise:
     title: str        # the heading of its markdown cell
     text: str         # markdown: what to write, and a hint
     doc: str          # the stub's one-line docstring
+    points: int = 1   # what its check cell is worth when graded (nbgrader, see dpviz.grading); 2 on ranks
 
     @property
     def checker(self) -> str:
@@ -79,6 +80,7 @@ EXERCISES = (
         + RANKS_NOTE + " The checker compares each rank's result with `dist.all_reduce` divided by $k$, and "
         "with the gradient of the whole global batch.",
         "Turn each of this rank's gradient tensors into its mean over the ranks, in place.",
+        points=2,
     ),
     Exercise(
         "05", "reduce_scatter_step", "chunks, rank, world_size, step", "One step of the ring's reduce-scatter",
@@ -92,6 +94,7 @@ EXERCISES = (
         + RANKS_NOTE + " After every step the checker compares each rank's chunks with the library's ring, "
         "and at the end with `dist.all_reduce`.",
         "Do step `step` of the ring's reduce-scatter on this rank's chunks.",
+        points=2,
     ),
     Exercise(
         "06", "t_comm_ring", "k, M, alpha, beta", "The ring's cost",
@@ -182,6 +185,7 @@ EXERCISES = (
         "*Hint:* `dist.all_gather(list_of_tensors, tensor)`, then join the blocks in the right direction.\n\n"
         + RANKS_NOTE + " The checker compares your $Y$ with the unsplit layer's.",
         "Return the whole output Y from this rank's column block.",
+        points=2,
     ),
 )
 

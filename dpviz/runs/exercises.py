@@ -1,4 +1,7 @@
-"""The collective exercises on real ranks: their reference solutions, and the worker that runs a reader's function.
+"""The collective exercises on real ranks: the worker that runs a reader's function beside the real thing.
+
+The reference solutions are not here (a student imports dpviz): they are in the checkout's
+``instructor/solutions.py``.
 
 A function the reader types in a notebook cell cannot be unpickled in a rank (another process), so it
 travels as its source text: each rank compiles that text with ``torch``, ``dist``, ``math`` and
@@ -58,35 +61,6 @@ REPEAT = 0.05         # seconds between further stops once a call's time is up, 
 PRINT_LIMIT = 10_000  # characters of the reader's prints a rank passes on; the rest are counted
 ERROR_LIMIT = 160     # characters of an exception's message sent back
 RETURN_LIMIT = 100_000  # numbers of a returned tensor sent back; a bigger one comes back as its shape alone
-
-
-# --- the reference solutions (each is what its checker accepts) ---------------------------------
-
-
-def average_gradients(model_grads, world_size):
-    """Chapter 04: inside a rank, turn each local gradient tensor into the mean over the ranks, in place."""
-    for grad in model_grads:
-        dist.all_reduce(grad, op=dist.ReduceOp.SUM)
-        grad /= world_size
-
-
-def reduce_scatter_step(chunks, rank, world_size, step):
-    """Chapter 05: step ``step`` of the ring's reduce-scatter: send one chunk right, add the one from the left."""
-    left, right = (rank - 1) % world_size, (rank + 1) % world_size
-    send_i = (rank - step) % world_size
-    recv_i = (rank - step - 1) % world_size
-    inbox = torch.empty_like(chunks[recv_i])
-    sending = dist.isend(chunks[send_i], dst=right)
-    dist.recv(inbox, src=left)
-    sending.wait()
-    chunks[recv_i] += inbox
-
-
-def gather_columns(y_block, world_size):
-    """Chapter 12: rank r holds column block r of Y = X W; return the whole Y, the blocks side by side."""
-    blocks = [torch.empty_like(y_block) for _ in range(world_size)]
-    dist.all_gather(blocks, y_block)
-    return torch.cat(blocks, dim=1)
 
 
 # --- inside a rank ---------------------------------------------------------------------------------

@@ -1,8 +1,16 @@
-"""Reference solutions of the exercises that run in the notebook's own process (numpy only).
+"""Reference solutions of every "your turn" exercise, for instructors: not part of the installed ``dpviz``.
 
-Each is written the way a reader could write it after the chapter, and each is what its checker
-accepts. The collective exercises' solutions run inside ranks, so they live with the ranks, in
-:mod:`dpviz.runs.exercises`. A teacher who hands out the chapters can show these after the class.
+A student imports ``dpviz``; these answers are kept out of it (this folder is not packaged), so that
+``from dpviz.exercises.solutions import sgd_step`` fails in a student's environment. They are used by
+
+- ``python -m dpviz.grading source COURSE_DIR``, which writes each function's body into the nbgrader
+  source version of its chapter, between ``### BEGIN SOLUTION`` and ``### END SOLUTION`` (see
+  :mod:`dpviz.grading`; the module-level imports a body uses are copied in with it);
+- ``tests/test_exercises.py`` and ``tests/test_grading.py``: every checker accepts its reference.
+
+Each is written the way a reader could write it after the chapter. The last three run inside real
+ranks, where the checker provides ``torch``, ``dist`` (``torch.distributed``), ``math`` and ``np``;
+their module-level imports here are for reading and for tests only.
 """
 
 from __future__ import annotations
@@ -10,6 +18,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
+import torch.distributed as dist
 
 
 def sgd_step(theta, grad, eta):
@@ -26,6 +36,25 @@ def weighted_mean(group_grads, group_sizes):
     """Chapter 03: groups of b_i examples, each with its mean gradient g_i: Σ b_i g_i / Σ b_i."""
     sizes = np.asarray(group_sizes, dtype=float)
     return sizes @ np.asarray(group_grads) / sizes.sum()
+
+
+def average_gradients(model_grads, world_size):
+    """Chapter 04: inside a rank, turn each local gradient tensor into the mean over the ranks, in place."""
+    for grad in model_grads:
+        dist.all_reduce(grad, op=dist.ReduceOp.SUM)
+        grad /= world_size
+
+
+def reduce_scatter_step(chunks, rank, world_size, step):
+    """Chapter 05: step ``step`` of the ring's reduce-scatter: send one chunk right, add the one from the left."""
+    left, right = (rank - 1) % world_size, (rank + 1) % world_size
+    send_i = (rank - step) % world_size
+    recv_i = (rank - step - 1) % world_size
+    inbox = torch.empty_like(chunks[recv_i])
+    sending = dist.isend(chunks[send_i], dst=right)
+    dist.recv(inbox, src=left)
+    sending.wait()
+    chunks[recv_i] += inbox
 
 
 def t_comm_ring(k, M, alpha, beta):
@@ -78,3 +107,10 @@ def staleness(t_grad):
 def bubble(p, m):
     """Chapter 12: the idle share of a pipeline of p stages fed m micro-batches, (p − 1)/(m + p − 1)."""
     return (p - 1) / (m + p - 1)
+
+
+def gather_columns(y_block, world_size):
+    """Chapter 12: rank r holds column block r of Y = X W; return the whole Y, the blocks side by side."""
+    blocks = [torch.empty_like(y_block) for _ in range(world_size)]
+    dist.all_gather(blocks, y_block)
+    return torch.cat(blocks, dim=1)
