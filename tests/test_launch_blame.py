@@ -51,3 +51,14 @@ def test_a_stopped_rank_is_the_only_one_named(tmp_path):
         launch(_workers.all_reduce_loop, 3, args=(str(tmp_path), 100_000, 0.005), stall_timeout=3)
     assert stall.value.ranks == [1], str(stall.value)
     assert "rank 1 stalled" in str(stall.value) and "stopped by a signal" in str(stall.value)
+
+
+def test_a_script_without_the_main_guard_is_told_to_add_it(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "noguard.py"
+    script.write_text("from dpviz.runs.training import record_run\nrun = record_run(k=2, b=4, steps=2)\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=180)
+    assert done.returncode != 0
+    assert f"{script} launches ranks without the `if __name__ == \"__main__\":` guard" in done.stderr

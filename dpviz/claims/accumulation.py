@@ -128,12 +128,12 @@ def accumulating_against_ranks(one: AccumulationRun, ranks: AccumulationRun, *, 
     caveat = ""
     if c.slowed <= 1 / BUSY:  # the one process computed more slowly than the ranks: the ratio is inflated
         caveat = (f" The one process's micro-batch took {1 / c.slowed:.2g}× as long as a rank's ({_ms(c.micro_alone)} "
-                  f"against {_ms(c.micro_ranks)}): other work slowed it, so the ratio overstates the lesson.")
+                  f"against {_ms(c.micro_ranks)}): the machine ran it slower than the ranks, so the ratio overstates the lesson.")
     if at_least is not None and c.ratio >= at_least:
         return words + f", at least the {at_least:g}× the lesson asks for: the same update, not the same time." + caveat
     if c.busy:
         return (words + f"; each rank's micro-batch took {c.slowed:.2g}× as long as the one process's "
-                f"({_ms(c.micro_ranks)} against {_ms(c.micro_alone)}): other work was using the cores. "
+                f"({_ms(c.micro_ranks)} against {_ms(c.micro_alone)}): the two ranks slowed each other (they share the caches and the memory bus) or other work used the cores. "
                 f"{_modeled(c, 'a free core each')}")
     saved = (k - 1) * c.micro_alone
     short = (at_least or 0) * c.t_ranks - c.t_one  # how far one process fell short of the lesson

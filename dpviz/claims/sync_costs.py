@@ -143,7 +143,7 @@ def s01_title(times, rows, *, cores: int) -> str:
     """The measured s01's title: only what :func:`compute_shrinks` and :func:`sync_does_not_shrink` found."""
     compute, sync = compute_shrinks(times, cores=cores), sync_does_not_shrink(rows)
     if not compute.holds:
-        return (f"One step on k devices, measured: {compute.why},\nso compute per rank could not shrink as 1/k here "
+        return (f"One step on k devices, measured; compute shrinking as 1/k does not show here:\n{compute.why} "
                 "(the hatched rows are modeled)")
     if not sync.holds:
         return (f"One step on k devices: compute shrinks as 1/k {where_it_shrinks(cores)}. The measured sync "

@@ -80,12 +80,12 @@ def plot_overlap_steps(record, bounds, *, ax=None, fontsize: float = 11, title: 
     ax.axvline(bounds.best * 1e3, color=SLATE, linestyle=":", linewidth=1.8,
                label=f"{MODELED_NOTE}, sync fully hidden: {bounds.best * 1e3:.1f} ms")
     ax.set_yticks(y, [MODE_LABELS.get(m, m).split("\n")[0] for m in modes], fontsize=fontsize - 1)
-    ax.set_ylim(len(modes) - 0.4, -1.6)
+    ax.set_ylim(len(modes) - 0.4, -0.6)
     ax.set_xlim(0, max(max(steps), bounds.serial * 1e3) * 1.3)
     ax.set_xlabel("median step (ms), measured", fontsize=fontsize - 1)
     ax.tick_params(axis="x", labelsize=fontsize - 1)
-    ax.legend(loc="upper right", fontsize=fontsize - 2, frameon=False)
-    for side in ("top", "right"):
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1, fontsize=fontsize - 2, frameon=False)  # under
+    for side in ("top", "right"):  # the axis label, where no bar or line can run into it
         ax.spines[side].set_visible(False)
     ax.set_title(title or "Step time per mode", fontsize=fontsize + 1, loc="left")
     return ax

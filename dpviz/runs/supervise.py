@@ -120,9 +120,29 @@ def _raise_first_failure(procs, outdir, k) -> None:
     if silent:
         first = min(silent, key=lambda r: (codes[r] >= 0, r))  # a signal before a plain exit code
         why = _exit_words(codes[first])
+        script = _unguarded_main()
+        if codes[first] == 1 and script:
+            why = (f"process exited with code 1 while starting: {script} launches ranks without the "
+                   "`if __name__ == \"__main__\":` guard, so every rank ran the script again; put the call under "
+                   "that guard")
         raise RankError(first, why, {r: _last_line(text) for r, text in errors.items()})
     first = min(written, key=lambda r: written[r])
     raise RankError(first, errors[first], {r: _last_line(t) for r, t in errors.items() if r != first})
+
+
+def _unguarded_main() -> str | None:
+    """The running script's path when it has no ``if __name__ == "__main__":`` guard (ranks re-import it), else None."""
+    import sys
+
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    if not path or not os.path.isfile(path) or not path.endswith(".py"):
+        return None  # a notebook, an interactive session, python -c or -m: nothing is re-imported
+    try:
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None if re.search(r"""if\s+__name__\s*==\s*['"]__main__['"]""", source) else path
 
 
 def _exit_words(code: int) -> str:
