@@ -147,18 +147,18 @@ def check_out(out: str | None) -> None:
             raise ValueError(f"--out {out!r} cannot be written: {str(path)!r} is already there and is not a file.")
         if path.is_file() and not os.access(path, os.W_OK):
             raise ValueError(f"--out {out!r} cannot be written: {str(path)!r} is read-only.")
-    check_folder("--out", folder)
+    check_folder("--out", folder, given=out)
 
 
-def check_folder(option: str, folder: str) -> None:
-    """Refuse a folder in which no file can be made (it is created if missing)."""
+def check_folder(option: str, folder: str, *, given: str | None = None) -> None:
+    """Refuse a folder in which no file can be made (it is created if missing); ``given`` is what the user typed."""
     try:
         os.makedirs(folder, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".dpviz-write-check-"):
             pass
     except OSError as e:
         reason = e.strerror or type(e).__name__
-        raise ValueError(f"{option} {folder!r} cannot be written: no file can be made in {folder!r} ({reason}).") from None
+        raise ValueError(f"{option} {(given or folder)!r} cannot be written: no file can be made in {folder!r} ({reason}).") from None
 
 
 def report(run, seconds: float) -> str:

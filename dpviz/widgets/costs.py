@@ -72,7 +72,7 @@ class CostsFigure:
     """
 
     def __init__(self, *, k_max: int = 64, machine: dict | None = None, measured=None, workload=None,
-                 figsize=(11.5, 5.7)):
+                 figsize=(11.5, 5.6)):
         self.k_max = check_int("k_max", k_max, low=8, high=4096)
         self.ks = np.arange(1, self.k_max + 1)
         self.machine = dict(machine or {})
