@@ -551,3 +551,18 @@ def test_widget_rejects_bad_arguments(bench):
         costs_widget(k=0)
     with pytest.raises(ValueError, match="t_compute"):
         costs_widget(t_compute=1e3)
+
+
+def test_costs_widget_names_a_record_of_the_wrong_kind(bench, runs):
+    """A record of another kind is refused in one sentence saying what was expected and what came, before any drawing."""
+    cases = [
+        (dict(measured_bench=runs), r"measured_bench must be a BenchRecord .* got a dict of records of kind 'run'"),
+        (dict(measured_bench="bench.json"), r"measured_bench must be a BenchRecord .* got a str"),
+        (dict(measured_runs=bench), r"measured_runs must be a dict \{k: Run\} .* got a record of kind 'bench'"),
+        (dict(measured_runs=runs[1]), r"measured_runs must be a dict \{k: Run\} .* got a record of kind 'run'"),
+        (dict(measured_runs=list(runs.values())), r"measured_runs must be a dict .* got a list"),
+    ]
+    for kwargs, message in cases:
+        with pytest.raises(TypeError, match=message) as caught:
+            costs_widget(**kwargs)
+        assert len(str(caught.value)) < 300, str(caught.value)

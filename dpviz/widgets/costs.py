@@ -38,6 +38,8 @@ from dpviz.plots import speedup as speedup_plot
 from dpviz.plots.speedup import plot_speedup, seconds_words
 from dpviz.plots.style import INK, REPLICA
 from dpviz.plots.timeline import TimelineBars, time_unit
+from dpviz.records.bench import BenchRecord
+from dpviz.records.run import Run
 from dpviz.theory import costmodel, timing
 from dpviz.theory.links import PRESETS, SPEED_ORDER, Link
 from dpviz.widgets.base import SliderFigure, animate, bytes_readout, find, rate_readout, seconds_readout
@@ -252,6 +254,29 @@ class CostsFigure:
         return "<br>" + _html(words)
 
 
+def _check_measured(measured_bench, measured_runs) -> None:
+    """Refuse a record of the wrong kind in one sentence, before anything is built."""
+    if measured_bench is not None and not isinstance(measured_bench, BenchRecord):
+        raise TypeError(f"measured_bench must be a BenchRecord (a record of kind 'bench', from "
+                        f"dpviz.runs.bench.run_sweep or load('....json')); got {_kind_of(measured_bench)}.")
+    if measured_runs is None:
+        return
+    if not isinstance(measured_runs, dict) or not all(isinstance(r, Run) for r in measured_runs.values()):
+        raise TypeError("measured_runs must be a dict {k: Run} of training runs (kind 'run') that share one global "
+                        f"batch, k = 1 included; got {_kind_of(measured_runs)}.")
+
+
+def _kind_of(value) -> str:
+    """How an error names what it was given: a record's kind, or the Python type."""
+    kind = getattr(type(value), "KIND", None)
+    if kind is not None:
+        return f"a record of kind {kind.name!r}"
+    if isinstance(value, dict):
+        inner = sorted({_kind_of(v).removeprefix("a record").removeprefix("a ") for v in value.values()})
+        return "a dict of " + (" and ".join(f"records{i}" if i.startswith(" of kind") else i for i in inner) or "nothing")
+    return f"a {type(value).__name__}"
+
+
 def costs_widget(
     *,
     measured_bench=None,
@@ -277,6 +302,7 @@ def costs_widget(
     M = check_real("M", M, low=10.0 ** M_RANGE[0], high=10.0 ** M_RANGE[1])
     check_choice("formula", formula, costmodel.FORMULAS)
     check_choice("preset", preset, list(SPEED_ORDER) + ([MACHINE] if measured_bench is not None else []))
+    _check_measured(measured_bench, measured_runs)
     machine = {}
     if measured_bench is not None:
         where = _where(measured_bench.meta)
