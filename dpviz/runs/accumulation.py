@@ -29,30 +29,40 @@ saves for the backward pass are added up, each storage once and the parameters l
 from __future__ import annotations
 
 import argparse
-import contextlib
-import hashlib
 import time
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
-import torch.distributed as dist
 
 from dpviz.checks import check_choice, check_int, check_real
-from dpviz.data import teacher_data
 from dpviz.records import rel_err
 from dpviz.records.accumulation import (
     GRID, GRID_K, GRID_M, SYNCS, FIGURE_PLAN, AccumulationRun, grid_keys, grid_name,
 )
 from dpviz.records.paths import SHIPPED_DIR
 from dpviz.runs import launch as launcher
-from dpviz.runs import optim
-from dpviz.runs.models import build_model, flat_grad, set_flat_grad
 from dpviz.runs.where import where_it_ran
 
 THREADS = 1  # intra-op threads per rank: the same in every configuration, so their times compare
+
+
+def accumulation_worker(rank: int, world_size: int, configs: list) -> list:
+    """Runs in each rank: :func:`dpviz.runs.ranks.accumulation.accumulation_worker`, imported there (with torch), not here."""
+    from dpviz.runs.ranks.accumulation import accumulation_worker
+
+    return accumulation_worker(rank, world_size, configs)
+
+
+def __getattr__(name: str):
+    """The rank side's names under their old import path (``from dpviz.runs.accumulation import ...``), imported on use."""
+    if name in ("batch_rows", "make_model", "mse", "digest", "saved_activation_bytes",
+                "big_batch_grad"):
+        from dpviz.runs.ranks import accumulation as rank_side
+
+        return getattr(rank_side, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -104,199 +114,10 @@ def micro_batches_of(global_batch: int, m: int) -> int:
     return global_batch // m
 
 
-def batch_rows(config: AccumConfig, step: int) -> torch.Tensor:
-    """Data set rows of the update at ``step``: a seeded draw that depends on the seed and the step only.
-
-    So every configuration with the same seed and global batch takes the same examples: rank r's
-    micro-batch j is the (r·m + j)-th stretch of ``micro_batch`` rows.
-    """
-    gen = torch.Generator().manual_seed(config.seed * 100_003 + step)
-    return torch.randperm(config.dataset_size, generator=gen)[: config.global_batch]
-
-
-def make_model(config: AccumConfig) -> torch.nn.Module:
-    return build_model("mlp", d_in=config.d_in, width=config.width, depth=config.depth, seed=config.seed)
-
-
-def mse(pred, target):
-    return torch.mean((pred - target) ** 2)
-
-
-def digest(model) -> bytes:
-    """SHA-1 (hex) of the parameters' exact bytes, in order."""
-    h = hashlib.sha1()
-    for p in model.parameters():
-        h.update(memoryview(p.detach().contiguous().numpy()).cast("B"))
-    return h.hexdigest().encode()
-
-
-def saved_activation_bytes(model, x, y) -> int:
-    """Bytes that one forward pass of (x, y) saves for its backward pass: each storage once, parameters left out.
-
-    Counted with ``saved_tensors_hooks`` while the graph is built; the backward pass then runs (and
-    frees them) so the model is left as it was, apart from ``.grad``, which the caller zeroes.
-    """
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen = {}
-
-    def pack(t):
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in params:
-            seen[storage.data_ptr()] = storage.nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = mse(model(x), y)
-    loss.backward()
-    return int(sum(seen.values()))
-
-
-def _run_one(rank: int, config: AccumConfig, x_all, y_all, step_offset: int) -> dict:
-    """One configuration in one rank: config.steps timed updates. Returns numpy arrays and plain values."""
-    k, m, mb = config.k, config.m, config.micro_batch
-    talk = k > 1
-    model = make_model(config)
-    params = list(model.parameters())
-    opt = optim.SGD(params, lr=config.lr)
-    n_params = sum(p.numel() for p in params)
-    grad_bytes = n_params * 4
-
-    # Untimed: count what a micro-batch's forward pass keeps for backward; it also warms up the kernels
-    # (and the all-reduce's connections), so the first timed step pays less for first calls.
-    rows = batch_rows(config, 0)[rank * config.b: rank * config.b + mb]
-    activation_bytes = saved_activation_bytes(model, x_all[rows], y_all[rows])
-    model.zero_grad(set_to_none=False)
-    if talk:
-        warm = torch.zeros(n_params)
-        dist.all_reduce(warm)
-
-    steps = config.steps
-    t_micro, t_comm = np.zeros((steps, m)), np.zeros((steps, m))
-    t_step, losses = np.zeros(steps), np.zeros(steps, np.float32)
-    calls, sent = np.zeros(steps, np.int64), np.zeros(steps, np.int64)
-    grads = np.zeros((steps, n_params), np.float32)  # the update's gradient, for the big-batch check
-    history = np.zeros((steps + 1, n_params), np.float32) if rank == 0 else None  # for the big-batch gradient
-    digests = []
-
-    for step in range(steps):
-        digests.append(digest(model))
-        if history is not None:
-            history[step] = torch.nn.utils.parameters_to_vector(params).detach().numpy()
-        mine = batch_rows(config, step)[rank * config.b: (rank + 1) * config.b]
-        micro = [(x_all[mine[j * mb:(j + 1) * mb]], y_all[mine[j * mb:(j + 1) * mb]]) for j in range(m)]
-        total = torch.zeros(n_params) if config.sync == "every" else None
-        if talk:
-            dist.barrier()  # the ranks start each update together, so their timelines line up
-        start = time.perf_counter()
-        model.zero_grad(set_to_none=False)
-        loss_sum = 0.0
-        for j, (x, y) in enumerate(micro):
-            t0 = time.perf_counter()
-            loss = mse(model(x), y)
-            loss.backward()  # adds this micro-batch's gradient to .grad
-            if config.sync == "every":
-                g = flat_grad(model)
-                model.zero_grad(set_to_none=False)
-            t1 = time.perf_counter()
-            t_micro[step, j] = t1 - t0
-            if config.sync == "every":
-                if talk:
-                    dist.all_reduce(g)
-                    calls[step] += 1
-                    sent[step] += grad_bytes
-                    t_comm[step, j] = time.perf_counter() - t1
-                total += g
-            loss_sum += loss.item()
-        if config.sync == "accumulate":
-            total = flat_grad(model)
-            if talk:
-                t1 = time.perf_counter()
-                dist.all_reduce(total)
-                calls[step] += 1
-                sent[step] += grad_bytes
-                t_comm[step, m - 1] += time.perf_counter() - t1
-        g = total / (k * m)
-        set_flat_grad(model, g)
-        opt.step()
-        t_step[step] = time.perf_counter() - start
-        losses[step] = loss_sum / m
-        grads[step] = g.numpy()
-        launcher.report_progress(step_offset + step)
-    digests.append(digest(model))
-    if history is not None:
-        history[steps] = torch.nn.utils.parameters_to_vector(params).detach().numpy()
-
-    out = {
-        "t_micro": t_micro, "t_comm": t_comm, "t_step": t_step, "loss": losses,
-        "allreduce_calls": calls, "allreduce_bytes": sent, "param_digest": np.array(digests, dtype="S40"),
-        "activation_bytes": activation_bytes, "n_params": n_params, "grad": grads, "history": history,
-    }
-    return out
-
-
-def accumulation_worker(rank: int, world_size: int, configs: list) -> list:
-    """What one rank does: every configuration in turn (those with k = 1 in rank 0 only). Returns numpy data."""
-    if dist.get_backend() == "nccl":
-        raise ValueError("backend must be gloo: these runs time CPU processes.")
-    threads = torch.get_num_threads()
-    results, offset, done = [], 0, -1
-    data = {}
-    for config in configs:
-        _barrier(done)  # nobody starts a configuration before everyone has finished the last one
-        if config.k == 1 and rank > 0:
-            results.append(None)
-            done = offset + config.steps - 1  # where rank 0 is heading while this rank waits
-        else:
-            key = (config.dataset_size, config.d_in, config.seed)
-            if key not in data:
-                data[key] = tuple(map(torch.from_numpy, teacher_data(config.dataset_size, config.d_in, seed=config.seed)))
-            result = _run_one(rank, config, *data[key], offset)
-            result["threads"] = threads
-            results.append(result)
-            done = offset + config.steps - 1
-        offset += config.steps
-    return results
-
-
-def _barrier(step: int) -> None:
-    """Wait for every rank, telling the launcher meanwhile that this rank is waiting, not stuck.
-
-    While rank 0 runs a one-process configuration the others wait here; a blocking barrier would
-    leave them silent for that long, and the launcher would take the silence for a hang.
-    """
-    work = dist.barrier(async_op=True)
-    while not work.is_completed():
-        launcher.report_progress(step)
-        time.sleep(0.005)
-    work.wait()
-
-
-def big_batch_grad(config: AccumConfig, flat: np.ndarray, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
-    """The gradient of all the update's examples (x, y) in one backward pass, at parameters ``flat``, here."""
-    model = make_model(config)
-    torch.nn.utils.vector_to_parameters(torch.from_numpy(np.asarray(flat, dtype=np.float32)), model.parameters())
-    mse(model(x), y).backward()
-    return flat_grad(model).numpy().copy()
-
-
-@contextlib.contextmanager
-def _threads(n: int):
-    """Run a block with n intra-op threads in this process, then put the old number back."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def assemble(config: AccumConfig, results: list, launched: int, backend: str) -> AccumulationRun:
-    """Stack the ranks' results for one configuration into an :class:`AccumulationRun`, adding the big-batch check."""
+    """Stack the ranks' results for one configuration into an :class:`AccumulationRun`, with the big-batch check."""
     results = results[: config.k]
-    x_all, y_all = (torch.from_numpy(a) for a in teacher_data(config.dataset_size, config.d_in, seed=config.seed))
-    rows = [batch_rows(config, step) for step in range(config.steps)]
-    with _threads(THREADS):  # as in the ranks, so that one process on one batch gives the very same bits
-        big = np.stack([big_batch_grad(config, results[0]["history"][s], x_all[r], y_all[r]) for s, r in enumerate(rows)])
+    big = results[0]["big_grad"]  # rank 0's: each update's examples in one backward pass
     grads = np.stack([r["grad"] for r in results], axis=1)  # (steps, k, P)
     arrays = {
         name: np.stack([r[name] for r in results], axis=1)
@@ -305,7 +126,7 @@ def assemble(config: AccumConfig, results: list, launched: int, backend: str) ->
     arrays["big_rel_err"] = rel_err(grads, big[:, None, :], axis=2)
     if config.keep_grads:
         arrays["reduced_grad"], arrays["big_grad"] = grads, big
-        arrays["batch_index"] = np.stack([r.numpy() for r in rows])
+        arrays["batch_index"] = results[0]["batch_index"]
     meta = {name: value for name, value in asdict(config).items() if name != "keep_grads"}
     meta.update(
         micro_batch=config.micro_batch,

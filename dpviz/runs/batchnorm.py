@@ -31,17 +31,28 @@ import argparse
 from dataclasses import asdict, dataclass
 
 import numpy as np
-import torch
-import torch.distributed as dist
-from torch import nn
 
 from dpviz.checks import check_int, check_real
-from dpviz.data import teacher_data
 from dpviz.records.batchnorm import BatchNormRun
 from dpviz.runs import launch as launcher
-from dpviz.runs import optim
-from dpviz.runs.models import flat_grad, set_flat_grad
 from dpviz.runs.where import where_it_ran
+
+
+def batchnorm_worker(rank: int, world_size: int, config: BatchNormConfig) -> dict:
+    """Runs in each rank: :func:`dpviz.runs.ranks.batchnorm.batchnorm_worker`, imported there (with torch), not here."""
+    from dpviz.runs.ranks.batchnorm import batchnorm_worker
+
+    return batchnorm_worker(rank, world_size, config)
+
+
+def __getattr__(name: str):
+    """The rank side's names under their old import path (``from dpviz.runs.batchnorm import ...``), imported on use."""
+    if name in ("build_model", "AllReduceSum", "synced_batch_norm", "forward", "batch_indices",
+                "mse", "load_data", "big_batch"):
+        from dpviz.runs.ranks import batchnorm as rank_side
+
+        return getattr(rank_side, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -70,126 +81,6 @@ class BatchNormConfig:
             check_int("threads", self.threads, low=1, high=4096)
 
 
-def build_model(config: BatchNormConfig) -> nn.Sequential:
-    """Linear → BatchNorm1d → tanh → Linear; the same seed gives bit-identical parameters in every process."""
-    torch.manual_seed(config.seed)
-    return nn.Sequential(nn.Linear(config.d_in, config.width), nn.BatchNorm1d(config.width), nn.Tanh(),
-                         nn.Linear(config.width, 1))
-
-
-class AllReduceSum(torch.autograd.Function):
-    """Sum a tensor over all ranks; the backward pass sums the incoming gradients over all ranks the same way.
-
-    Rank i's loss depends on every shard's activations through the shared sum, so the gradient
-    of that sum must reach every shard: the sum over ranks of d(loss_i)/d(sum) is what each
-    rank's own contribution to the sum receives.
-    """
-
-    @staticmethod
-    def forward(ctx, tensor):
-        total = tensor.clone()
-        dist.all_reduce(total)
-        return total
-
-    @staticmethod
-    def backward(ctx, grad):
-        total = grad.clone()
-        dist.all_reduce(total)
-        return total
-
-
-def synced_batch_norm(h: torch.Tensor, bn: nn.BatchNorm1d, total: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Normalise ``h`` (n, H) with the mean and biased variance of all ranks' ``h`` together (``total`` rows).
-
-    Two all-reduces, as BatchNorm1d computes its statistics in two passes: the mean, then the
-    mean squared distance from it. Returns the normalised, scaled and shifted output and the mean.
-    """
-    mean = AllReduceSum.apply(h.sum(dim=0)) / total  # (H,)
-    centred = h - mean
-    var = AllReduceSum.apply((centred * centred).sum(dim=0)) / total  # (H,) biased, as batch norm uses in training
-    return centred / torch.sqrt(var + bn.eps) * bn.weight + bn.bias, mean
-
-
-def forward(model: nn.Sequential, x: torch.Tensor, *, total: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The network's output and the mean its batch norm normalised with: the shard's own, or with ``total`` all ranks'."""
-    linear, bn, act, head = model
-    h = linear(x)
-    if total is None:
-        z, mean = bn(h), h.mean(dim=0)  # BatchNorm1d in training mode: this batch's statistics
-    else:
-        z, mean = synced_batch_norm(h, bn, total)
-    return head(act(z)), mean.detach()
-
-
-def batch_indices(config: BatchNormConfig, step: int) -> torch.Tensor:
-    """Rows of the global batch of ``step``: a seeded random draw of k·b rows, the same in every rank."""
-    gen = torch.Generator().manual_seed(config.seed * 100_003 + step)
-    return torch.randperm(config.dataset_size, generator=gen)[: config.k * config.b]
-
-
-def mse(pred, target):
-    return torch.mean((pred - target) ** 2)
-
-
-def load_data(config: BatchNormConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    x, y = teacher_data(config.dataset_size, config.d_in, seed=config.seed)
-    return torch.from_numpy(x), torch.from_numpy(y)
-
-
-def batchnorm_worker(rank: int, world_size: int, config: BatchNormConfig) -> dict:
-    """One rank: at every step its gradient with its own statistics and with all-reduced ones, both all-reduced."""
-    x_all, y_all = load_data(config)
-    model = build_model(config)
-    optimizer = optim.SGD(model.parameters(), lr=config.lr)
-    total = world_size * config.b
-    n_params = sum(p.numel() for p in model.parameters())
-    out = {name: np.zeros((config.steps, n_params), np.float32)
-           for name in ("local_grad", "reduced_grad", "synced_local_grad", "synced_reduced_grad")}
-    out["shard_mean"] = np.zeros((config.steps, config.width), np.float32)
-    out["synced_mean"] = np.zeros((config.steps, config.width), np.float32)
-    params = np.zeros((config.steps + 1, n_params), np.float32)
-
-    def mean_over_ranks(g):
-        g = g.clone()
-        dist.all_reduce(g)
-        return g / world_size
-
-    for step in range(config.steps):
-        params[step] = torch.nn.utils.parameters_to_vector(model.parameters()).detach().numpy()
-        rows = batch_indices(config, step)[rank * config.b:(rank + 1) * config.b]
-        x, y = x_all[rows], y_all[rows]
-
-        model.zero_grad(set_to_none=False)
-        pred, out["shard_mean"][step] = forward(model, x)  # what each replica's BatchNorm1d does on its own
-        mse(pred, y).backward()
-        g = flat_grad(model)
-        out["local_grad"][step], out["reduced_grad"][step] = g.numpy(), mean_over_ranks(g).numpy()
-
-        model.zero_grad(set_to_none=False)
-        pred, out["synced_mean"][step] = forward(model, x, total=total)  # statistics of the whole global batch
-        mse(pred, y).backward()
-        g = flat_grad(model)
-        reduced = mean_over_ranks(g)
-        out["synced_local_grad"][step], out["synced_reduced_grad"][step] = g.numpy(), reduced.numpy()
-
-        set_flat_grad(model, reduced)
-        optimizer.step()
-        launcher.report_progress(step)
-    params[config.steps] = torch.nn.utils.parameters_to_vector(model.parameters()).detach().numpy()
-    out["params"] = params
-    out["threads"] = torch.get_num_threads()
-    return out
-
-
-def big_batch(config: BatchNormConfig, flat: np.ndarray, x: torch.Tensor, y: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """Gradient of one global batch (x, y) at parameters ``flat``, one BatchNorm1d over all of it; and its mean."""
-    model = build_model(config)
-    torch.nn.utils.vector_to_parameters(torch.from_numpy(flat), model.parameters())
-    pred, mean = forward(model, x)
-    mse(pred, y).backward()
-    return flat_grad(model).numpy().copy(), mean.numpy()
-
-
 def record_batchnorm(config: BatchNormConfig | None = None, *, progress: bool = False, **overrides) -> BatchNormRun:
     """Launch ``k`` ranks (gloo, CPU), train ``steps`` steps, and return the :class:`BatchNormRun`.
 
@@ -201,17 +92,13 @@ def record_batchnorm(config: BatchNormConfig | None = None, *, progress: bool = 
     arrays = {name: np.stack([r[name] for r in results], axis=1)
               for name in ("local_grad", "reduced_grad", "synced_local_grad", "synced_reduced_grad",
                            "shard_mean", "synced_mean", "params")}
-    x_all, y_all = load_data(config)
-    batches = [batch_indices(config, step) for step in range(config.steps)]
-    big = [big_batch(config, arrays["params"][step, 0], x_all[rows], y_all[rows]) for step, rows in enumerate(batches)]
-    arrays["big_grad"] = np.stack([g for g, _ in big])
-    arrays["big_mean"] = np.stack([m for _, m in big])
+    for name in ("big_grad", "big_mean", "batch_index"):  # rank 0's big-batch reference
+        arrays[name] = results[0][name]
     arrays["shard_sizes"] = np.full(config.k, config.b, dtype=np.int64)
-    arrays["batch_index"] = np.stack([rows.numpy() for rows in batches])
     arrays["example_rank"] = np.repeat(np.arange(config.k), config.b)
     meta = dict(
         k=config.k, b=config.b, steps=config.steps, d_in=config.d_in, width=config.width,
-        n_params=int(arrays["params"].shape[-1]), eps=float(build_model(config)[1].eps), lr=config.lr,
+        n_params=int(arrays["params"].shape[-1]), eps=results[0]["eps"], lr=config.lr,
         seed=config.seed, dataset_size=config.dataset_size,
         **where_it_ran(BatchNormRun, backend="gloo", device="cpu", threads_per_rank=results[0]["threads"]),
     )

@@ -25,6 +25,11 @@ tensor has fewer than k elements). Rank ``r`` talks only to its neighbours
 
 Each rank sends k-1 chunks per phase, so about 2(k-1)/k·M bytes in all, whatever k.
 The parameter server instead makes rank 0 receive and send (k-1)·M bytes.
+
+A chunk travels as pieces of at most ``PIECE`` elements, and the chunk a rank receives
+at one step is the one it sends at the next, so each piece is passed on as soon as it
+has arrived (and been added in): the k-1 steps overlap, as in gloo's own ring. Pieces
+change when bytes move, never which bytes move or the order in which they are summed.
 """
 
 from __future__ import annotations
@@ -33,7 +38,8 @@ import torch
 import torch.distributed as dist
 
 RING_PHASES = ("reduce-scatter", "all-gather")
-PIECE = 1 << 17      # float32 elements per message (512 KiB): a chunk goes as several, so adds overlap transfers
+PIECE = 1 << 19      # elements per message (2 MiB of float32): a chunk goes as several, so adds overlap transfers;
+                     # smaller pieces cost more CPU per byte (measured with benchmarks/bench_allreduce.py --pieces)
 MAX_PIECES = 64      # pieces per chunk at most; tags are step * MAX_PIECES + piece
 SERVER_PHASES = ("push", "pull")
 
@@ -43,26 +49,27 @@ def owned_chunk(rank: int, world_size: int) -> int:
     return (rank + 1) % world_size
 
 
-def ring_reduce_scatter(tensor: torch.Tensor, *, schedule: list | None = None) -> int:
+def ring_reduce_scatter(tensor: torch.Tensor, *, schedule: list | None = None, piece: int = PIECE) -> int:
     """First half of the ring: afterwards this rank's :func:`owned_chunk` holds the sum over ranks.
 
-    The other chunks hold partial sums. ``tensor`` must be contiguous; returns bytes sent.
+    The other chunks hold partial sums. ``tensor`` must be contiguous; returns bytes sent. ``piece``:
+    elements per message, the same on every rank (it changes the timing, never the result).
     """
-    return _ring_phase(tensor, "reduce-scatter", schedule)
+    return _ring_phase(tensor, "reduce-scatter", schedule, piece)
 
 
-def ring_all_gather(tensor: torch.Tensor, *, schedule: list | None = None) -> int:
+def ring_all_gather(tensor: torch.Tensor, *, schedule: list | None = None, piece: int = PIECE) -> int:
     """Second half of the ring: pass each rank's owned chunk around until every rank has them all."""
-    return _ring_phase(tensor, "all-gather", schedule)
+    return _ring_phase(tensor, "all-gather", schedule, piece)
 
 
-def ring_all_reduce(tensor: torch.Tensor, *, schedule: list | None = None) -> int:
+def ring_all_reduce(tensor: torch.Tensor, *, schedule: list | None = None, piece: int = PIECE) -> int:
     """Sum ``tensor`` over ranks in place with a ring (reduce-scatter, then all-gather); return bytes sent."""
     if dist.get_world_size() == 1:
         return 0
     work = tensor if tensor.is_contiguous() else tensor.contiguous()
-    sent = ring_reduce_scatter(work, schedule=schedule)
-    sent += ring_all_gather(work, schedule=schedule)
+    sent = ring_reduce_scatter(work, schedule=schedule, piece=piece)
+    sent += ring_all_gather(work, schedule=schedule, piece=piece)
     if work is not tensor:
         tensor.copy_(work)
     return sent
@@ -101,8 +108,15 @@ def parameter_server_all_reduce(tensor: torch.Tensor, *, schedule: list | None =
     return sent
 
 
-def _ring_phase(tensor: torch.Tensor, phase: str, schedule: list | None) -> int:
-    """One pass of k-1 steps around the ring; in reduce-scatter received chunks are added, in all-gather kept."""
+def _ring_phase(tensor: torch.Tensor, phase: str, schedule: list | None, piece: int) -> int:
+    """One pass of k-1 steps around the ring; in reduce-scatter received chunks are added, in all-gather kept.
+
+    The chunk a rank receives at one step is the one it sends at the next, so the ring runs piece by
+    piece: a piece goes on to the right as soon as it has arrived (and, in reduce-scatter, been added
+    in), while the rest of its chunk is still on the way. No rank waits for a whole step to finish.
+    """
+    if piece < 1:
+        raise ValueError(f"piece must be at least 1 element; got {piece}.")
     rank, k = dist.get_rank(), dist.get_world_size()
     if k == 1:
         return 0
@@ -110,39 +124,68 @@ def _ring_phase(tensor: torch.Tensor, phase: str, schedule: list | None) -> int:
         raise ValueError("tensor must be contiguous, so that its chunks are views that the ring can write into.")
     left, right = (rank - 1) % k, (rank + 1) % k
     chunks = torch.tensor_split(tensor.view(-1), k)
-    inbox = torch.empty_like(chunks[0]) if phase == "reduce-scatter" else None  # chunk 0 is the longest
-    offset = 0 if phase == "reduce-scatter" else 1
+    first = rank if phase == "reduce-scatter" else owned_chunk(rank, k)
+    order = [chunks[(first - step) % k] for step in range(k)]  # order[s]: sent at step s, received at step s - 1
+    # Post every send of step 0 at once: if every rank sent first and waited, a blocking transport
+    # would leave the whole ring waiting.
+    sends = [dist.isend(p, dst=right, tag=_tag(0, j)) for j, p in enumerate(_pieces(order[0], piece))]
+    arriving = [(step, j, p) for step in range(k - 1) for j, p in enumerate(_pieces(order[step + 1], piece))]
+    for step, j, p in _receive(arriving, left, add=phase == "reduce-scatter"):
+        if step < k - 2:  # complete here, so pass it on: it is part of what the next step sends
+            sends.append(dist.isend(p, dst=right, tag=_tag(step + 1, j)))
+    for req in sends:
+        req.wait()
     sent = 0
     for step in range(k - 1):
-        send_i = (rank + offset - step) % k
-        recv_i = (rank + offset - step - 1) % k
-        out, into = chunks[send_i], chunks[recv_i]
-        # Reduce-scatter must add what arrives, so it lands in a buffer first;
-        # all-gather overwrites, so it can land in the chunk itself.
-        buf = inbox[: into.numel()] if phase == "reduce-scatter" else into
-        # Post every piece's send and receive at once (if every rank sent first and waited, a blocking
-        # transport would leave the whole ring waiting), then add each piece as it arrives, while the
-        # later pieces are still on their way: the additions hide behind the transfer.
-        sends = [dist.isend(piece, dst=right, tag=step * MAX_PIECES + j) for j, piece in enumerate(_pieces(out))]
-        arriving = list(zip(_pieces(buf), _pieces(into)))
-        recvs = [dist.irecv(piece, src=left, tag=step * MAX_PIECES + j) for j, (piece, _) in enumerate(arriving)]
-        for req, (piece, target) in zip(recvs, arriving):
-            req.wait()
-            if phase == "reduce-scatter":
-                target.add_(piece)
-        for req in sends:
-            req.wait()
-        nbytes = out.numel() * out.element_size()
-        _note(schedule, [(phase, step, rank, right, send_i, nbytes)])
+        nbytes = order[step].numel() * order[step].element_size()
+        _note(schedule, [(phase, step, rank, right, (first - step) % k, nbytes)])
         sent += nbytes
     return sent
 
 
-def _pieces(chunk: torch.Tensor) -> tuple:
-    """A chunk cut into messages of at most PIECE elements (none for an empty chunk), at most MAX_PIECES of them."""
+def _receive(arriving: list, left: int, *, add: bool):
+    """Receive each ``(step, j, piece)`` of ``arriving`` from the left, in order; yield it once it is complete.
+
+    Without ``add`` (all-gather) a piece is overwritten, so every receive lands in the piece itself and
+    all are posted at once. With ``add`` (reduce-scatter) what arrives must be added to the piece, so it
+    lands in one of two spare buffers first: the next piece arrives in one while the current one is added
+    from the other, as gloo's own ring does, and the spares are reused for every piece.
+    """
+    if not add:
+        recvs = [dist.irecv(piece, src=left, tag=_tag(step, j)) for step, j, piece in arriving]
+        for req, item in zip(recvs, arriving):
+            req.wait()
+            yield item
+        return
+    if not arriving:
+        return
+    longest = max(piece.numel() for _, _, piece in arriving)
+    spares = [arriving[0][2].new_empty(longest) for _ in range(min(2, len(arriving)))]
+
+    def post(i):
+        step, j, piece = arriving[i]
+        buf = spares[i % 2][: piece.numel()]
+        return dist.irecv(buf, src=left, tag=_tag(step, j)), buf
+
+    pending = [post(i) for i in range(min(2, len(arriving)))]
+    for i, item in enumerate(arriving):
+        req, buf = pending.pop(0)
+        req.wait()
+        item[2].add_(buf)  # in place, into the tensor itself
+        if i + 2 < len(arriving):
+            pending.append(post(i + 2))  # its spare is free again
+        yield item
+
+
+def _tag(step: int, piece: int) -> int:
+    return step * MAX_PIECES + piece
+
+
+def _pieces(chunk: torch.Tensor, piece: int) -> tuple:
+    """A chunk cut into messages of at most ``piece`` elements (none for an empty chunk), at most MAX_PIECES of them."""
     if not chunk.numel():
         return ()
-    return torch.tensor_split(chunk, min(MAX_PIECES, -(-chunk.numel() // PIECE)))
+    return torch.tensor_split(chunk, min(MAX_PIECES, -(-chunk.numel() // piece)))
 
 
 def _note(schedule: list | None, transfers) -> None:
@@ -152,7 +195,7 @@ def _note(schedule: list | None, transfers) -> None:
         schedule.append({"phase": phase, "step": step, "src": src, "dst": dst, "chunk": chunk, "bytes": nbytes})
 
 
-def compare_with_all_reduce(rank: int, world_size: int, sizes, seed: int = 0) -> dict:
+def compare_with_all_reduce(rank: int, world_size: int, sizes, seed: int = 0, piece: int = PIECE) -> dict:
     """Worker: run the built-in and both hand-written all-reduces on the same inputs; return numpy results.
 
     For each element count ``n`` in ``sizes`` and two kinds of float32 input,
@@ -160,7 +203,7 @@ def compare_with_all_reduce(rank: int, world_size: int, sizes, seed: int = 0) ->
     ``"rand"`` (normal floats, equal only within rounding), the returned dict maps
     ``(kind, n)`` to a dict with the input, each implementation's output, bytes
     sent, the ring's and the server's schedules, and the ring's tensor right after
-    its reduce-scatter.
+    its reduce-scatter. ``piece`` is the ring's message size in elements.
     """
     gen = torch.Generator().manual_seed(seed * 1000 + rank)
     out = {}
@@ -173,8 +216,8 @@ def compare_with_all_reduce(rank: int, world_size: int, sizes, seed: int = 0) ->
             ref, ring, half, server = x.clone(), x.clone(), x.clone(), x.clone()
             dist.all_reduce(ref)
             ring_schedule, server_schedule = [], []
-            ring_bytes = ring_all_reduce(ring, schedule=ring_schedule)
-            ring_reduce_scatter(half)
+            ring_bytes = ring_all_reduce(ring, schedule=ring_schedule, piece=piece)
+            ring_reduce_scatter(half, piece=piece)
             server_bytes = parameter_server_all_reduce(server, schedule=server_schedule)
             out[(kind, n)] = {
                 "input": x.numpy(),

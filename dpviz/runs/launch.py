@@ -45,8 +45,7 @@ from __future__ import annotations
 
 import os
 import pickle
-import shutil
-import tempfile
+import sys
 import warnings
 
 from dpviz.checks import check_choice, check_int, check_real
@@ -64,16 +63,20 @@ from dpviz.runs.forkserver import (  # noqa: F401 - the fork server's public nam
     warm_up,
 )
 from dpviz.runs.rank import _SPAWNED, WATCH_INTERVAL, _rank_entry, _read_result, report_progress  # noqa: F401
-from dpviz.runs.supervise import RankError, RankTimeout, _progress_bar, _reap, _ReapOnSigterm, _sweep_stale_dirs, _wait
+from dpviz.runs.supervise import (
+    RankError, RankTimeout, _make_run_dir, _progress_bar, _reap, _ReapOnSigterm, _remove_run_dir, _sweep_stale_dirs,
+    _unguarded_main, _wait,
+)
 
 BACKENDS = ("auto", "gloo", "nccl")
 STALL_TIMEOUT = 60.0  # seconds a running rank may go without reporting progress
 START_TIMEOUT = 120.0  # seconds a rank may take to start and join the group (torch import on a loaded machine)
+_gpus = None  # gpu_count(), once asked
 
 __all__ = [
     "BACKENDS", "STALL_TIMEOUT", "START_TIMEOUT", "START_METHODS", "FORK_SERVER_PRELOAD", "FORK_SERVER_IDLE",
     "WATCH_INTERVAL", "RankError", "RankTimeout", "launch", "report_progress", "resolve_backend", "threads_per_rank",
-    "cpu_count", "warm_up", "start_fork_server", "fork_server_pid", "stop_fork_server", "is_helper_process",
+    "cpu_count", "gpu_count", "warm_up", "start_fork_server", "fork_server_pid", "stop_fork_server", "is_helper_process",
 ]
 
 
@@ -87,15 +90,60 @@ def cpu_count() -> int:
 
 def resolve_backend(backend: str, k: int) -> str:
     """Turn ``auto`` into a concrete backend and check that nccl has a GPU per rank."""
-    import torch
-
     check_choice("backend", backend, BACKENDS)
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if backend == "gloo":
+        return backend
+    gpus = gpu_count()
     if backend == "auto":
         return "nccl" if gpus >= k else "gloo"
     if backend == "nccl" and gpus < k:
         raise ValueError(f"backend 'nccl' needs one GPU per rank, so k must be <= {gpus} GPUs on this machine; got k={k}.")
     return backend
+
+
+def gpu_count() -> int:
+    """The GPUs torch sees, asked once of a process started like a rank, so that this process need not import torch."""
+    global _gpus
+    if _gpus is None:
+        if "torch" in sys.modules:
+            _gpus = _torch_gpu_count()
+        elif not _gpu_driver_present():
+            _gpus = 0  # no GPU driver on this machine: nothing for torch to find, and no process to start
+        else:
+            ctx = _context()
+            count = ctx.Value("i", -1, lock=False)
+            _run_started()
+            try:
+                probe = ctx.Process(target=_count_gpus_into, args=(count,), name="dpviz-gpu-count", daemon=True)
+                probe.start()
+                probe.join()
+            finally:
+                _run_ended()
+            if count.value < 0:
+                script = _unguarded_main()
+                if probe.exitcode == 1 and script:
+                    raise RuntimeError(f"{script} launches ranks without the `if __name__ == \"__main__\":` guard, so "
+                                       "every process it starts runs the script again; put the call under that guard.")
+                raise RuntimeError(f"the process counting GPUs exited with code {probe.exitcode} before it counted them.")
+            _gpus = count.value
+    return _gpus
+
+
+def _gpu_driver_present() -> bool:
+    """Whether a GPU driver torch could use is loaded: NVIDIA's (CUDA) or AMD's (ROCm). Linux only; elsewhere, True."""
+    if not sys.platform.startswith("linux"):
+        return True
+    return os.path.exists("/proc/driver/nvidia/gpus") or os.path.exists("/dev/nvidiactl") or os.path.exists("/dev/kfd")
+
+
+def _torch_gpu_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def _count_gpus_into(count) -> None:
+    count.value = _torch_gpu_count()
 
 
 def threads_per_rank(k: int) -> int:
@@ -151,7 +199,7 @@ def launch(
     _sweep_stale_dirs()
     procs = []
     bar = _progress_bar(total_steps) if progress and total_steps else None
-    outdir = tempfile.mkdtemp(prefix=f"dpviz-launch-{os.getpid()}-")
+    outdir, lock = _make_run_dir()  # its lock, held until the folder is removed, tells other launchers it is live
     store = os.path.join(outdir, "store")  # the rendezvous: a FileStore no other run can touch
     # The process group's own timeout only has to outlast the launcher's checks, which name the culprit.
     group_timeout = max(start_timeout, stall_timeout) + stall_timeout + 30.0
@@ -177,5 +225,5 @@ def launch(
             if bar is not None:
                 bar.close()
             _reap(procs)
-            shutil.rmtree(outdir, ignore_errors=True)
+            _remove_run_dir(outdir, lock)
             _run_ended()

@@ -24,7 +24,6 @@ batches of b: rank r takes batch k·t + r at step t. Along the way each run reco
 from __future__ import annotations
 
 import argparse
-import hashlib
 import math
 import time
 import warnings
@@ -32,24 +31,36 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-import torch
-import torch.distributed as dist
 
 from dpviz.checks import check_choice, check_int, check_real
-from dpviz.data import line_data, teacher_data
 from dpviz.records.lr_grid import FIGURE_PLAN, MODELS, LrGrid, shipped_name
 from dpviz.records.paths import SHIPPED_DIR
 from dpviz.runs import launch as launcher
-from dpviz.runs import optim
-from dpviz.runs.models import build_model, flat_grad, set_flat_grad
+from dpviz.runs.model_sizes import count_params
 from dpviz.runs.where import where_it_ran
-from dpviz.theory import lr_rules
+
 
 SQRT2 = math.sqrt(2.0)
 KS = (1, 2, 4)
 MULTIPLIERS = (1.0, SQRT2, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)  # ×1, ×√2, and powers of two up to far too much
 WARMUPS = (0, 3, 10, 30)
 DIVERGE_FACTOR = 1e4
+
+
+def lr_worker(rank: int, world_size: int, config: LrGridConfig, runs: list, twins: dict, keep: set, diverge_factor: float) -> list[dict]:
+    """Runs in each rank: :func:`dpviz.runs.ranks.lr_sweep.lr_worker`, imported there (with torch), not here."""
+    from dpviz.runs.ranks.lr_sweep import lr_worker
+
+    return lr_worker(rank, world_size, config, runs, twins, keep, diverge_factor)
+
+
+def __getattr__(name: str):
+    """The rank side's names under their old import path (``from dpviz.runs.lr_sweep import ...``), imported on use."""
+    if name in ("stream_rows", "load_data", "make_model", "mse", "flat", "distance", "small_steps"):
+        from dpviz.runs.ranks import lr_sweep as rank_side
+
+        return getattr(rank_side, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -136,122 +147,6 @@ def _nonempty(name, values) -> tuple:
     return values
 
 
-def load_data(config: LrGridConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    if config.model == "line":
-        x, y = line_data(config.dataset_size, seed=config.seed)
-    else:
-        x, y = teacher_data(config.dataset_size, config.d_in, seed=config.seed)
-    return torch.from_numpy(x), torch.from_numpy(y)
-
-
-def stream_rows(config: LrGridConfig, j: int) -> np.ndarray:
-    """Rows of small batch ``j`` of the run's stream: the data set shuffled once per epoch, cut into batches of b."""
-    per_epoch = config.dataset_size // config.b
-    epoch, position = divmod(j, per_epoch)
-    order = np.random.default_rng([config.seed, epoch]).permutation(config.dataset_size)
-    return order[position * config.b:(position + 1) * config.b]
-
-
-def make_model(config: LrGridConfig) -> torch.nn.Module:
-    return build_model(config.model, d_in=config.d_in, width=config.width, depth=config.depth, seed=config.seed)
-
-
-def mse(pred, target):
-    return torch.mean((pred - target) ** 2)
-
-
-def flat(model) -> torch.Tensor:
-    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-
-
-def distance(a: torch.Tensor, b: torch.Tensor) -> float:
-    """|a − b|, in float64."""
-    return float(torch.linalg.vector_norm(a.double() - b.double()))
-
-
-def lr_worker(rank: int, world_size: int, config: LrGridConfig, runs: list, twins: dict, keep: set) -> list[dict]:
-    """One rank of a k-rank launch: train every run of ``runs`` ((multiplier, warm-up) pairs) in turn.
-
-    ``twins`` maps a run's position to its twin's parameters at every k-th state (numpy, (steps+1, P));
-    ``keep`` holds the positions whose whole parameter history rank 0 returns. Returns numpy only.
-    """
-    k = world_size
-    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
-    x_all, y_all = (a.to(device) for a in load_data(config))
-    steps = config.steps(k)
-    scratch = make_model(config).to(device) if rank == 0 and k > 1 else None
-    done = 0
-    out = []
-    for position, (multiplier, warmup) in enumerate(runs):
-        lrs = lr_rules.warmup_schedule(config.base_lr * multiplier, steps, warmup)
-        model = make_model(config).to(device)  # the same θ(0) in every run and every rank: built from the seed
-        optimizer = optim.SGD(model.parameters(), lr=float(lrs[0]))
-        twin = torch.from_numpy(twins[position]).to(device) if position in twins else None
-        loss = np.full(steps + 1, np.nan, np.float32)
-        length, gap = np.full(steps, np.nan, np.float32), np.full(steps, np.nan, np.float32)
-        travel, twin_dist = np.full(steps + 1, np.nan, np.float32), np.full(steps + 1, np.nan, np.float32)
-        used = np.full(steps, np.nan)
-        history = [] if rank == 0 and position in keep else None
-        fingerprint = hashlib.sha1()
-        theta0 = theta = flat(model).clone()
-        diverged_at = -1
-        start = time.perf_counter()
-        for t in range(steps + 1):
-            with torch.no_grad():
-                loss[t] = mse(model(x_all), y_all).item()  # every rank: the same bits, so the same decision below
-            travel[t] = distance(theta, theta0)
-            if twin is not None and t < len(twin):  # a twin that diverged stopped early
-                twin_dist[t] = distance(theta, twin[t])
-            if history is not None:
-                history.append(theta.cpu().numpy().copy())
-            if not math.isfinite(loss[t]) or loss[t] > DIVERGE_FACTOR * loss[0]:
-                diverged_at, loss[t + 1:] = t, np.inf  # the loss that gave it away stays, when it is a number
-                loss[t] = loss[t] if math.isfinite(loss[t]) else np.inf
-                break
-            if t == steps:
-                break
-            rows = torch.from_numpy(stream_rows(config, k * t + rank)).to(device)
-            model.zero_grad(set_to_none=False)
-            mse(model(x_all[rows]), y_all[rows]).backward()
-            g = flat_grad(model)
-            if k > 1:
-                dist.all_reduce(g)
-                g /= k
-            set_flat_grad(model, g)
-            optimizer.lr = used[t] = float(lrs[t])
-            optimizer.step()
-            after = flat(model).clone()
-            length[t] = distance(after, theta)
-            if scratch is not None:
-                gap[t] = distance(after, small_steps(scratch, theta, config, k, t, used[t] / k, x_all, y_all))
-            fingerprint.update(memoryview(after.cpu().numpy()).cast("B"))
-            theta = after
-            done += 1
-            launcher.report_progress(done)
-        result = {
-            "lr": used, "loss": loss, "step_length": length, "step_gap": gap, "travel": travel,
-            "twin_distance": twin_dist, "diverged_at": diverged_at, "digest": fingerprint.hexdigest(),
-            "seconds": time.perf_counter() - start, "device": "cpu" if device.type == "cpu" else torch.cuda.get_device_name(device),
-        }
-        if history is not None:
-            result["params"] = np.stack(history)
-        out.append(result)
-    return out
-
-
-def small_steps(scratch, theta, config, k, t, lr, x_all, y_all) -> torch.Tensor:
-    """Where k plain steps of ``lr`` land from θ = ``theta``, taking the k shards of step t one after another."""
-    torch.nn.utils.vector_to_parameters(theta.clone(), scratch.parameters())
-    for i in range(k):
-        rows = torch.from_numpy(stream_rows(config, k * t + i)).to(theta.device)
-        scratch.zero_grad(set_to_none=False)
-        mse(scratch(x_all[rows]), y_all[rows]).backward()
-        with torch.no_grad():
-            for p in scratch.parameters():
-                p.add_(p.grad, alpha=-lr)
-    return flat(scratch)
-
-
 def record_lr_grid(config: LrGridConfig | None = None, *, progress: bool = False, **overrides) -> LrGrid:
     """Launch one process group per k and train every run of the grid; return the :class:`LrGrid`.
 
@@ -275,7 +170,7 @@ def record_lr_grid(config: LrGridConfig | None = None, *, progress: bool = False
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r"k=\d+ ranks share")  # nothing here is timed
             results[k] = launcher.launch(
-                lr_worker, k, args=(config, runs, twins, keep), backend=launcher.resolve_backend(config.backend, k),
+                lr_worker, k, args=(config, runs, twins, keep, DIVERGE_FACTOR), backend=launcher.resolve_backend(config.backend, k),
                 threads=config.threads, stall_timeout=config.stall_timeout, total_steps=steps * len(runs),
                 progress=progress,
             )
@@ -291,7 +186,7 @@ def record_lr_grid(config: LrGridConfig | None = None, *, progress: bool = False
 def assemble(config: LrGridConfig, rows: list, results: dict, devices: list) -> LrGrid:
     """Stack every run's arrays (rank 0's, with every rank's fingerprint compared) into one :class:`LrGrid`."""
     n_runs, t_max = len(rows), max(config.steps(k) for k in config.ks)
-    n_params = sum(p.numel() for p in make_model(config).parameters())
+    n_params = count_params(config.model, d_in=config.d_in, width=config.width, depth=config.depth)
 
     def padded(width, dtype):
         return np.full((n_runs, width), np.nan, dtype)

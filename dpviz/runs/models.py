@@ -14,8 +14,7 @@ from torch import nn
 
 from dpviz.checks import check_choice, check_int
 from dpviz.data import LINE_START  # θ0 = (w, c); numpy-only, so dpviz.theory can use it without torch
-
-MODELS = ("line", "mlp")
+from dpviz.runs.model_sizes import MODELS  # noqa: F401 - importable from here too
 
 
 class LineModel(nn.Module):

@@ -1,6 +1,6 @@
 """What the gradient saves: one backward pass against probing every knob with its own forward pass.
 
-Runs in the calling process (no ranks). The ground-floor chapter uses it::
+Runs in one rank, so that the caller need not import torch. The ground-floor chapter uses it::
 
     from dpviz.runs.probing import probe_every_knob
     probe = probe_every_knob()          # the course's MLP; P + 1 forward passes against one backward
@@ -14,17 +14,21 @@ thread: for a model this small more threads only wait on each other (badly, on a
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from dpviz.checks import check_int, check_real
-from dpviz.data import teacher_data
-from dpviz.runs.models import build_model
+from dpviz.runs import launch as launcher
 
 H = 1e-6  # the nudge of one knob, in float64
+
+
+def probe_worker(rank: int, world_size: int, width: int, depth: int, d_in: int, examples: int, repeats: int, h: float, seed: int) -> dict:
+    """Runs in each rank: :func:`dpviz.runs.ranks.probing.probe_worker`, imported there (with torch), not here."""
+    from dpviz.runs.ranks.probing import probe_worker
+
+    return probe_worker(rank, world_size, width, depth, d_in, examples, repeats, h, seed)
 
 
 @dataclass(frozen=True)
@@ -47,43 +51,10 @@ def probe_every_knob(*, width: int = 32, depth: int = 2, d_in: int = 16, example
     check_int("examples", examples, low=1, high=100_000)
     check_int("repeats", repeats, low=1, high=1000)
     check_real("h", h, low=0, low_open=True)
-    model = build_model("mlp", d_in=d_in, width=width, depth=depth, seed=seed).double()
-    x, y = (torch.from_numpy(a).double() for a in teacher_data(examples, d_in, seed=seed))
-    params = list(model.parameters())
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return _probe(model, params, x, y, repeats=repeats, h=h, examples=examples,
-                      name=f"MLP {depth}×{width} on {d_in} inputs, float64")
-    finally:
-        torch.set_num_threads(threads)
-
-
-def _probe(model, params, x, y, *, repeats: int, h: float, examples: int, name: str) -> Probe:
-    def loss():
-        return torch.mean((model(x) - y) ** 2)
-
-    t_backward = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        model.zero_grad(set_to_none=False)
-        loss().backward()
-        t_backward.append(time.perf_counter() - t0)
-    autograd = torch.cat([p.grad.reshape(-1) for p in params]).numpy().copy()
-
-    probed = np.empty(len(autograd))
-    t0 = time.perf_counter()
-    with torch.no_grad():
-        base = loss().item()                         # the one forward pass at θ itself
-        i = 0
-        for p in params:
-            flat = p.view(-1)
-            for j in range(flat.numel()):
-                old = flat[j].item()
-                flat[j] = old + h                    # nudge one knob ...
-                probed[i] = (loss().item() - base) / h
-                flat[j] = old                        # ... and put it back exactly
-                i += 1
-    t_probe = time.perf_counter() - t0
-    return Probe(n_params=len(autograd), examples=examples, t_backward=np.array(t_backward), t_probe=t_probe,
-                 autograd=autograd, probed=probed, h=h, model=name)
+    check_int("width", width, low=1, high=1 << 16)
+    check_int("depth", depth, low=1, high=64)
+    check_int("d_in", d_in, low=1, high=1 << 16)
+    # One rank on one intra-op thread: for a model this small more threads only wait on each other.
+    [found] = launcher.launch(probe_worker, 1, args=(width, depth, d_in, examples, repeats, h, seed),
+                              backend="gloo", threads=1)
+    return Probe(**found, h=h, model=f"MLP {depth}×{width} on {d_in} inputs, float64")

@@ -19,43 +19,20 @@ in a different order from gloo's own all-reduce.
 from __future__ import annotations
 
 import numpy as np
-import torch
-import torch.distributed as dist
 
-from dpviz.runs import collectives
 from dpviz.checks import check_choice, check_int, check_real
 from dpviz.records.schedule import Schedule
 from dpviz.runs.launch import launch
 from dpviz.runs.where import where_it_ran
 
 IMPLS = ("ring", "parameter_server")
-PHASES = {"ring": collectives.RING_PHASES, "parameter_server": collectives.SERVER_PHASES}
 
 
-def schedule_worker(rank: int, world_size: int, n_elements: int, impl: str, seed: int = 0) -> dict:
-    """One rank: all-reduce a seeded tensor by hand and with ``dist.all_reduce``; return both and the transfers made."""
-    gen = torch.Generator().manual_seed(seed * 1000 + rank)
-    x = torch.randint(-9, 10, (n_elements,), generator=gen).float()  # whole numbers: every summation order agrees
-    mine, reference = x.clone(), x.clone()
-    entries = []
-    if impl == "ring":
-        sent = collectives.ring_all_reduce(mine, schedule=entries)
-    else:
-        sent = collectives.parameter_server_all_reduce(mine, schedule=entries)
-    dist.all_reduce(reference)
-    return {
-        "input": x.numpy(),
-        "result": mine.numpy(),
-        "all_reduce": reference.numpy(),
-        "bytes_sent": int(sent),
-        "entries": entries,
-        "backend": dist.get_backend(),
-    }
+def schedules_worker(rank: int, world_size: int, n_elements: int, impls: tuple, seed: int=0) -> list[dict]:
+    """Runs in each rank: :func:`dpviz.runs.ranks.schedule.schedules_worker`, imported there (with torch), not here."""
+    from dpviz.runs.ranks.schedule import schedules_worker
 
-
-def schedules_worker(rank: int, world_size: int, n_elements: int, impls: tuple, seed: int = 0) -> list[dict]:
-    """One rank, several hand-written all-reduces in turn (one launch for all of them); a result per impl."""
-    return [schedule_worker(rank, world_size, n_elements, impl, seed) for impl in impls]
+    return schedules_worker(rank, world_size, n_elements, impls, seed)
 
 
 def record_schedule(k: int, n_elements: int, *, impl: str = "ring", stall_timeout: float = 60, seed: int = 0) -> Schedule:
@@ -85,7 +62,7 @@ def record_schedules(k: int, n_elements: int, *, impls=IMPLS, stall_timeout: flo
 def _merge(k: int, n_elements: int, impl: str, seed: int, results: list[dict]) -> Schedule:
     """The ranks' notes of one hand-written all-reduce, merged into one Schedule record."""
 
-    order = {phase: i for i, phase in enumerate(PHASES[impl])}
+    order = {phase: i for i, phase in enumerate(results[0]["phases"])}
     entries = sorted((e for r in results for e in r["entries"]), key=lambda e: (order[e["phase"]], e["step"], e["src"], e["dst"]))
     received = np.zeros(k, dtype=np.int64)
     for e in entries:
@@ -102,7 +79,7 @@ def _merge(k: int, n_elements: int, impl: str, seed: int, results: list[dict]) -
         "n_elements": n_elements,
         "element_bytes": int(element_bytes),
         "message_bytes": int(n_elements * element_bytes),
-        "phases": list(PHASES[impl]),
+        "phases": list(results[0]["phases"]),
         "equal": bool(np.array_equal(stack["result"], stack["all_reduce"])),
         "max_abs_diff": float(np.abs(stack["result"] - stack["all_reduce"]).max()),
         "seed": seed,

@@ -5,7 +5,8 @@
   :class:`RankTimeout` for a rank that stopped making progress (or at the run's deadline);
 * :func:`_reap` terminates, then kills, whatever is left, and :class:`_ReapOnSigterm`
   makes a SIGTERM to the launcher reap the ranks before the launcher ends;
-* :func:`_sweep_stale_dirs` removes the run folders of launchers that were killed.
+* :func:`_make_run_dir` makes a run's folder, with a lock its launcher holds for the whole run, and
+  :func:`_sweep_stale_dirs` removes the folders whose lock nobody holds: those of launchers that were killed.
 
 The errors are importable from :mod:`dpviz.runs.launch`, where users meet them.
 """
@@ -20,7 +21,12 @@ import tempfile
 import threading
 import time
 
-from dpviz.runs.rank import _FIELDS, _JOINED, _err_path, _pid_alive
+from dpviz.runs.rank import _FIELDS, _JOINED, _err_path
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock, so no folder is ever known to be stale
+    fcntl = None
 
 
 class RankError(RuntimeError):
@@ -297,19 +303,74 @@ class _ReapOnSigterm:
         return False
 
 
+# --- the run's folder: live while its launcher holds the folder's lock ---
+
+RUN_DIR_PREFIX = "dpviz-launch-"  # then the launcher's PID, for people reading /tmp; staleness never looks at it
+LOCK_NAME = "lock"  # in the run folder, flock-ed by the launching process for the whole run
+LOCKLESS_AGE = 3600.0  # seconds: a run folder without a lock file (made by a dpviz before locks) is stale after this
+
+
+def _make_run_dir() -> tuple[str, int | None]:
+    """A new run folder, and the descriptor of its lock, held until :func:`_remove_run_dir` (or the launcher's death).
+
+    A flock is seen by every process that opens the same file, whatever its PID namespace (two containers of one
+    JupyterHub sharing /tmp), and the kernel releases it when the holder dies, however it dies. The lock file gets
+    its name only once locked, so a sweep never finds it unlocked while its launcher lives.
+    """
+    outdir = tempfile.mkdtemp(prefix=f"{RUN_DIR_PREFIX}{os.getpid()}-")
+    if fcntl is None:
+        return outdir, None
+    try:
+        new = os.path.join(outdir, LOCK_NAME + ".new")
+        lock = os.open(new, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        os.rename(new, os.path.join(outdir, LOCK_NAME))
+    except BaseException:
+        shutil.rmtree(outdir, ignore_errors=True)
+        raise
+    return outdir, lock
+
+
+def _remove_run_dir(outdir: str, lock: int | None) -> None:
+    shutil.rmtree(outdir, ignore_errors=True)
+    if lock is not None:
+        os.close(lock)  # only once the folder is gone: until then it is this run's, and no sweep's
+
+
 def _sweep_stale_dirs() -> None:
-    """Remove run folders left by launching processes that were killed (a kill leaves no time to clean up)."""
+    """Remove run folders left by launching processes that were killed (a kill leaves no time to clean up).
+
+    A folder is stale when nobody holds its lock. Its PID proves nothing: a launcher in another PID namespace
+    is alive though no process here has that PID, and a dead launcher's PID may have been given to another.
+    """
+    if fcntl is None:
+        return
     base = tempfile.gettempdir()
     try:
         entries = list(os.scandir(base))
     except OSError:
         return
     for entry in entries:
-        m = re.fullmatch(r"dpviz-launch-(\d+)-\w+", entry.name)
-        if not m or _pid_alive(int(m.group(1))):
-            continue
         try:
-            if entry.is_dir(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_uid == os.getuid():
-                shutil.rmtree(entry.path, ignore_errors=True)
-        except (OSError, AttributeError):
+            if (re.fullmatch(rf"{RUN_DIR_PREFIX}\d+-\w+", entry.name) and entry.is_dir(follow_symlinks=False)
+                    and entry.stat(follow_symlinks=False).st_uid == os.getuid()):
+                _remove_if_stale(entry.path)
+        except OSError:
             pass
+
+
+def _remove_if_stale(path: str) -> None:
+    try:
+        lock = os.open(os.path.join(path, LOCK_NAME), os.O_RDONLY)
+    except FileNotFoundError:  # a dpviz from before locks made it, or its launcher is taking the lock this instant
+        if time.time() - os.stat(path, follow_symlinks=False).st_mtime > LOCKLESS_AGE:
+            shutil.rmtree(path, ignore_errors=True)
+        return
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # fails at once while its launcher lives
+    except OSError:
+        return
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+    finally:
+        os.close(lock)

@@ -24,15 +24,28 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
-import torch
-import torch.distributed as dist
 
 from dpviz.checks import check_int, check_real
 from dpviz.records.tensor_parallel import SPLITS, TensorSplit
 from dpviz.runs import launch as launcher
-from dpviz.runs.collectives import owned_chunk, ring_all_gather, ring_all_reduce
 from dpviz.runs.where import where_it_ran
 from dpviz.theory import tensor_parallel as theory
+
+
+def tensor_worker(rank: int, world_size: int, config: TensorConfig) -> dict:
+    """Runs in each rank: :func:`dpviz.runs.ranks.tensor_parallel.tensor_worker`, imported there (with torch), not here."""
+    from dpviz.runs.ranks.tensor_parallel import tensor_worker
+
+    return tensor_worker(rank, world_size, config)
+
+
+def __getattr__(name: str):
+    """The rank side's names under their old import path (``from dpviz.runs.tensor_parallel import ...``), imported on use."""
+    if name in ("layer_inputs", "unsplit"):
+        from dpviz.runs.ranks import tensor_parallel as rank_side
+
+        return getattr(rank_side, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -52,87 +65,9 @@ class TensorConfig:
         check_real("stall_timeout", self.stall_timeout, low=0, low_open=True)
 
 
-def layer_inputs(config: TensorConfig) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """X (B, d_in), W (d_in, d_out) and dY (B, d_out), the same in every process for one seed."""
-    gen = torch.Generator().manual_seed(config.seed)
-    x = torch.randn(config.batch, config.d_in, generator=gen)
-    w = torch.randn(config.d_in, config.d_out, generator=gen) / config.d_in ** 0.5
-    dy = torch.randn(config.batch, config.d_out, generator=gen)
-    return x, w, dy
-
-
-def _gather_blocks(local: torch.Tensor, k: int, block: int) -> tuple[torch.Tensor, int, torch.Tensor]:
-    """All-gather column blocks: ``local`` is block ``block`` of a (B, k·n) matrix. Returns it whole, bytes sent,
-    and the same matrix from ``dist.all_gather`` for comparison."""
-    batch, n = local.shape
-    buf = torch.zeros(k, batch, n)  # block c of the result is chunk c of the flat buffer
-    buf[block] = local
-    sent = ring_all_gather(buf.view(-1))
-    whole = buf.permute(1, 0, 2).reshape(batch, k * n)
-    parts = [torch.empty_like(local) for _ in range(k)]
-    dist.all_gather(parts, local.contiguous())  # parts[r] is rank r's block, which is block owned_chunk(r)
-    ordered = [None] * k
-    for r, part in enumerate(parts):
-        ordered[owned_chunk(r, k)] = part
-    return whole, sent, torch.cat(ordered, dim=1)
-
-
-def _sum_partials(partial: torch.Tensor) -> tuple[torch.Tensor, int, torch.Tensor]:
-    """All-reduce (sum) a partial result with the ring; also with ``dist.all_reduce`` for comparison."""
-    mine, reference = partial.clone().contiguous(), partial.clone().contiguous()
-    sent = ring_all_reduce(mine)
-    dist.all_reduce(reference)
-    return mine, sent, reference
-
-
-def tensor_worker(rank: int, world_size: int, config: TensorConfig) -> dict:
-    """One rank: the column split, then the row split, forward and backward. Returns numpy arrays."""
-    k = world_size
-    x, w, dy = layer_inputs(config)
-    block = owned_chunk(rank, k) if k > 1 else 0
-    out = {"y": [], "dx": [], "dw": [], "block": [], "local_y": [], "bytes": [], "same": []}
-
-    # Column split: W = [W_0 ... W_{k-1}], this rank holds W_block.
-    cols = slice(block * config.d_out // k, (block + 1) * config.d_out // k)
-    y_local = x @ w[:, cols]                                      # (B, d_out/k)
-    y, sent_f, y_dist = _gather_blocks(y_local, k, block)         # forward: all-gather Y
-    dw_local = x.T @ dy[:, cols]                                  # (d_in, d_out/k), stays here
-    dx, sent_b, dx_dist = _sum_partials(dy[:, cols] @ w[:, cols].T)  # backward: all-reduce dX
-    out["y"].append(y); out["dx"].append(dx); out["dw"].append(dw_local); out["block"].append(block)
-    out["local_y"].append(y_local.numel()); out["bytes"].append((sent_f, sent_b))
-    out["same"].append((bool(torch.equal(y, y_dist)), bool(torch.equal(dx, dx_dist))))
-    launcher.report_progress(0)
-
-    # Row split: W stacked from row blocks, X cut into the matching column blocks.
-    rows = slice(block * config.d_in // k, (block + 1) * config.d_in // k)
-    partial = x[:, rows] @ w[rows]                                # (B, d_out): one of k terms of Y
-    y, sent_f, y_dist = _sum_partials(partial)                    # forward: all-reduce Y
-    dw_local = x[:, rows].T @ dy                                  # (d_in/k, d_out), stays here
-    dx, sent_b, dx_dist = _gather_blocks(dy @ w[rows].T, k, block)  # backward: all-gather dX
-    out["y"].append(y); out["dx"].append(dx); out["dw"].append(dw_local); out["block"].append(block)
-    out["local_y"].append(partial.numel()); out["bytes"].append((sent_f, sent_b))
-    out["same"].append((bool(torch.equal(y, y_dist)), bool(torch.equal(dx, dx_dist))))
-    launcher.report_progress(1)
-
-    for name in ("y", "dx", "dw"):
-        out[name] = [t.numpy() for t in out[name]]
-    return out
-
-
-def unsplit(config: TensorConfig) -> dict:
-    """The whole layer in this process, gradients by autograd: Y = X W, dX, dW for the upstream gradient dY."""
-    x, w, dy = layer_inputs(config)
-    x.requires_grad_(True)
-    w.requires_grad_(True)
-    y = x @ w
-    y.backward(dy)
-    return {"x": x.detach().numpy(), "w": w.detach().numpy(), "dy": dy.numpy(), "y": y.detach().numpy(),
-            "dx": x.grad.numpy(), "dw": w.grad.numpy()}
-
-
 def assemble(config: TensorConfig, results: list[dict], backend: str) -> TensorSplit:
     k = config.k
-    arrays = unsplit(config)
+    arrays = dict(results[0]["unsplit"])  # the whole layer, computed by rank 0 with autograd
     dw_split = np.zeros((2, config.d_in, config.d_out), np.float32)
     for r in results:
         c = r["block"][0]

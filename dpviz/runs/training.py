@@ -14,27 +14,25 @@ Across machines with torchrun (rank 0 writes the record)::
 Each rank holds an identical copy of the model, takes its own random slice of
 each global batch, computes its local mean gradient, all-reduces it, and steps
 its own optimizer. The gradient of the whole global batch is computed again,
-independently, in the launching process, so the claim of Step 3 can be checked.
+independently, in rank 0 on a fresh model, so the claim of Step 3 can be checked.
+
+This module is the torch-free front: the config, checked in the caller's process, and the record
+assembled with numpy. The ranks run :mod:`dpviz.runs.ranks.training`, which imports torch.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import sys
-import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
-import torch
-import torch.distributed as dist
 
 from dpviz.runs import launch as launcher
-from dpviz.runs import optim
 from dpviz.checks import check_choice, check_int, check_real
-from dpviz.data import line_data, line_kind, teacher_data
-from dpviz.runs.models import MODELS, build_model, flat_grad, set_flat_grad
+from dpviz.data import line_data, teacher_data
+from dpviz.runs.model_sizes import FULL_PARAMS_LIMIT, MODELS, count_params
 from dpviz.runs.where import where_it_ran
 from dpviz.records.run import KIND as RUN_KIND, Run
 from dpviz.records.schema import MAX_ARRAY_BYTES
@@ -42,8 +40,24 @@ from dpviz.records.schema import MAX_ARRAY_BYTES
 OPTIMIZERS = ("sgd", "momentum", "adam")
 MEANS = ("plain", "weighted")
 SAMPLINGS = ("random", "biased", "by_kind")
-FULL_PARAMS_LIMIT = 20_000  # parameters; above this only digests of each replica are kept
 MAX_WIDTH, MAX_DEPTH = 65_536, 64  # the largest MLP a config accepts: hidden units per layer, hidden layers
+
+
+def train_worker(rank: int, world_size: int, config: TrainConfig) -> dict:
+    """Runs in each rank: :func:`dpviz.runs.ranks.training.train_worker`, imported there (with torch), not here."""
+    from dpviz.runs.ranks.training import train_worker
+
+    return train_worker(rank, world_size, config)
+
+
+def __getattr__(name: str):
+    """The rank side's names under their old import path (``from dpviz.runs.training import ...``), imported on use."""
+    if name in ("load_data", "batch_indices", "make_model", "make_optimizer", "mse", "digest",
+                "per_example_grads", "model_at", "big_batch"):
+        from dpviz.runs.ranks import training as rank_side
+
+        return getattr(rank_side, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -115,10 +129,7 @@ class TrainConfig:
 
     def n_params(self) -> int:
         """P, the parameters of the model this config builds (dpviz.runs.models), counted without building it."""
-        if self.model == "line":
-            return 2
-        hidden = self.d_in * self.width + self.width + (self.depth - 1) * (self.width * self.width + self.width)
-        return hidden + self.width + 1
+        return count_params(self.model, d_in=self.d_in, width=self.width, depth=self.depth)
 
     def record_bytes(self) -> int:
         """About how many bytes the run's record holds (what every rank also keeps until the end), before it starts."""
@@ -145,187 +156,8 @@ def split_batch(global_batch: int, k: int) -> int:
     return global_batch // k
 
 
-def load_data(config: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    """The run's data set as float32 tensors x (N, d_in), y (N, 1)."""
-    if config.model == "line":
-        x, y = line_data(config.dataset_size, seed=config.seed)
-    else:
-        x, y = teacher_data(config.dataset_size, config.d_in, seed=config.seed)
-    return torch.from_numpy(x), torch.from_numpy(y)
-
-
-def batch_indices(config: TrainConfig, step: int) -> torch.Tensor:
-    """Rows of the data set in the global batch of ``step``: a seeded random draw, the same in every rank.
-
-    Rank 0's shard comes first, then rank 1's, and so on. With ``sampling="by_kind"`` each shard
-    is drawn from one kind of example only (rank r: kind r % 2), so every shard is biased while
-    their union, half of each kind for k = 2, is a fair batch.
-    """
-    gen = torch.Generator().manual_seed(config.seed * 100_003 + step)
-    order = torch.randperm(config.dataset_size, generator=gen)
-    if config.sampling == "by_kind":
-        x, _ = line_data(config.dataset_size, seed=config.seed)
-        kinds = torch.from_numpy(line_kind(x))[order]
-        pools = {kind: order[kinds == kind] for kind in (0, 1)}  # each kind's rows, in the random order
-        taken, shards = {0: 0, 1: 0}, []
-        for rank, size in enumerate(config.sizes):
-            kind = rank % 2
-            if taken[kind] + size > len(pools[kind]):
-                raise ValueError(f"shards of kind {kind} need {taken[kind] + size} examples of that kind; the data set has {len(pools[kind])}.")
-            shards.append(pools[kind][taken[kind]:taken[kind] + size])
-            taken[kind] += size
-        return torch.cat(shards)
-    if config.sampling == "biased":
-        x, _ = line_data(config.dataset_size, seed=config.seed)
-        order = order[torch.from_numpy(line_kind(x))[order] == 1]
-        if len(order) < sum(config.sizes):
-            raise ValueError(f"a biased batch of {sum(config.sizes)} examples needs that many of one kind; the data set has {len(order)}.")
-    return order[: sum(config.sizes)]
-
-
-def make_model(config: TrainConfig) -> torch.nn.Module:
-    return build_model(config.model, d_in=config.d_in, width=config.width, depth=config.depth, seed=config.seed)
-
-
-def make_optimizer(config: TrainConfig, params):
-    """The run's optimizer, from :mod:`dpviz.runs.optim` (torch.optim's arithmetic, without its start-up cost)."""
-    if config.optimizer == "sgd":
-        return optim.SGD(params, lr=config.lr)
-    if config.optimizer == "momentum":
-        return optim.SGD(params, lr=config.lr, momentum=0.9)
-    return optim.Adam(params, lr=config.lr)
-
-
-def mse(pred, target):
-    return torch.mean((pred - target) ** 2)
-
-
-def digest(tensors) -> bytes:
-    """A fingerprint of the exact bits of some tensors, taken in order: SHA-1 as hex (the fastest stdlib hash here).
-
-    Fed parameter by parameter, it equals the digest of their flattened concatenation, without making one.
-    """
-    h = hashlib.sha1()
-    for t in tensors:
-        h.update(memoryview(t.detach().cpu().contiguous().numpy()).cast("B"))
-    return h.hexdigest().encode()
-
-
-def per_example_grads(model, x, y) -> torch.Tensor:
-    """One gradient per example, (n, P): the grey arrows of Step 2.
-
-    One forward pass, then one autograd call per example's loss. (torch.func.vmap
-    would do it in one call, but its first use costs each rank seconds of imports.)
-    """
-    params = list(model.parameters())
-    losses = (model(x) - y).pow(2).reshape(-1)  # each example's squared error: its own loss
-    rows = []
-    for i in range(len(losses)):
-        grads = torch.autograd.grad(losses[i], params, retain_graph=i + 1 < len(losses))
-        rows.append(torch.cat([g.reshape(-1) for g in grads]))
-    return torch.stack(rows)
-
-
-def train_worker(rank: int, world_size: int, config: TrainConfig) -> dict:
-    """What one rank does: take its shard, compute its gradient, all-reduce, step, record. Returns numpy arrays."""
-    device = torch.device(f"cuda:{torch.cuda.current_device()}") if dist.get_backend() == "nccl" else torch.device("cpu")
-    x_all, y_all = load_data(config)
-    model = make_model(config).to(device)
-    optimizer = make_optimizer(config, model.parameters())
-    sizes = config.sizes
-    start = sum(sizes[:rank])
-    total = sum(sizes)
-    n_params = sum(p.numel() for p in model.parameters())
-    keep_full = n_params <= FULL_PARAMS_LIMIT or rank == 0  # rank 0's history feeds the big-batch check
-
-    # Allocated and written once before the loop: the first write to a fresh page is a page fault
-    # (about 0.5 ms per 280 kB gradient here), which would otherwise land inside every recorded step.
-    # So recording a step costs a copy per array and one hash: the loop stays a plain loop.
-    local_grads = np.zeros((config.steps, n_params), np.float32)
-    reduced_grads = np.zeros((config.steps, n_params), np.float32)
-    params = np.zeros((config.steps + 1, n_params), np.float32) if keep_full else None
-    for buffer in (local_grads, reduced_grads, params):
-        if buffer is not None:
-            buffer.fill(0)
-    losses, t_compute, t_comm = np.empty(config.steps, np.float32), np.empty(config.steps), np.empty(config.steps)
-    digests, example_grads = [], []
-
-    def snapshot(i):
-        digests.append(digest(model.parameters()))
-        if keep_full:
-            torch.cat([p.detach().reshape(-1) for p in model.parameters()], out=torch.from_numpy(params[i]))
-
-    loop_start = time.perf_counter()
-    for step in range(config.steps):
-        snapshot(step)
-        rows = batch_indices(config, step)[start:start + sizes[rank]]
-        x, y = x_all[rows].to(device), y_all[rows].to(device)
-
-        t0 = time.perf_counter()
-        model.zero_grad(set_to_none=False)
-        loss = mse(model(x), y)
-        loss.backward()
-        g = flat_grad(model)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t1 = time.perf_counter()
-
-        local_grads[step] = g.cpu().numpy()
-        if config.all_reduce:
-            if config.mean == "weighted":
-                g = g * sizes[rank]  # Σ b_i g_i is the sum of every example's gradient
-            dist.all_reduce(g)
-            g /= total if config.mean == "weighted" else world_size
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t2 = time.perf_counter()
-
-        set_flat_grad(model, g)
-        optimizer.step()
-        reduced_grads[step] = g.cpu().numpy()
-        losses[step] = loss.item()
-        t_compute[step], t_comm[step] = t1 - t0, t2 - t1
-        if config.model == "line":
-            example_grads.append(per_example_grads(model_at(params[step], config), x.cpu(), y.cpu()).numpy())
-        launcher.report_progress(step)
-    snapshot(config.steps)
-    loop_seconds = time.perf_counter() - loop_start
-
-    out = {
-        "local_grad": local_grads,
-        "reduced_grad": reduced_grads,
-        "loss": losses,
-        "t_compute": t_compute,
-        "t_comm": t_comm,
-        "param_digest": np.array(digests, dtype="S40"),
-        "loop_seconds": loop_seconds,
-        "threads": torch.get_num_threads(),
-        "device": str(device) if device.type == "cpu" else torch.cuda.get_device_name(device),
-    }
-    if keep_full:
-        out["params"] = params
-    if example_grads:
-        out["example_grad"] = np.stack(example_grads)
-    return out
-
-
-def model_at(flat: np.ndarray, config: TrainConfig) -> torch.nn.Module:
-    """A fresh copy of the model holding the parameter vector ``flat``."""
-    model = make_model(config)
-    torch.nn.utils.vector_to_parameters(torch.from_numpy(np.asarray(flat, dtype=np.float32)), model.parameters())
-    return model
-
-
-def big_batch(config: TrainConfig, flat: np.ndarray, x: torch.Tensor, y: torch.Tensor) -> tuple[np.ndarray, float]:
-    """Gradient and loss of a whole global batch (x, y) at parameters ``flat``, in this process."""
-    model = model_at(flat, config)
-    loss = mse(model(x), y)
-    loss.backward()
-    return flat_grad(model).numpy().copy(), loss.item()
-
-
 def assemble(config: TrainConfig, results: list[dict], backend: str) -> Run:
-    """Stack the ranks' results into one :class:`Run`, adding the independent big-batch gradient."""
+    """Stack the ranks' results into one :class:`Run`, with rank 0's independent big-batch gradient."""
     k = config.k
     arrays = {
         name: np.stack([r[name] for r in results], axis=1)
@@ -333,18 +165,14 @@ def assemble(config: TrainConfig, results: list[dict], backend: str) -> Run:
     }
     if all("params" in r for r in results):
         arrays["params"] = np.stack([r["params"] for r in results], axis=1)
-    x_all, y_all = load_data(config)
-    batches = [batch_indices(config, step) for step in range(config.steps)]
-    big = [big_batch(config, results[0]["params"][step], x_all[rows], y_all[rows]) for step, rows in enumerate(batches)]
-    arrays["big_grad"] = np.stack([g for g, _ in big])
-    arrays["big_loss"] = np.array([loss for _, loss in big], dtype=np.float32)
+    for name in ("big_grad", "big_loss", "batch_index"):
+        arrays[name] = results[0][name]
     arrays["loop_seconds"] = np.array([r["loop_seconds"] for r in results])
     arrays["shard_sizes"] = np.array(config.sizes)
-    arrays["batch_index"] = np.stack([rows.numpy() for rows in batches])
     arrays["example_rank"] = np.repeat(np.arange(k), config.sizes)
     if "example_grad" in results[0]:
         arrays["example_grad"] = np.concatenate([r["example_grad"] for r in results], axis=1)
-    arrays["x"], arrays["y"] = x_all.numpy(), y_all.numpy()
+    arrays["x"], arrays["y"] = data_arrays(config)
 
     meta = {f.name: getattr(config, f.name) for f in RUN_KIND.meta if hasattr(config, f.name)}
     meta.update(
@@ -353,6 +181,13 @@ def assemble(config: TrainConfig, results: list[dict], backend: str) -> Run:
         **where_it_ran(RUN_KIND, backend=backend, device=results[0]["device"], threads_per_rank=results[0]["threads"]),
     )
     return Run(meta, arrays)
+
+
+def data_arrays(config: TrainConfig) -> tuple[np.ndarray, np.ndarray]:
+    """The run's data set as float32 arrays x (N, d_in), y (N, 1): what every rank trains on."""
+    if config.model == "line":
+        return line_data(config.dataset_size, seed=config.seed)
+    return teacher_data(config.dataset_size, config.d_in, seed=config.seed)
 
 
 def record_run(config: TrainConfig | None = None, *, progress: bool = False, **overrides) -> Run:
@@ -375,6 +210,58 @@ def record_run(config: TrainConfig | None = None, *, progress: bool = False, **o
     return assemble(config, results, backend)
 
 
+def _reach_rank0_machine(backend: str, rank: int) -> None:
+    """Under torchrun, before joining: fail fast if rank 0's machine is out of reach; point gloo at the way there.
+
+    torchrun tells every rank where rank 0's machine is in MASTER_ADDR: the ``--local-addr`` given to that
+    machine's agent, or else its host name, which often resolves to a loopback address (127.0.1.1 on Debian
+    and Ubuntu). From another machine that address is its own loopback, and the ranks there would retry in
+    silence for the whole 30-minute timeout. Gloo, left to itself, offers the other ranks the address its
+    own host name resolves to, with the same trap; so unless GLOO_SOCKET_IFNAME is set, it is set here to
+    the interface this rank reaches rank 0's machine through.
+    """
+    import socket
+
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True":
+        return  # rank 0 opens the store inside init_process_group: nothing to reach yet
+    host, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    try:
+        with socket.create_connection((host, port), timeout=10) as probe:
+            here = probe.getsockname()[0]
+    except OSError as e:
+        try:
+            resolved = f", which resolves here to {socket.gethostbyname(host)}"
+        except OSError:
+            resolved = ", which does not resolve here"
+        sys.exit(f"python -m dpviz.runs.training: rank {rank} cannot reach rank 0's machine at MASTER_ADDR={host}"
+                 f"{resolved} (port {port}: {e.strerror or e}). torchrun takes MASTER_ADDR from the --local-addr "
+                 "of rank 0's agent, or else from that machine's host name: start torchrun on every machine with "
+                 "--local-addr set to an address the other machines reach it by.")
+    if backend == "gloo" and not os.environ.get("GLOO_SOCKET_IFNAME"):
+        name = _interface_with(here)
+        if name is not None:
+            os.environ["GLOO_SOCKET_IFNAME"] = name
+
+
+def _interface_with(address: str) -> str | None:
+    """The name of the network interface holding IPv4 ``address`` (Linux), or None."""
+    import fcntl
+    import socket
+    import struct
+
+    if not sys.platform.startswith("linux"):
+        return None
+    for _, name in socket.if_nameindex():
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            try:
+                found = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))  # SIOCGIFADDR
+            except OSError:
+                continue  # no IPv4 address on this interface
+        if socket.inet_ntoa(found[20:24]) == address:
+            return name
+    return None
+
+
 def main(argv=None) -> None:
     """Entry point under torchrun: every rank trains; rank 0 gathers and writes the record."""
     parser = argparse.ArgumentParser(prog="python -m dpviz.runs.training", description="Record a data-parallel run under torchrun.")
@@ -388,12 +275,28 @@ def main(argv=None) -> None:
     out = args.pop("out")
     args["all_reduce"] = not args.pop("no_all_reduce")
 
+    missing = [name for name in ("RANK", "WORLD_SIZE") if name not in os.environ]
+    if missing:  # run directly, not under torchrun
+        parser.exit(2, f"{parser.prog}: {' and '.join(missing)} (set by torchrun for each rank) "
+                       f"{'is' if len(missing) == 1 else 'are'} missing: run it under torchrun, e.g. "
+                       "`torchrun --nproc-per-node 2 -m dpviz.runs.training --steps 5 --out runs/mine`, "
+                       "or call dpviz.runs.training.record_run from Python.\n")
+    import torch  # main() is a rank under torchrun: torch belongs here, not in the front's imports
+    import torch.distributed as dist
+
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     backend = "nccl" if torch.cuda.is_available() and torch.cuda.device_count() > local_rank else "gloo"
     if backend == "nccl":
         torch.cuda.set_device(local_rank)
-    dist.init_process_group(backend)
+    from dpviz.runs.rank import _die_with_parent
+    _die_with_parent(os.getppid())  # the parent is torchrun's agent: if it is killed, its ranks must not train on
+    _reach_rank0_machine(backend, rank)
+    from datetime import timedelta
+    # A rank that never arrives, or a machine that vanishes mid-run, is reported after 2 minutes, not torch's 30.
+    dist.init_process_group(backend, timeout=timedelta(seconds=120))
+    if rank == 0:
+        print(f"{world_size} ranks joined the process group ({backend}); training", file=sys.stderr, flush=True)
     try:
         config = TrainConfig(k=world_size, backend=backend, **args)
         result = train_worker(rank, world_size, config)

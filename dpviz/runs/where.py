@@ -9,12 +9,11 @@ in every kind, so a run module never types a host name, a date format or a core 
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import platform
 import socket
 import time
-
-import torch
 
 from dpviz.records.schema import RAN_ON, Kind
 from dpviz.runs.launch import cpu_count
@@ -33,7 +32,8 @@ def where_it_ran(kind, *, backend=None, device=None, threads_per_rank=None) -> d
     """The where-it-ran metadata that ``kind`` (a :class:`~dpviz.records.schema.Kind` or a record class) declares.
 
     ``backend``, ``device`` and ``threads_per_rank`` are what only the run knows: pass each one the kind
-    declares, and no other. The rest are read here: torch's version, the host name, the operating system,
+    declares, and no other. The rest are read here: torch's version (from its installed metadata,
+    so this process need not import torch), the host name, the operating system,
     the cores this process may use (:func:`dpviz.runs.launch.cpu_count`) and the date. The host name is
     :func:`host_name`'s: set ``DPVIZ_HOST_NAME=anonymous`` to keep this machine's name out of every record.
     """
@@ -45,6 +45,6 @@ def where_it_ran(kind, *, backend=None, device=None, threads_per_rank=None) -> d
             raise TypeError(f"a {kind.name!r} record declares {name!r}: pass {name}= to where_it_ran.")
         if value is not None and name not in declared:
             raise TypeError(f"a {kind.name!r} record does not declare {name!r}: pass {name}= only for kinds that do.")
-    known.update(torch_version=torch.__version__, host=host_name(), platform=platform.platform(),
+    known.update(torch_version=importlib.metadata.version("torch"), host=host_name(), platform=platform.platform(),
                  cores=cpu_count(), date=time.strftime(DATE_FORMAT))
     return {name: known[name] for name in declared}

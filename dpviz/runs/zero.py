@@ -25,19 +25,30 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 import numpy as np
-import torch
-import torch.distributed as dist
 
 from dpviz.checks import check_int, check_real
 from dpviz.records.zero import ZeroRun
 from dpviz.runs import launch as launcher
-from dpviz.runs import optim
-from dpviz.runs.collectives import owned_chunk, ring_all_gather, ring_reduce_scatter
-from dpviz.runs.models import flat_grad, set_flat_grad
-from dpviz.runs.training import TrainConfig, batch_indices, load_data, make_model, mse
+from dpviz.runs.training import TrainConfig
 from dpviz.runs.where import where_it_ran
 
 ELEMENT_BYTES = 4  # float32
+
+
+def zero_worker(rank: int, world_size: int, config: ZeroConfig) -> dict:
+    """Runs in each rank: :func:`dpviz.runs.ranks.zero.zero_worker`, imported there (with torch), not here."""
+    from dpviz.runs.ranks.zero import zero_worker
+
+    return zero_worker(rank, world_size, config)
+
+
+def __getattr__(name: str):
+    """The rank side's names under their old import path (``from dpviz.runs.zero import ...``), imported on use."""
+    if name in ("share_one_buffer",):
+        from dpviz.runs.ranks import zero as rank_side
+
+        return getattr(rank_side, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -64,78 +75,6 @@ class ZeroConfig:
         """The same run as a :class:`TrainConfig`, for its data, model and batch draws."""
         return TrainConfig(k=self.k, b=self.b, steps=self.steps, model="mlp", width=self.width, depth=self.depth,
                            d_in=self.d_in, optimizer="adam", lr=self.lr, seed=self.seed, dataset_size=self.dataset_size)
-
-
-def _bytes(tensors) -> int:
-    return int(sum(t.numel() * t.element_size() for t in tensors))
-
-
-def share_one_buffer(model: torch.nn.Module) -> torch.Tensor:
-    """Move every parameter of ``model`` into one flat buffer (each becomes a view of it); return the buffer.
-
-    Then a shard of the flat parameters is a view too: stepping it steps the model, with no copy.
-    """
-    flat = torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
-    offset = 0
-    for p in model.parameters():
-        p.data = flat[offset:offset + p.numel()].view_as(p)
-        offset += p.numel()
-    return flat
-
-
-def zero_worker(rank: int, world_size: int, config: ZeroConfig) -> dict:
-    """One rank: train plain data parallelism, then ZeRO-1, from the same start on the same batches."""
-    k, train = world_size, config.train_config()
-    x_all, y_all = load_data(train)
-    start = rank * config.b
-    batches = [batch_indices(train, step)[start:start + config.b] for step in range(config.steps)]
-    out = {}
-
-    # Plain data parallelism: the whole Adam on every rank.
-    model = make_model(train)
-    adam = optim.Adam(model.parameters(), lr=config.lr)
-    params, losses = [torch.nn.utils.parameters_to_vector(model.parameters()).detach().numpy().copy()], []
-    for step, rows in enumerate(batches):
-        model.zero_grad(set_to_none=False)
-        loss = mse(model(x_all[rows]), y_all[rows])
-        loss.backward()
-        g = flat_grad(model)
-        dist.all_reduce(g)
-        g /= k
-        set_flat_grad(model, g)
-        adam.step()
-        params.append(torch.nn.utils.parameters_to_vector(model.parameters()).detach().numpy().copy())
-        losses.append(loss.item())
-        launcher.report_progress(step)
-    out["dp"] = {"params": np.stack(params), "loss": np.array(losses, np.float32),
-                 "memory": [_bytes(model.parameters()), _bytes(p.grad for p in model.parameters()), _bytes(adam.m + adam.v)]}
-
-    # ZeRO-1: the same start; each rank keeps Adam's state for its own chunk of the flat parameters only.
-    model = make_model(train)
-    flat = share_one_buffer(model)
-    chunk = owned_chunk(rank, k) if k > 1 else 0
-    bounds = np.cumsum([0] + [len(c) for c in torch.tensor_split(flat, k)])
-    lo, hi = int(bounds[chunk]), int(bounds[chunk + 1])
-    shard = flat[lo:hi]  # a view: this rank's slice of θ, the only part it steps
-    adam = optim.Adam([shard], lr=config.lr)  # so m and v are the shard's size
-    params, losses, rs_bytes, ag_bytes = [flat.numpy().copy()], [], [], []
-    for step, rows in enumerate(batches):
-        model.zero_grad(set_to_none=False)
-        loss = mse(model(x_all[rows]), y_all[rows])
-        loss.backward()
-        g = flat_grad(model)
-        rs_bytes.append(ring_reduce_scatter(g))   # now g[lo:hi] is the sum over ranks; the rest are partial sums
-        shard.grad = g[lo:hi] / k
-        adam.step()                               # writes into flat[lo:hi]: the model's own parameters
-        ag_bytes.append(ring_all_gather(flat))    # every rank's updated chunk to every rank, in place
-        params.append(flat.numpy().copy())
-        losses.append(loss.item())
-        launcher.report_progress(config.steps + step)
-    out["zero"] = {"params": np.stack(params), "loss": np.array(losses, np.float32),
-                   "memory": [_bytes(model.parameters()), _bytes(p.grad for p in model.parameters()), _bytes(adam.m + adam.v)],
-                   "rs_bytes": rs_bytes, "ag_bytes": ag_bytes, "shard": (lo, hi - lo)}
-    out["threads"] = torch.get_num_threads()
-    return out
 
 
 def assemble(config: ZeroConfig, results: list[dict], backend: str) -> ZeroRun:

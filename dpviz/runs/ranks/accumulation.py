@@ -1,0 +1,213 @@
+"""The rank side of :mod:`dpviz.runs.accumulation`: every configuration's micro-batches, syncs and steps, in torch.
+
+After each configuration, rank 0 also computes the gradient of each update's examples in one backward
+pass on a fresh model (:func:`big_batch_grad`), the reference the accumulated gradients are checked against.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from dpviz.data import teacher_data
+from dpviz.runs import launch as launcher
+from dpviz.runs import optim
+from dpviz.runs.models import build_model, flat_grad, set_flat_grad
+
+
+def batch_rows(config: AccumConfig, step: int) -> torch.Tensor:
+    """Data set rows of the update at ``step``: a seeded draw that depends on the seed and the step only.
+
+    So every configuration with the same seed and global batch takes the same examples: rank r's
+    micro-batch j is the (r·m + j)-th stretch of ``micro_batch`` rows.
+    """
+    gen = torch.Generator().manual_seed(config.seed * 100_003 + step)
+    return torch.randperm(config.dataset_size, generator=gen)[: config.global_batch]
+
+
+
+def make_model(config: AccumConfig) -> torch.nn.Module:
+    return build_model("mlp", d_in=config.d_in, width=config.width, depth=config.depth, seed=config.seed)
+
+
+
+def mse(pred, target):
+    return torch.mean((pred - target) ** 2)
+
+
+
+def digest(model) -> bytes:
+    """SHA-1 (hex) of the parameters' exact bytes, in order."""
+    h = hashlib.sha1()
+    for p in model.parameters():
+        h.update(memoryview(p.detach().contiguous().numpy()).cast("B"))
+    return h.hexdigest().encode()
+
+
+
+def saved_activation_bytes(model, x, y) -> int:
+    """Bytes that one forward pass of (x, y) saves for its backward pass: each storage once, parameters left out.
+
+    Counted with ``saved_tensors_hooks`` while the graph is built; the backward pass then runs (and
+    frees them) so the model is left as it was, apart from ``.grad``, which the caller zeroes.
+    """
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in params:
+            seen[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        loss = mse(model(x), y)
+    loss.backward()
+    return int(sum(seen.values()))
+
+
+
+def _run_one(rank: int, config: AccumConfig, x_all, y_all, step_offset: int) -> dict:
+    """One configuration in one rank: config.steps timed updates. Returns numpy arrays and plain values."""
+    k, m, mb = config.k, config.m, config.micro_batch
+    talk = k > 1
+    model = make_model(config)
+    params = list(model.parameters())
+    opt = optim.SGD(params, lr=config.lr)
+    n_params = sum(p.numel() for p in params)
+    grad_bytes = n_params * 4
+
+    # Untimed: count what a micro-batch's forward pass keeps for backward; it also warms up the kernels
+    # (and the all-reduce's connections), so the first timed step pays less for first calls.
+    rows = batch_rows(config, 0)[rank * config.b: rank * config.b + mb]
+    activation_bytes = saved_activation_bytes(model, x_all[rows], y_all[rows])
+    model.zero_grad(set_to_none=False)
+    if talk:
+        warm = torch.zeros(n_params)
+        dist.all_reduce(warm)
+
+    steps = config.steps
+    t_micro, t_comm = np.zeros((steps, m)), np.zeros((steps, m))
+    t_step, losses = np.zeros(steps), np.zeros(steps, np.float32)
+    calls, sent = np.zeros(steps, np.int64), np.zeros(steps, np.int64)
+    grads = np.zeros((steps, n_params), np.float32)  # the update's gradient, for the big-batch check
+    history = np.zeros((steps + 1, n_params), np.float32) if rank == 0 else None  # for the big-batch gradient
+    digests = []
+
+    for step in range(steps):
+        digests.append(digest(model))
+        if history is not None:
+            history[step] = torch.nn.utils.parameters_to_vector(params).detach().numpy()
+        mine = batch_rows(config, step)[rank * config.b: (rank + 1) * config.b]
+        micro = [(x_all[mine[j * mb:(j + 1) * mb]], y_all[mine[j * mb:(j + 1) * mb]]) for j in range(m)]
+        total = torch.zeros(n_params) if config.sync == "every" else None
+        if talk:
+            dist.barrier()  # the ranks start each update together, so their timelines line up
+        start = time.perf_counter()
+        model.zero_grad(set_to_none=False)
+        loss_sum = 0.0
+        for j, (x, y) in enumerate(micro):
+            t0 = time.perf_counter()
+            loss = mse(model(x), y)
+            loss.backward()  # adds this micro-batch's gradient to .grad
+            if config.sync == "every":
+                g = flat_grad(model)
+                model.zero_grad(set_to_none=False)
+            t1 = time.perf_counter()
+            t_micro[step, j] = t1 - t0
+            if config.sync == "every":
+                if talk:
+                    dist.all_reduce(g)
+                    calls[step] += 1
+                    sent[step] += grad_bytes
+                    t_comm[step, j] = time.perf_counter() - t1
+                total += g
+            loss_sum += loss.item()
+        if config.sync == "accumulate":
+            total = flat_grad(model)
+            if talk:
+                t1 = time.perf_counter()
+                dist.all_reduce(total)
+                calls[step] += 1
+                sent[step] += grad_bytes
+                t_comm[step, m - 1] += time.perf_counter() - t1
+        g = total / (k * m)
+        set_flat_grad(model, g)
+        opt.step()
+        t_step[step] = time.perf_counter() - start
+        losses[step] = loss_sum / m
+        grads[step] = g.numpy()
+        launcher.report_progress(step_offset + step)
+    digests.append(digest(model))
+    if history is not None:
+        history[steps] = torch.nn.utils.parameters_to_vector(params).detach().numpy()
+
+    out = {
+        "t_micro": t_micro, "t_comm": t_comm, "t_step": t_step, "loss": losses,
+        "allreduce_calls": calls, "allreduce_bytes": sent, "param_digest": np.array(digests, dtype="S40"),
+        "activation_bytes": activation_bytes, "n_params": n_params, "grad": grads, "history": history,
+    }
+    return out
+
+
+
+def accumulation_worker(rank: int, world_size: int, configs: list) -> list:
+    """What one rank does: every configuration in turn (those with k = 1 in rank 0 only). Returns numpy data;
+    rank 0's also holds each configuration's big-batch reference (:func:`big_batch_check`)."""
+    if dist.get_backend() == "nccl":
+        raise ValueError("backend must be gloo: these runs time CPU processes.")
+    threads = torch.get_num_threads()
+    results, offset, done = [], 0, -1
+    data = {}
+    for config in configs:
+        _barrier(done)  # nobody starts a configuration before everyone has finished the last one
+        if config.k == 1 and rank > 0:
+            results.append(None)
+            done = offset + config.steps - 1  # where rank 0 is heading while this rank waits
+        else:
+            key = (config.dataset_size, config.d_in, config.seed)
+            if key not in data:
+                data[key] = tuple(map(torch.from_numpy, teacher_data(config.dataset_size, config.d_in, seed=config.seed)))
+            result = _run_one(rank, config, *data[key], offset)
+            result["threads"] = threads
+            if rank == 0:
+                result["big_grad"], result["batch_index"] = big_batch_check(config, result["history"], *data[key])
+            results.append(result)
+            done = offset + config.steps - 1
+        offset += config.steps
+    return results
+
+
+
+def _barrier(step: int) -> None:
+    """Wait for every rank, telling the launcher meanwhile that this rank is waiting, not stuck.
+
+    While rank 0 runs a one-process configuration the others wait here; a blocking barrier would
+    leave them silent for that long, and the launcher would take the silence for a hang.
+    """
+    work = dist.barrier(async_op=True)
+    while not work.is_completed():
+        launcher.report_progress(step)
+        time.sleep(0.005)
+    work.wait()
+
+
+
+def big_batch_check(config: AccumConfig, history: np.ndarray, x_all: torch.Tensor, y_all: torch.Tensor):
+    """Each update's rows, (steps, global_batch), and the gradient of all its examples at the parameters it
+    started from, (steps, P): in this rank, with the ranks' one thread, so one process gives the very same bits."""
+    rows = [batch_rows(config, step) for step in range(config.steps)]
+    big = np.stack([big_batch_grad(config, history[s], x_all[r], y_all[r]) for s, r in enumerate(rows)])
+    return big, np.stack([r.numpy() for r in rows])
+
+
+def big_batch_grad(config: AccumConfig, flat: np.ndarray, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
+    """The gradient of all the update's examples (x, y) in one backward pass, at parameters ``flat``, in one pass."""
+    model = make_model(config)
+    torch.nn.utils.vector_to_parameters(torch.from_numpy(np.asarray(flat, dtype=np.float32)), model.parameters())
+    mse(model(x), y).backward()
+    return flat_grad(model).numpy().copy()

@@ -1,0 +1,221 @@
+"""The rank side of :mod:`dpviz.runs.training`: the data-parallel step each rank runs, in torch.
+
+Each rank holds an identical copy of the model, takes its own random slice of each global batch,
+computes its local mean gradient, all-reduces it, and steps its own optimizer. Rank 0 then computes
+the gradient of each whole global batch again, from scratch on one fresh model, so the claim of
+Step 3 can be checked against an independent computation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from dpviz.data import line_data, line_kind, teacher_data
+from dpviz.runs import launch as launcher
+from dpviz.runs import optim
+from dpviz.runs.models import build_model, flat_grad, set_flat_grad
+from dpviz.runs.model_sizes import FULL_PARAMS_LIMIT
+
+
+def load_data(config: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """The run's data set as float32 tensors x (N, d_in), y (N, 1)."""
+    if config.model == "line":
+        x, y = line_data(config.dataset_size, seed=config.seed)
+    else:
+        x, y = teacher_data(config.dataset_size, config.d_in, seed=config.seed)
+    return torch.from_numpy(x), torch.from_numpy(y)
+
+
+
+def batch_indices(config: TrainConfig, step: int) -> torch.Tensor:
+    """Rows of the data set in the global batch of ``step``: a seeded random draw, the same in every rank.
+
+    Rank 0's shard comes first, then rank 1's, and so on. With ``sampling="by_kind"`` each shard
+    is drawn from one kind of example only (rank r: kind r % 2), so every shard is biased while
+    their union, half of each kind for k = 2, is a fair batch.
+    """
+    gen = torch.Generator().manual_seed(config.seed * 100_003 + step)
+    order = torch.randperm(config.dataset_size, generator=gen)
+    if config.sampling == "by_kind":
+        x, _ = line_data(config.dataset_size, seed=config.seed)
+        kinds = torch.from_numpy(line_kind(x))[order]
+        pools = {kind: order[kinds == kind] for kind in (0, 1)}  # each kind's rows, in the random order
+        taken, shards = {0: 0, 1: 0}, []
+        for rank, size in enumerate(config.sizes):
+            kind = rank % 2
+            if taken[kind] + size > len(pools[kind]):
+                raise ValueError(f"shards of kind {kind} need {taken[kind] + size} examples of that kind; the data set has {len(pools[kind])}.")
+            shards.append(pools[kind][taken[kind]:taken[kind] + size])
+            taken[kind] += size
+        return torch.cat(shards)
+    if config.sampling == "biased":
+        x, _ = line_data(config.dataset_size, seed=config.seed)
+        order = order[torch.from_numpy(line_kind(x))[order] == 1]
+        if len(order) < sum(config.sizes):
+            raise ValueError(f"a biased batch of {sum(config.sizes)} examples needs that many of one kind; the data set has {len(order)}.")
+    return order[: sum(config.sizes)]
+
+
+
+def make_model(config: TrainConfig) -> torch.nn.Module:
+    return build_model(config.model, d_in=config.d_in, width=config.width, depth=config.depth, seed=config.seed)
+
+
+
+def make_optimizer(config: TrainConfig, params):
+    """The run's optimizer, from :mod:`dpviz.runs.optim` (torch.optim's arithmetic, without its start-up cost)."""
+    if config.optimizer == "sgd":
+        return optim.SGD(params, lr=config.lr)
+    if config.optimizer == "momentum":
+        return optim.SGD(params, lr=config.lr, momentum=0.9)
+    return optim.Adam(params, lr=config.lr)
+
+
+
+def mse(pred, target):
+    return torch.mean((pred - target) ** 2)
+
+
+
+def digest(tensors) -> bytes:
+    """A fingerprint of the exact bits of some tensors, taken in order: SHA-1 as hex (the fastest stdlib hash here).
+
+    Fed parameter by parameter, it equals the digest of their flattened concatenation, without making one.
+    """
+    h = hashlib.sha1()
+    for t in tensors:
+        h.update(memoryview(t.detach().cpu().contiguous().numpy()).cast("B"))
+    return h.hexdigest().encode()
+
+
+
+def per_example_grads(model, x, y) -> torch.Tensor:
+    """One gradient per example, (n, P): the grey arrows of Step 2.
+
+    One forward pass, then one autograd call per example's loss. (torch.func.vmap
+    would do it in one call, but its first use costs each rank seconds of imports.)
+    """
+    params = list(model.parameters())
+    losses = (model(x) - y).pow(2).reshape(-1)  # each example's squared error: its own loss
+    rows = []
+    for i in range(len(losses)):
+        grads = torch.autograd.grad(losses[i], params, retain_graph=i + 1 < len(losses))
+        rows.append(torch.cat([g.reshape(-1) for g in grads]))
+    return torch.stack(rows)
+
+
+
+def train_worker(rank: int, world_size: int, config: TrainConfig) -> dict:
+    """What one rank does: take its shard, compute its gradient, all-reduce, step, record. Returns numpy arrays.
+
+    Rank 0 also returns each step's global batch and its gradient and loss computed afresh in one
+    model (``big_grad``, ``big_loss``, after the timed loop), the independent side of Step 3's check.
+    """
+    device = torch.device(f"cuda:{torch.cuda.current_device()}") if dist.get_backend() == "nccl" else torch.device("cpu")
+    x_all, y_all = load_data(config)
+    model = make_model(config).to(device)
+    optimizer = make_optimizer(config, model.parameters())
+    sizes = config.sizes
+    start = sum(sizes[:rank])
+    total = sum(sizes)
+    n_params = sum(p.numel() for p in model.parameters())
+    keep_full = n_params <= FULL_PARAMS_LIMIT or rank == 0  # rank 0's history feeds the big-batch check
+
+    # Allocated and written once before the loop: the first write to a fresh page is a page fault
+    # (about 0.5 ms per 280 kB gradient here), which would otherwise land inside every recorded step.
+    # So recording a step costs a copy per array and one hash: the loop stays a plain loop.
+    local_grads = np.zeros((config.steps, n_params), np.float32)
+    reduced_grads = np.zeros((config.steps, n_params), np.float32)
+    params = np.zeros((config.steps + 1, n_params), np.float32) if keep_full else None
+    for buffer in (local_grads, reduced_grads, params):
+        if buffer is not None:
+            buffer.fill(0)
+    losses, t_compute, t_comm = np.empty(config.steps, np.float32), np.empty(config.steps), np.empty(config.steps)
+    digests, example_grads = [], []
+
+    def snapshot(i):
+        digests.append(digest(model.parameters()))
+        if keep_full:
+            torch.cat([p.detach().reshape(-1) for p in model.parameters()], out=torch.from_numpy(params[i]))
+
+    batches = []  # each step's global batch: rank 0 checks against it after the loop
+    loop_start = time.perf_counter()
+    for step in range(config.steps):
+        snapshot(step)
+        batches.append(batch_indices(config, step))
+        rows = batches[-1][start:start + sizes[rank]]
+        x, y = x_all[rows].to(device), y_all[rows].to(device)
+
+        t0 = time.perf_counter()
+        model.zero_grad(set_to_none=False)
+        loss = mse(model(x), y)
+        loss.backward()
+        g = flat_grad(model)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t1 = time.perf_counter()
+
+        local_grads[step] = g.cpu().numpy()
+        if config.all_reduce:
+            if config.mean == "weighted":
+                g = g * sizes[rank]  # Σ b_i g_i is the sum of every example's gradient
+            dist.all_reduce(g)
+            g /= total if config.mean == "weighted" else world_size
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t2 = time.perf_counter()
+
+        set_flat_grad(model, g)
+        optimizer.step()
+        reduced_grads[step] = g.cpu().numpy()
+        losses[step] = loss.item()
+        t_compute[step], t_comm[step] = t1 - t0, t2 - t1
+        if config.model == "line":
+            example_grads.append(per_example_grads(model_at(params[step], config), x.cpu(), y.cpu()).numpy())
+        launcher.report_progress(step)
+    snapshot(config.steps)
+    loop_seconds = time.perf_counter() - loop_start
+
+    out = {
+        "local_grad": local_grads,
+        "reduced_grad": reduced_grads,
+        "loss": losses,
+        "t_compute": t_compute,
+        "t_comm": t_comm,
+        "param_digest": np.array(digests, dtype="S40"),
+        "loop_seconds": loop_seconds,
+        "threads": torch.get_num_threads(),
+        "device": str(device) if device.type == "cpu" else torch.cuda.get_device_name(device),
+    }
+    if keep_full:
+        out["params"] = params
+    if example_grads:
+        out["example_grad"] = np.stack(example_grads)
+    if rank == 0:
+        big = [big_batch(config, params[step], x_all[rows], y_all[rows]) for step, rows in enumerate(batches)]
+        out["big_grad"] = np.stack([g for g, _ in big])
+        out["big_loss"] = np.array([loss for _, loss in big], dtype=np.float32)
+        out["batch_index"] = np.stack([rows.numpy() for rows in batches])
+    return out
+
+
+
+def model_at(flat: np.ndarray, config: TrainConfig) -> torch.nn.Module:
+    """A fresh copy of the model holding the parameter vector ``flat``."""
+    model = make_model(config)
+    torch.nn.utils.vector_to_parameters(torch.from_numpy(np.asarray(flat, dtype=np.float32)), model.parameters())
+    return model
+
+
+
+def big_batch(config: TrainConfig, flat: np.ndarray, x: torch.Tensor, y: torch.Tensor) -> tuple[np.ndarray, float]:
+    """Gradient and loss of a whole global batch (x, y) at parameters ``flat``, in this process."""
+    model = model_at(flat, config)
+    loss = mse(model(x), y)
+    loss.backward()
+    return flat_grad(model).numpy().copy(), loss.item()
