@@ -5,11 +5,11 @@ import warnings
 import numpy as np
 import pytest
 
-from dpviz.runs.collectives import compare_with_all_reduce, owned_chunk
+from dpviz.runs.collectives import PIECE, compare_with_all_reduce, owned_chunk
 from dpviz.runs.launch import launch
 
 # 1 and 3 are smaller than some k (empty chunks); 12 splits evenly for every k; 1001 for none but k = 1.
-SIZES = (1, 3, 12, 1001, 400_003)  # the last: chunks of several pieces (collectives.PIECE elements each)
+SIZES = (1, 3, 12, 1001, 400_003)
 F32 = 4  # bytes per element
 
 
@@ -121,3 +121,36 @@ def test_after_reduce_scatter_each_rank_owns_the_full_sum_of_one_chunk(runs):
             part = results[r][("int", n)]["after_reduce_scatter"][bounds[c] : bounds[c + 1]]
             np.testing.assert_array_equal(part, total[bounds[c] : bounds[c + 1]])
 
+
+
+# (k, n, piece): chunks of 2001, 2001 and 2000 elements go as 3, 3 and 2 pieces, so what a rank passes on
+# is cut differently from what it receives next; 400_003 at k = 4 gives pieces that do not divide the
+# chunks; a piece of 10 elements would make 201 pieces of a chunk, more than MAX_PIECES.
+PIECE_CASES = [(3, 3 * 2000 + 2, 1000), (4, 400_003, 30_000), (2, 3 * 2000 + 2, 10)]
+
+
+@pytest.mark.parametrize("k, n, piece", PIECE_CASES, ids=lambda v: str(v))
+def test_piece_size_changes_nothing_but_the_timing(k, n, piece):
+    """The same inputs through the ring cut into small pieces and into PIECE-sized ones: the same bits, bytes
+    and schedule, so records made with either agree."""
+    assert -(-(n // k) // piece) > 1 and piece < PIECE
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*ranks share")
+        small = launch(compare_with_all_reduce, k, args=((n,), 3, piece), backend="gloo", stall_timeout=180)
+        whole = launch(compare_with_all_reduce, k, args=((n,), 3), backend="gloo", stall_timeout=180)
+    for r in range(k):
+        for kind in ("int", "rand"):
+            got, ref = small[r][(kind, n)], whole[r][(kind, n)]
+            np.testing.assert_array_equal(got["input"], ref["input"])
+            np.testing.assert_array_equal(got["ring"], ref["ring"])
+            np.testing.assert_array_equal(got["after_reduce_scatter"], ref["after_reduce_scatter"])
+            assert got["ring_bytes"] == ref["ring_bytes"] and got["ring_schedule"] == ref["ring_schedule"]
+        np.testing.assert_array_equal(small[r][("int", n)]["ring"], small[r][("int", n)]["all_reduce"])
+        np.testing.assert_allclose(small[r][("rand", n)]["ring"], small[r][("rand", n)]["all_reduce"], rtol=1e-5, atol=1e-6)
+
+
+def test_piece_must_be_positive():
+    with pytest.raises(Exception, match="piece must be at least 1"):
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*ranks share")
+            launch(compare_with_all_reduce, 2, args=((12,), 0, 0), backend="gloo", stall_timeout=60)
