@@ -68,11 +68,13 @@ def test_every_published_figure_has_alt_text_from_its_data(figures):
 
 
 def _handle_style(handle) -> tuple:
-    """What tells a legend entry apart besides colour: its kind of mark, line style, marker, hatch."""
+    """What tells a legend entry apart besides colour: its kind of mark, line style, marker (a ring or a dot), hatch."""
     if isinstance(handle, Line2D):
         style = handle.get_linestyle() if handle.get_linewidth() > 0 else "None"
-        return ("line", style, handle.get_marker() if handle.get_marker() not in (None, "", " ") else "None",
-                round(handle.get_linewidth() / 2))
+        marker = handle.get_marker() if handle.get_marker() not in (None, "", " ") else "None"
+        face = handle.get_markerfacecolor()
+        hollow = marker != "None" and (to_rgba(face)[3] == 0 or to_hex(face) == "#ffffff")  # a ring, not a dot
+        return ("line", style, marker, hollow, round(handle.get_linewidth() / 2))
     if isinstance(handle, Patch):
         return ("patch", handle.get_hatch() or "", handle.get_fill())
     if isinstance(handle, Collection):
@@ -119,31 +121,9 @@ def _labelled_directly(host, label: str) -> bool:
     return bool(head) and any(head in t.get_text().lower() for t in texts)
 
 
-# Published figures whose legends still tell some entries apart by colour alone (or by colours too close for
-# colour-blind readers): the debt, named. A figure leaves the list when it is fixed, and the tests fail until
-# it does; no figure may join it.
-STILL_COLOUR_ONLY = {"accumulation_sync", "accumulation_timelines", "allreduce_time_vs_size", "lr_linear_rule",
-                     "pipeline_gantt", "s01_sync_timelines", "s02_speedup", "step1_loss", "step4_devices",
-                     "tensor_parallel_split", "waiting_overlap", "waiting_stale_arrows", "waiting_straggler",
-                     "waiting_sync_vs_async", "zero_memory"}
-
-
-def _hold_to_the_list(problems: list[str], kind: str) -> None:
-    """Fail on a problem in a figure not on STILL_COLOUR_ONLY; name listed figures that no longer have one."""
-    new = [p for p in problems if p.split(":", 1)[0] not in STILL_COLOUR_ONLY]
-    assert not new, f"{kind}:\n" + "\n".join(new)
-    return {p.split(":", 1)[0] for p in problems}
-
-
-def test_no_figure_left_the_colour_debt_list_without_leaving_it(figures):
-    """A figure on STILL_COLOUR_ONLY that both colour tests now pass must come off the list."""
-    problems = _colour_only(figures) + _too_close(figures)
-    fixed = STILL_COLOUR_ONLY - {p.split(":", 1)[0] for p in problems}
-    assert not fixed, f"these figures pass now; take them off STILL_COLOUR_ONLY: {sorted(fixed)}"
-
-
 def test_legend_entries_differ_in_more_than_colour(figures):
-    _hold_to_the_list(_colour_only(figures), "legend entries told apart by colour alone")
+    problems = _colour_only(figures)
+    assert not problems, "legend entries told apart by colour alone:\n" + "\n".join(problems)
 
 
 def _colour_only(figures) -> list[str]:
@@ -164,7 +144,8 @@ def _colour_only(figures) -> list[str]:
 
 
 def test_colours_in_one_axes_stay_apart_under_colour_blindness(figures):
-    _hold_to_the_list(_too_close(figures), f"colours closer than ΔE2000 {MIN_DELTA_E}")
+    problems = _too_close(figures)
+    assert not problems, f"colours closer than ΔE2000 {MIN_DELTA_E}:\n" + "\n".join(problems)
 
 
 def _too_close(figures) -> list[str]:

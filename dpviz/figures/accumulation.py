@@ -42,7 +42,7 @@ def figure_accumulation_timelines(records: dict) -> Figure:
     xmax = max(row.t_update for rows in rows_by_panel for row in rows) * 1.5
     for ax, runs, rows in zip(axes, panels, rows_by_panel):
         plot_update_rows(rows, ax=ax, title=claims.timeline_title(*runs), xmax=xmax, legend=ax is axes[-1], fontsize=10)
-    legend_below(axes[-1], gap=0.45, ncol=2, fontsize=9)
+    legend_below(axes[-1], gap=0.45, ncol=2, fontsize=9, handlelength=2.4, handleheight=1.2)
     fig.suptitle(claims.timelines_title(panels), fontsize=12, x=0.03, y=0.99, ha="left", va="top")
     return caption(wrap_titles(fig), _caption_words(_timeline_runs(panels)))
 
@@ -66,7 +66,7 @@ def figure_accumulation_sync(records: dict) -> Figure:
     plot_update_rows(rows, ax=left, fontsize=10,
                      title=f"k = {every[m].k} ranks, m = {m} micro-batches of {every[m].meta['micro_batch']}: "
                            f"{rows[0].calls} all-reduces or {rows[1].calls}")
-    legend_below(left, gap=0.45, ncol=2, fontsize=9)
+    legend_below(left, gap=0.45, ncol=2, fontsize=9, handlelength=2.4, handleheight=1.2)
     box = left.get_position()
     left.set_position([0.03, box.y0, box.x1 - 0.03, box.height])  # the bars need no y axis: use its room
     plot_comm_per_update(accumulation_theory.comm_curves([*every.values(), *accumulate.values()]), ax=right, fontsize=10)

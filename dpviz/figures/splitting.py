@@ -30,7 +30,7 @@ def figure_pipeline_gantt(gpipe, one_f_one_b, bubble_runs) -> Figure:
         plot_gantt(run, ax=axes[name], xmax=xmax, note="", legend=False, fontsize=11)
         axes[name].set_title(axes[name].get_title(loc="left"), fontsize=11, loc="left")
     GanttBars.legend(axes["1f1b"], 11)
-    legend_below(axes["1f1b"], into=axes["legend"], gap=0.0, ncol=2, fontsize=9)
+    legend_below(axes["1f1b"], into=axes["legend"], gap=0.0, ncol=2, fontsize=9, handlelength=2.4, handleheight=1.2)
     runs = list(bubble_runs)
     ps = sorted({r.p for r in runs})
     over = [r for r in runs if r.oversubscribed]

@@ -47,7 +47,7 @@ def figure_waiting_overlap(run) -> Figure:
     left, right = fig.subplots(2, 1, height_ratios=(1.5, 1))
     fig.subplots_adjust(left=0.17, right=0.97, top=0.88, bottom=0.07, hspace=0.62)
     plot_overlap_timelines(run, ax=left, fontsize=10)
-    legend_below(left, gap=0.55, fontsize=9)
+    legend_below(left, gap=0.55, fontsize=9, handlelength=2.4, handleheight=1.2)
     plot_overlap_steps(run, bounds, ax=right, fontsize=10)
     fig.suptitle(claims.overlap_title(run), fontsize=12, x=0.01, y=0.99, ha="left", va="top")
     alt = [f"Top, one step per mode on rank 0 as a timeline: forward, backward and the optimizer step, with each "

@@ -8,8 +8,9 @@ nothing here measures or models anything::
     plot_activation_memory(acc.memory_points(one_process_runs))
     plot_update_error(acc.memory_points(one_process_runs))
 
-Lavender is compute (one block per micro-batch), coral the all-reduce, light grey the rest of
-the update (the optimizer step). Modeled bars are hatched and say so.
+Lavender is compute (one block per micro-batch, solid), coral the all-reduce (horizontal lines),
+light grey the rest of the update (the optimizer step, vertical lines). Modeled bars add diagonal
+hatching and say so.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ import numpy as np
 from matplotlib.patches import Patch
 
 from dpviz.plots.style import (
-    CORAL, ERROR_BARS, GREY, IDEAL_STYLE, INK, LAVENDER, MEASURED_NOTE, MODELED_NOTE, REST, SLATE, get_ax, source_note,
+    COMM_HATCH, CORAL, ERROR_BARS, GREY, IDEAL_STYLE, INK, LAVENDER, MEASURED_NOTE, MODELED_NOTE, REST, SLATE, get_ax,
+    source_note,
 )
 from dpviz.plots.timeline import time_unit
 from dpviz.records.tolerance import GRAD_TOLERANCE
 
 COLOURS = {"compute": LAVENDER, "comm": CORAL, "rest": REST}
+HATCHES = {"compute": "", "comm": COMM_HATCH, "rest": "||"}  # told apart without their colours
 MODELED_HATCH = "///"
 BAR = 0.5  # bar height; rows are 1.0 apart, the label sits above its bar
 
@@ -48,7 +51,8 @@ class UpdateBars:
             y = self._y(i)
             kinds = {}
             for kind, colour in COLOURS.items():
-                kinds[kind] = ax.broken_barh([], (y - BAR / 2, BAR), facecolors=colour, edgecolors=INK, linewidths=0.8)
+                kinds[kind] = ax.broken_barh([], (y - BAR / 2, BAR), facecolors=colour, edgecolors=INK, linewidths=0.8,
+                                             hatch=HATCHES[kind] or None)
             self.bars.append(kinds)
             self.labels.append(ax.text(0, y + BAR / 2 + 0.06, "", ha="left", va="bottom", fontsize=fontsize, color=INK))
             self.totals.append(ax.text(0, y, "", ha="left", va="center", fontsize=fontsize - 1, color=INK))
@@ -77,7 +81,8 @@ class UpdateBars:
             for kind, coll in self.bars[i].items():
                 segs = [] if row is None else [s for s in row.segments if s.kind == kind]
                 coll.set_verts([_rect(s.start / scale, s.width / scale, y) for s in segs])
-                coll.set_hatch(MODELED_HATCH if row is not None and row.source != MEASURED_NOTE else None)
+                modeled = row is not None and row.source != MEASURED_NOTE
+                coll.set_hatch((MODELED_HATCH if modeled else "") + HATCHES[kind] or None)
             self.labels[i].set_text("" if row is None else row.label + (f"  ({row.note})" if row.note else ""))
             self.totals[i].set_position(((row.t_update / scale) if row else 0, y))
             self.totals[i].set_text("" if row is None else "  " + _total_words(row, name, scale))
@@ -100,11 +105,11 @@ def _total_words(row, unit: str, scale: float) -> str:
 def legend_handles(rows) -> list:
     handles = [
         Patch(facecolor=LAVENDER, edgecolor=INK, label="compute: one block per micro-batch"),
-        Patch(facecolor=CORAL, edgecolor=INK, label="all-reduce"),
-        Patch(facecolor=REST, edgecolor=INK, label="optimizer step, copies"),
+        Patch(facecolor=CORAL, edgecolor=INK, hatch=HATCHES["comm"], label="all-reduce"),
+        Patch(facecolor=REST, edgecolor=INK, hatch=HATCHES["rest"], label="optimizer step, copies"),
     ]
-    if any(row.source != MEASURED_NOTE for row in rows):
-        handles.append(Patch(facecolor="white", edgecolor=INK, hatch=MODELED_HATCH, label=f"hatched: {MODELED_NOTE}"))
+    if any(row.source != MEASURED_NOTE for row in rows):  # an outline: it says how a bar was made, not what it is
+        handles.append(Patch(fill=False, edgecolor=INK, hatch=MODELED_HATCH, label=f"hatched ///: {MODELED_NOTE}"))
     return handles
 
 
@@ -120,7 +125,7 @@ def plot_update_rows(rows, *, ax=None, fontsize: float = 12, title: str = "", no
         ax.set_title(title, fontsize=fontsize + 1, loc="left")
     if legend:
         ax.legend(handles=legend_handles(rows), loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2,
-                  fontsize=fontsize - 2, frameon=False)
+                  fontsize=fontsize - 2, frameon=False, handlelength=2.4, handleheight=1.2)  # room for the hatches
     if note:
         source_note(ax, note)
         if legend:  # below the legend's two rows, not across them

@@ -19,7 +19,7 @@ import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, NullLocator
 
-from dpviz.plots.bench import k_colours
+from dpviz.plots.bench import k_colours, k_markers
 from dpviz.plots.style import (
     BAND_GREY, BRICK, FOREST, GRID_LINE, INK, MEASURED_NOTE, MODELED_NOTE, ORANGE, REPLICA, SLATE, get_ax, source_note,
 )
@@ -28,6 +28,7 @@ GIDS = {"points": "alpha_beta.points", "fit": "alpha_beta.fit", "residual": "alp
         "band": "alpha_beta.band", "verdict": "alpha_beta.verdict"}
 SYSTEM_COLOURS = (REPLICA, ORANGE, FOREST, BRICK)  # published systems: blue, orange, green, red (apart under colour blindness)
 SYSTEM_MARKERS = ("o", "s", "D", "^")
+SYSTEM_LINESTYLES = ("-", "--", "-.", ":")  # each system's fit: a dash of its own as well as its colour
 BAND = 0.20  # the residual band: the project's target for the median relative miss
 
 
@@ -45,10 +46,12 @@ def plot_fitted_times(items, *, ax=None, fontsize: float = 11):
     ax = get_ax(ax)
     for i, item in enumerate(items):
         colour, marker = SYSTEM_COLOURS[i % len(SYSTEM_COLOURS)], SYSTEM_MARKERS[i % len(SYSTEM_MARKERS)]
+        dash = SYSTEM_LINESTYLES[i % len(SYSTEM_LINESTYLES)]
         ax.plot(item.M, item.seconds * 1e6, marker, color=colour, markersize=6, markerfacecolor="white",
                 markeredgewidth=1.6, zorder=4, gid=f"{GIDS['points']}:{item.name}", label=item.label)
         for k, line in item.line_seconds.items():
-            ax.plot(item.line_M, line * 1e6, color=colour, linewidth=2, zorder=3, gid=f"{GIDS['fit']}:{item.name}",
+            ax.plot(item.line_M, line * 1e6, color=colour, linewidth=2, linestyle=dash, zorder=3,
+                    gid=f"{GIDS['fit']}:{item.name}",
                     label=f"  {item.fit.formula} fit, k = {k} ({MODELED_NOTE}): {fit_words(item.fit)}")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -85,14 +88,15 @@ def plot_residuals(items, *, ax=None, fontsize: float = 11, by_k: bool = False, 
         ratio = 1 + res.rel
         if by_k:
             colours = k_colours(set(res.k.tolist()))
+            markers = k_markers(colours)
             for kk, colour in colours.items():
                 for fitted in (True, False):
                     sel = (res.k == kk) & (res.fitted == fitted)
                     if sel.any():
-                        ax.plot(res.M[sel], ratio[sel], "o", color=colour, markersize=7,
+                        ax.plot(res.M[sel], ratio[sel], markers[kk], color=colour, markersize=7,
                                 markerfacecolor=colour if fitted else "white", markeredgewidth=1.6, zorder=4,
                                 gid=f"{GIDS['residual']}:{item.name}:k{kk}")
-                handles.append(Line2D([], [], marker="o", linestyle="none", color=colour, label=f"k = {kk}"))
+                handles.append(Line2D([], [], marker=markers[kk], linestyle="none", color=colour, label=f"k = {kk}"))
             if (~res.fitted).any():
                 handles.append(Line2D([], [], marker="o", linestyle="none", color=INK, markerfacecolor="white",
                                       label="hollow: not fitted"))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.lines import Line2D
 
-from dpviz.plots.style import BUTTER, GREY, INK, MINT, MINT_SHADES, RED, REPLICA, SLATE, get_ax
+from dpviz.plots.style import BUTTER, GREY, INK, MINT, MINT_SHADES, RED, REPLICA, SLATE, WORKER_HATCHES, get_ax
 
 COLOURS = {"async": INK, "sync": REPLICA}
 ARROW = dict(angles="xy", scale_units="xy", scale=1.0, width=0.004, headwidth=4, headlength=5, headaxislength=4.5)
@@ -57,7 +57,9 @@ def plot_stale_arrows(record, grid, *, sync=None, updates=None, ax=None, fontsiz
         now, pulled = record.theta_before[t], record.theta_pulled[t]
         ax.plot([pulled[0], now[0]], [pulled[1], now[1]], ":", color=SLATE, linewidth=1.2)
         ax.plot(*pulled, "o", markerfacecolor="white", markeredgecolor=SLATE, markersize=7)
-        ax.quiver(*now, *(-eta * record.fresh_grad[t]), color=GREY, zorder=4, **ARROW)
+        ax.annotate("", xy=now - eta * record.fresh_grad[t], xytext=now, zorder=4,  # dashed: the step not taken
+                    arrowprops=dict(arrowstyle="-|>", color=GREY, linewidth=1.6, linestyle="--", shrinkA=0, shrinkB=0,
+                                    mutation_scale=14))
         ax.quiver(*now, *(-eta * record.grad[t]), color=RED, zorder=5, **ARROW)
         ax.plot(*now, "o", color=RED, markersize=6, zorder=6)
         ax.annotate(f"t = {t}, τ = {record.staleness[t]}", now, xytext=(8, 6), textcoords="offset points",
@@ -66,8 +68,8 @@ def plot_stale_arrows(record, grid, *, sync=None, updates=None, ax=None, fontsiz
     handles += [
         Line2D([], [], color=RED, marker=r"$\rightarrow$", markersize=14, linestyle="none",
                label="the step taken at θ_t: −η·g, g computed at θ_(t−τ)"),
-        Line2D([], [], color=GREY, marker=r"$\rightarrow$", markersize=14, linestyle="none",
-               label="a fresh gradient's step from θ_t (same mini-batch)"),
+        Line2D([], [], color=GREY, marker=">", markersize=6, linestyle="--", linewidth=1.6,
+               label="dashed: a fresh gradient's step from θ_t (same mini-batch)"),
         Line2D([], [], color=SLATE, linestyle=":", marker="o", markerfacecolor="white",
                label="θ_(t−τ), where the worker pulled θ"),
     ]
@@ -121,7 +123,7 @@ def plot_staleness(record, *, modeled=None, modeled_label: str = "modeled mean �
         counts = np.histogram(taus, bins=bins)[0]
         colour = BUTTER if w == slowest and len(set(delays)) > 1 else MINT_SHADES[(w - 1) % len(MINT_SHADES)]
         ax.bar(bins[:-1], counts, bottom=bottom, width=0.8, color=colour, edgecolor=INK, linewidth=0.6,
-               label=f"worker {w} ({delays[w - 1] * 1e3:g} ms per gradient)")
+               hatch=WORKER_HATCHES[(w - 1) % len(WORKER_HATCHES)] or None, label=f"worker {w} ({delays[w - 1] * 1e3:g} ms per gradient)")
         bottom += counts
     if modeled is not None:
         groups = []  # workers whose marks would overlap share one label, at their mean
@@ -141,7 +143,7 @@ def plot_staleness(record, *, modeled=None, modeled_label: str = "modeled mean �
     ax.set_ylabel("updates", fontsize=fontsize)
     ax.tick_params(labelsize=fontsize - 1)
     ax.set_ylim(0, bottom.max() * 1.7 if bottom.size else 1)
-    ax.legend(fontsize=fontsize - 2, frameon=False, loc="upper right")
+    ax.legend(fontsize=fontsize - 2, frameon=False, loc="upper right", handlelength=2.4, handleheight=1.2)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     ax.set_title(title or "How stale the asynchronous gradients were", fontsize=fontsize + 1, loc="left")

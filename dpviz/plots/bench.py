@@ -1,4 +1,4 @@
-"""Measured all-reduce time against message size M, one colour per k, with the fitted cost models.
+"""Measured all-reduce time against message size M, a colour and a marker per k, with the fitted cost models.
 
 Points are the fastest repeat of ``dist.all_reduce`` at each size, and each bar rises from it to the
 median of the repeats (on a small virtual machine the gap is the time ranks waited to be woken up: see
@@ -31,6 +31,11 @@ def k_colours(ks) -> dict:
     return {k: cmap(0.05 + 0.55 * i / max(len(ks) - 1, 1)) for i, k in enumerate(ks)}  # no pale yellow: it vanishes on a projector
 
 
+def k_markers(ks) -> dict:
+    """One marker shape per k, in the order of :func:`k_colours`: the k's are told apart without their colours."""
+    return {k: "osD^v"[i % 5] for i, k in enumerate(sorted(ks))}
+
+
 def fit_words(fit) -> str:
     """α in µs, β in GB/s and the median relative error, for a legend entry."""
     beta = "∞" if not np.isfinite(fit.beta) else f"{fit.beta / 1e9:.3g}"
@@ -53,21 +58,24 @@ def plot_allreduce_times(bench, fits, *, ax=None, impl: str = "all_reduce", font
     k, M = np.asarray(bench.k)[rows], np.asarray(bench.M)[rows]
     fastest, median = np.asarray(bench.fastest)[rows], np.asarray(bench.median)[rows]
     colours = k_colours(set(k.tolist()))
+    markers = k_markers(colours)
     cores = bench.meta.get("cores")
 
+    handles, labels = [], []
     for kk, colour in colours.items():
         sel = k == kk
         err = np.stack([np.zeros(sel.sum()), median[sel] - fastest[sel]])  # (2, n): nothing below, up to the median
         shared = cores is not None and kk > cores
-        ax.errorbar(M[sel], fastest[sel], yerr=err, fmt="o", color=colour, markersize=7, capsize=3,
-                    markerfacecolor="white" if shared else colour, markeredgewidth=1.6, zorder=4, gid=GIDS["points"],
-                    label=f"k = {kk}, {MEASURED_NOTE}" + (f" (k > {cores} cores: ranks share cores)" if shared else ""))
+        style = dict(marker=markers[kk], color=colour, markersize=7, markerfacecolor="white" if shared else colour,
+                     markeredgewidth=1.6)
+        ax.errorbar(M[sel], fastest[sel], yerr=err, linestyle="none", capsize=3, zorder=4, gid=GIDS["points"], **style)
+        handles.append(Line2D([], [], linestyle="none", **style))  # the point's own shape, not an error bar's
+        labels.append(f"k = {kk}, {MEASURED_NOTE}" + (f" (k > {cores} cores: ranks share cores)" if shared else ""))
         for formula, fl in fits.items():
             if kk in fl.seconds:
                 ax.plot(fl.M, fl.seconds[kk], color=colour, linestyle=FORMULA_STYLE.get(formula, ":"),
                         linewidth=2, gid=f"{GIDS['fit']}:{formula}", zorder=3)
 
-    handles, labels = ax.get_legend_handles_labels()
     for formula, fl in fits.items():
         handles.append(Line2D([], [], color=INK, linestyle=FORMULA_STYLE.get(formula, ":"), linewidth=2))
         fitted = f" to k = {', '.join(map(str, fl.fitted_ks))}" if fl.fitted_ks and set(fl.fitted_ks) != set(fl.seconds) else ""

@@ -121,7 +121,8 @@ def plot_paths(grid, rows, *, surface=None, max_examples: int | None = None, col
             theta = theta[grid.examples_seen(row) <= max_examples]
         theta = theta[np.isfinite(theta).all(axis=1)]
         small = grid.k[row] == 1
-        ax.plot(theta[:, 0], theta[:, 1], "-o", color=colour, lw=1.6 if small else 2.6, ms=4.5 if small else 8,
+        ax.plot(theta[:, 0], theta[:, 1], "-o" if small else "-s", color=colour, lw=1.6 if small else 2.6,  # k = 1: dots
+                ms=4.5 if small else 7,
                 label=label, zorder=3 if small else 4, alpha=0.9)
     start = grid.params[rows[0], 0]
     ax.plot([start[0]], [start[1]], "*", color=INK, ms=16, zorder=5, label="θ(0), where every run starts")

@@ -15,7 +15,9 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.patches import Patch
 
-from dpviz.plots.style import CORAL, GREY, IDEAL_STYLE, INK, LAVENDER, MODELED_NOTE, SLATE, WAIT, get_ax
+from dpviz.plots.style import (
+    COMM_HATCH, CORAL, GREY, IDEAL_STYLE, INK, LAVENDER, MODELED_NOTE, SLATE, WAIT, WAIT_HATCH, get_ax,
+)
 
 MODE_LABELS = {
     "serial": "serial\n(s01: no overlap)",
@@ -38,12 +40,13 @@ def plot_overlap_timelines(record, *, rank: int = 0, ax=None, fontsize: float = 
         y = row
         ax.broken_barh([(0, ready), (synced, end - synced)], (y - 0.38, 0.4), facecolors=LAVENDER, edgecolors=INK,
                        linewidth=0.6)
-        ax.broken_barh([(ready, synced - ready)], (y - 0.38, 0.4), facecolors=WAIT, edgecolors=GREY, linewidth=0.6)
+        ax.broken_barh([(ready, synced - ready)], (y - 0.38, 0.4), facecolors=WAIT, edgecolors=GREY, linewidth=0.6,
+                       hatch=WAIT_HATCH)
         ax.plot([fwd, fwd], [y - 0.38, y + 0.02], color=INK, linewidth=0.8)
         n = int(record.n_buckets[r])
         starts, ends = record.comm_start[r, s, rank, :n] * 1e3, record.comm_end[r, s, rank, :n] * 1e3
         ax.broken_barh(list(zip(starts, ends - starts)), (y + 0.06, 0.26), facecolors=CORAL, edgecolors=INK,
-                       linewidth=0.5, alpha=0.85)
+                       linewidth=0.5, alpha=0.85, hatch=COMM_HATCH)
         ax.text(end, y - 0.18, f"  {end:.1f} ms", va="center", ha="left", fontsize=fontsize - 1, color=INK)
         longest = max(longest, end, float(np.nanmax(ends)) if n else 0.0)
     ax.set_yticks(range(len(modes)), [MODE_LABELS.get(m, m) for m in modes], fontsize=fontsize - 1)
@@ -55,10 +58,11 @@ def plot_overlap_timelines(record, *, rank: int = 0, ax=None, fontsize: float = 
         ax.spines[side].set_visible(False)
     handles = [
         Patch(facecolor=LAVENDER, edgecolor=INK, label="compute: forward | backward, then the optimizer step"),
-        Patch(facecolor=WAIT, edgecolor=GREY, label="waiting for the averaged gradients"),
-        Patch(facecolor=CORAL, edgecolor=INK, label="an all-reduce, from start to completion"),
+        Patch(facecolor=WAIT, edgecolor=GREY, hatch=WAIT_HATCH, label="waiting for the averaged gradients"),
+        Patch(facecolor=CORAL, edgecolor=INK, hatch=COMM_HATCH, label="an all-reduce, from start to completion"),
     ]
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.11), ncol=3, fontsize=fontsize - 2, frameon=False)
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.11), ncol=3, fontsize=fontsize - 2, frameon=False,
+              handlelength=2.4, handleheight=1.2)
     ax.set_title(title or "When the all-reduces ran against the backward pass", fontsize=fontsize + 1, loc="left")
     return ax
 

@@ -20,7 +20,8 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import FuncFormatter
 
 from dpviz.plots.style import (
-    CORAL, DARK_LAVENDER, IDLE, INK, LAVENDER, MEASURED_NOTE, MINT, MODELED_NOTE, REPLICA, SLATE, get_ax, source_note,
+    BACKWARD_HATCH, COMM_HATCH, CORAL, DARK_LAVENDER, GREY, IDLE, INK, LAVENDER, MEASURED_NOTE, MINT, MODELED_NOTE,
+    REPLICA, SLATE, WAIT_HATCH, get_ax, source_note,
 )
 
 BACKWARD = DARK_LAVENDER  # compute too, the backward pass
@@ -43,12 +44,13 @@ class GanttBars:
 
     def __init__(self, ax, *, slots_p: int, slots_m: int, fontsize: float = 11, legend: bool = True):
         self.ax, self.fontsize = ax, fontsize
-        self.bands = [ax.add_patch(Rectangle((0, -s - 0.42), 0, 0.84, facecolor=IDLE, edgecolor="none", zorder=1))
+        self.bands = [ax.add_patch(Rectangle((0, -s - 0.42), 0, 0.84, facecolor=IDLE, edgecolor="none", hatch=WAIT_HATCH,
+                                             hatchcolor=GREY, linewidth=0, zorder=1))  # dotted where no block covers it
                       for s in range(slots_p)]
         style = dict(edgecolor=INK, linewidths=0.6, zorder=2)
         self.fwd = ax.add_collection(PolyCollection([], facecolors=LAVENDER, **style))
-        self.bwd = ax.add_collection(PolyCollection([], facecolors=BACKWARD, **style))
-        self.send = ax.add_collection(PolyCollection([], facecolors=CORAL, edgecolor="none", zorder=3))
+        self.bwd = ax.add_collection(PolyCollection([], facecolors=BACKWARD, hatch=BACKWARD_HATCH, **style))
+        self.send = ax.add_collection(PolyCollection([], facecolors=CORAL, edgecolor="none", zorder=3))  # too thin to hatch
         self.labels = [[ax.text(0, 0, "", ha="center", va="center", fontsize=fontsize - 3, color=INK, zorder=4)
                         for _ in range(2 * slots_m)] for _ in range(slots_p)]
         self.title = ax.set_title("", fontsize=fontsize + 1, loc="left")
@@ -61,14 +63,15 @@ class GanttBars:
 
     @staticmethod
     def legend(ax, fontsize: float = 11, **where):
-        """The chart's key: what each colour means."""
+        """The chart's key: what each colour and hatch means."""
         where = where or dict(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
         return ax.legend(handles=[
             Patch(facecolor=LAVENDER, edgecolor=INK, label="forward pass of micro-batch j"),
-            Patch(facecolor=BACKWARD, edgecolor=INK, label="backward pass"),
-            Patch(facecolor=CORAL, label="hand-off to the next / previous stage"),
-            Patch(facecolor=IDLE, label="idle: waiting for a neighbour"),
-        ], fontsize=fontsize - 2, frameon=False, **where)
+            Patch(facecolor=BACKWARD, edgecolor=INK, hatch=BACKWARD_HATCH, label="backward pass"),
+            Patch(facecolor=CORAL, edgecolor="none", hatch=COMM_HATCH, hatchcolor=INK,
+                  label="hand-off to the next / previous stage (thin)"),
+            Patch(facecolor=IDLE, edgecolor="none", hatch=WAIT_HATCH, hatchcolor=GREY, label="idle: waiting for a neighbour"),
+        ], fontsize=fontsize - 2, frameon=False, handlelength=2.4, handleheight=1.2, **where)
 
     def set_layout(self, p: int, xmax: float, *, measured: bool = True) -> None:
         """Rows and x range for p stages up to time ``xmax``: what a widget's background depends on.
@@ -176,8 +179,10 @@ def plot_bubble(curves: dict, points=None, *, ax=None, fontsize: float = 11, tit
     """
     ax = get_ax(ax)
     colours = _p_colours(sorted(curves))
+    styles = dict(zip(sorted(curves), ("--", ":", "-.")))  # one dash per p, as well as one colour
+    markers = dict(zip(sorted(curves), ("o", "s", "D")))
     for p, (ms, frac) in sorted(curves.items()):
-        ax.plot(ms, frac, color=colours[p], linestyle="--", linewidth=1.8,
+        ax.plot(ms, frac, color=colours[p], linestyle=styles.get(p, "--"), linewidth=1.8,
                 label=f"{MODELED_NOTE}: (p−1)/(m+p−1), p={p}")
     if points is not None and len(points["p"]):
         for p in sorted(set(np.asarray(points["p"]).tolist())):
@@ -187,7 +192,7 @@ def plot_bubble(curves: dict, points=None, *, ax=None, fontsize: float = 11, tit
                     continue
                 colour = colours.get(p, SLATE)
                 words = f"{MEASURED_NOTE} idle share, p={p}" + (" (more stages than cores)" if over else "")
-                ax.plot(points["m"][rows], points["idle"][rows], "o", ms=9, linestyle="none",
+                ax.plot(points["m"][rows], points["idle"][rows], markers.get(p, "^"), ms=9, linestyle="none",
                         markerfacecolor="white" if over else colour, markeredgecolor=colour, markeredgewidth=2,
                         label=words)
     ax.set_xscale("log", base=2)

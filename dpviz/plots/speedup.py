@@ -32,6 +32,8 @@ GIDS = {"ideal": "speedup.ideal", "link": "speedup.link", "measured": "speedup.m
         "measured_model": "speedup.measured_model", "note": "speedup.note"}
 MEASURED_MODEL_STYLE = dict(color=INK, linestyle="-.", linewidth=1.6, zorder=3)  # under the points, over the links
 SPEED_COLOURS = dict(zip(SPEED_ORDER, (MINT, BUTTER, CORAL)))
+LINK_MARKERS = ("^", "s", "v", "D", "P")  # a shape per link curve, a few along it: told apart without colour
+MARK_EVERY = 0.12  # axes-diagonal fractions between a curve's marks, from past the low k where the curves still coincide
 OTHER_COLOURS = (REPLICA, INK, SLATE)  # links that are not presets, e.g. this machine's fit
 
 
@@ -59,11 +61,12 @@ def plot_speedup(curves, *, measured=None, measured_model=None, ax=None, log: bo
     k = curves.k
     ax.plot(k, curves.ideal, gid=GIDS["ideal"], label="ideal S = k (free sync)", **IDEAL_STYLE)
     others = 0
-    for name, curve in curves.curves.items():
+    for i, (name, curve) in enumerate(curves.curves.items()):
         colour = colours.get(name) or link_colour(name, others)
         others += name not in SPEED_COLOURS
         ax.plot(k, curve.speedup, color=colour, linewidth=2.6, gid=f"{GIDS['link']}:{name}",
-                label=f"{name} ({MODELED_NOTE})")
+                marker=LINK_MARKERS[i % len(LINK_MARKERS)], markersize=7, markeredgecolor=INK, markeredgewidth=0.8,
+                markevery=(0.36 + 0.04 * i, MARK_EVERY), label=f"{name} ({MODELED_NOTE})")
 
     if measured_model is not None:
         if len(measured_model.curves) != 1:

@@ -76,7 +76,8 @@ def plot_loss_along(curve: Step1Data, *, ax=None, show_path: bool = True, fontsi
     handles = [
         Line2D([], [], color=INK, linewidth=2.2, label=f"loss L ({frozen} frozen at {curve.theta[1 - curve.knob]:.3g})"),
         Line2D([], [], color=RED, marker="o", linestyle="none", markersize=9, label=f"θ now ({knob} = {x0:.3g})"),
-        Line2D([], [], color=RED, linewidth=2.5, label=f"one step: −η·∂L/∂{knob} (downhill)"),
+        Line2D([], [], color=RED, linewidth=2.5, marker=">", markersize=8,  # an arrow, as drawn
+               label=f"one step: −η·∂L/∂{knob} (downhill)"),
     ]
     if show_path:
         handles.append(Line2D([], [], color=RED, alpha=0.55, marker="o", markersize=5, linewidth=1.2,

@@ -78,7 +78,7 @@ class DeviceBoxes:
         proxies = [
             Line2D([], [], color=REPLICA, lw=2.5, label="θ, the same on every rank"),
             Line2D([], [], color=INK, marker="o", ls="", ms=5, label="this rank's slice"),
-            Line2D([], [], color=GREY, marker="o", ls="", ms=4, alpha=0.5, label="other ranks' examples"),
+            Line2D([], [], color=GREY, marker="o", ls="", ms=4, markerfacecolor="none", label="other ranks' examples"),
             Line2D([], [], color=GREY, lw=2.5, marker=">", ms=7, label="g_i, from its slice alone"),
         ]
         ax.legend(handles=proxies, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=4, fontsize=9, frameon=False, handletextpad=0.4, columnspacing=1.2)
@@ -96,7 +96,7 @@ class DeviceBoxes:
                              bbox=dict(boxstyle="round,pad=0.3", facecolor=REPLICA, edgecolor="none"))
         lo, hi = DATA_PANEL
         a["panel"] = ax.add_patch(Rectangle((x0 + 0.06, lo), 0.88, hi - lo, facecolor="white", edgecolor=PANEL_EDGE, lw=0.8))
-        a["others"] = ax.scatter([], [], s=9, color=GREY, alpha=0.5, linewidths=0)
+        a["others"] = ax.scatter([], [], s=9, facecolors="none", edgecolors=GREY, linewidths=0.7)  # hollow: not this rank's
         a["slice"] = ax.scatter([], [], s=18, color=INK, linewidths=0, zorder=3)
         (a["line"],) = ax.plot([], [], color=REPLICA, lw=2.2, zorder=2)
         a["rows"] = ax.text(x0 + 0.5, (lo + hi) / 2, "", ha="center", va="center", fontsize=9, color=INK, wrap=True)

@@ -4,9 +4,9 @@
     plot_wait_against_delay([sweep])                             # the others' wait against the delay d
 
 Each row is one rank over a few consecutive steps. A step starts with the rank's compute
-(lavender); the rank that was told to sleep adds its delay d (lavender, cross-hatched); a rank
-that reaches the all-reduce early sits in it doing nothing (grey) until the last rank arrives;
-then the all-reduce itself runs (coral) and every rank leaves it at about the same moment.
+(lavender, solid); the rank that was told to sleep adds its delay d (deeper lavender, cross-hatched); a rank
+that reaches the all-reduce early sits in it doing nothing (grey, dotted) until the last rank arrives;
+then the all-reduce itself runs (coral, horizontal lines) and every rank leaves it at about the same moment.
 
 :class:`StragglerBars` holds the artists (one collection per kind of segment) so that a slider can
 set new segments on them; :func:`measured_segments` and :func:`modeled_segments` turn a record or
@@ -20,11 +20,13 @@ import numpy as np
 from matplotlib.collections import PolyCollection
 from matplotlib.patches import Patch
 
-from dpviz.plots.style import CORAL, DELAY, GREY, IDEAL_STYLE, INK, LAVENDER, SLATE, WAIT, get_ax
+from dpviz.plots.style import (
+    COMM_HATCH, CORAL, DELAY, GREY, IDEAL_STYLE, INK, LAVENDER, SLATE, SLEEP_HATCH, WAIT, WAIT_HATCH, get_ax,
+)
 
 KINDS = ("compute", "delay", "wait", "comm")
 COLOURS = {"compute": LAVENDER, "delay": DELAY, "wait": WAIT, "comm": CORAL}
-HATCHES = {}  # none: a hatch costs a slider move a few milliseconds per redraw
+HATCHES = {"delay": SLEEP_HATCH, "wait": WAIT_HATCH, "comm": COMM_HATCH}  # compute stays solid
 WORDS = {
     "compute": "compute (forward + backward)",
     "delay": "injected delay d (sleep)",
@@ -129,6 +131,7 @@ def plot_straggler_timeline(record, *, delay: float, slow_rank: int, steps: int 
                           f"{others * 1e3:.1f} ms (median)\ninside the all-reduce",
                  fontsize=fontsize + 1, loc="left")
     ax.legend(handles=legend_handles(), loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, fontsize=fontsize - 2,
+              handlelength=2.4, handleheight=1.2,
               frameon=False)
     if record.oversubscribed:
         ax.text(0.99, 0.02, f"k = {record.k} ranks on {record.meta['cores']} cores: they take turns on the CPU",

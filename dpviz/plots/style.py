@@ -22,7 +22,8 @@ INK = "#222222"       # text and outlines
 # Shades of those, where a figure needs two of one meaning.
 DARK_LAVENDER = "#7c6bc4"  # compute too, told from LAVENDER: the backward pass, rank 1, a second compute curve
 DELAY = "#7d6cc9"          # a deeper lavender: compute time, but time the rank was told to waste (chapter 11)
-MINT_SHADES = (MINT, "#9fdcc0", "#c9ecda", "#e2f5eb")  # one worker after another, paler and paler
+MINT_SHADES = (MINT, "#c9ecda", "#1b9e77", "#1b7f5b")  # one worker after another: mint, pale, teal, forest
+WORKER_HATCHES = ("", "..", "\\\\", "||")  # and a hatch each, so that stacked workers part without their colours
 PALE_RED = "#fff4f2"       # the fill of a box outlined in RED (the all-reduce's hub)
 PALE_CORAL = "#fbe3de"     # the fill of a box outlined in CORAL (the all-reduce in the summary)
 PALE_REPLICA = "#dfe9f9"   # the fill of a box outlined in REPLICA (a model copy)
@@ -50,6 +51,14 @@ MAGENTA = "#e7298a"
 PLUM = "#8e44ad"
 FOREST = "#1b7f5b"
 BRICK = "#c0392b"
+
+# Hatches, so that no kind of time is told apart by colour alone (a colour-blind reader, a grey projector):
+# compute stays solid, communication is crossed by horizontal lines (a wire), time spent waiting is dotted.
+# A modeled bar adds the diagonal "///" to whichever of these it is.
+COMM_HATCH = "-"
+WAIT_HATCH = ".."
+SLEEP_HATCH = "x"    # time a rank was told to waste (chapter 11)
+BACKWARD_HATCH = "\\"  # the backward pass of a pipeline, told from the solid forward pass
 
 LINK_COLOURS = {"fast": MINT, "medium": BUTTER, "slow": CORAL}
 IDEAL_STYLE = dict(color=SLATE, linestyle="--", linewidth=1.5)

@@ -140,9 +140,10 @@ def plot_exchange_bytes(curves: dict, measured: dict | None = None, *, ax=None, 
             style, tp = styles[tp % len(styles)], tp + 1
         colours[label] = style["color"]
         ax.plot(batch, values, linewidth=2.2, label=f"{label} ({MODELED_NOTE})", **style)
-    for label, (batch, value) in (measured or {}).items():
+    for i, (label, (batch, value)) in enumerate((measured or {}).items()):
         colour = colours.get(label, INK)
-        ax.plot([batch], [value], "o", ms=10, markerfacecolor=colour, markeredgecolor=INK, linestyle="none",
+        marker = "osD^"[i % 4]  # one shape per measured series, as well as its line's colour
+        ax.plot([batch], [value], marker, ms=10, markerfacecolor=colour, markeredgecolor=INK, linestyle="none",
                 label=f"{label} ({MEASURED_NOTE}: counted by the ring)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)

@@ -1,4 +1,4 @@
-"""Step 6 and figure s01: one step's time on k devices, as a lavender compute bar and a coral sync bar.
+"""Step 6 and figure s01: one step's time on k devices, as a solid lavender compute bar and a lined coral sync bar.
 
 Each row is one k. The lavender segment is T_compute / k, the share of the work one rank does; the
 coral segment glued after it is T_comm, the all-reduce every rank must wait through before it can
@@ -10,14 +10,15 @@ coral bar. The rows come from :mod:`dpviz.theory.timing`::
 
 An interactive figure keeps the :class:`TimelineBars` and calls its ``show`` with new rows.
 
-Rows a run measured are drawn solid; rows the cost model filled in are hatched and say "modeled".
+The sync bar is crossed by horizontal lines, so it is told from compute without its colour. Rows the cost model
+filled in add diagonal hatching and say "modeled".
 """
 
 from __future__ import annotations
 
 from matplotlib.patches import Patch
 
-from dpviz.plots.style import CORAL, INK, LAVENDER, MEASURED_NOTE, MODELED_NOTE, get_ax, source_note
+from dpviz.plots.style import COMM_HATCH, CORAL, INK, LAVENDER, MEASURED_NOTE, MODELED_NOTE, get_ax, source_note
 
 GIDS = {"compute": "timeline.compute", "comm": "timeline.comm", "label": "timeline.label"}
 MODELED_HATCH = "///"
@@ -56,6 +57,11 @@ def plot_timelines(rows, *, ax=None, fontsize: float = 11, title: str | None = N
     return ax
 
 
+def _comm(hatch: str | None) -> str:
+    """The sync bar's hatch: its own lines, and the diagonals of a modeled row on top."""
+    return (hatch or "") + COMM_HATCH
+
+
 class TimelineBars:
     """The artists of figure s01, built once; :meth:`show` sets new rows on them without making new ones.
 
@@ -76,7 +82,7 @@ class TimelineBars:
         for yi, row in zip(y, rows):  # row by row, the order a saved SVG lists them in
             hatch = self._hatch(row)
             self.compute.append(ax.barh(yi, 0.0, left=0.0, color=LAVENDER, gid=GIDS["compute"], hatch=hatch, **style)[0])
-            self.comm.append(ax.barh(yi, 0.0, left=0.0, color=CORAL, gid=GIDS["comm"], hatch=hatch, **style)[0])
+            self.comm.append(ax.barh(yi, 0.0, left=0.0, color=CORAL, gid=GIDS["comm"], hatch=_comm(hatch), **style)[0])
             self.labels.append(ax.text(0.0, yi, "", va="center", ha="left", fontsize=fontsize - 1, color=INK,
                                        gid=GIDS["label"]))
         longest = max(row.t_step for row in rows)
@@ -95,15 +101,16 @@ class TimelineBars:
 
         handles = [
             Patch(facecolor=LAVENDER, edgecolor=INK, label="compute, T_compute / k"),
-            Patch(facecolor=CORAL, edgecolor=INK, label="sync (all-reduce), T_comm"),
+            Patch(facecolor=CORAL, edgecolor=INK, hatch=COMM_HATCH, label="sync (all-reduce), T_comm"),
         ]
         sources = {row.source for row in rows} if mark_source else set()
-        if MEASURED_NOTE in sources:
-            handles.append(Patch(facecolor="white", edgecolor=INK, label=f"solid: {MEASURED_NOTE} by a run"))
+        if MEASURED_NOTE in sources:  # the keys to measured and modeled are outlines: they say how, not what
+            handles.append(Patch(fill=False, edgecolor=INK, label=f"no diagonals: {MEASURED_NOTE} by a run"))
         if MODELED_NOTE in sources:
-            handles.append(Patch(facecolor="white", edgecolor=INK, hatch=MODELED_HATCH,
-                                 label=f"hatched: {MODELED_NOTE} (cost model)"))
-        ax.legend(handles=handles, loc="lower right", fontsize=fontsize - 2, frameon=False)
+            handles.append(Patch(fill=False, edgecolor=INK, hatch=MODELED_HATCH,
+                                 label=f"hatched ///: {MODELED_NOTE} (cost model)"))
+        ax.legend(handles=handles, loc="lower right", fontsize=fontsize - 2, frameon=False, handlelength=2.4,
+                  handleheight=1.2)  # room for the hatches
         if note:
             source_note(ax, note)
 
@@ -124,7 +131,7 @@ class TimelineBars:
             comm.set_width(row.t_comm / scale)
             if compute.get_hatch() != self._hatch(row):  # a row that turned from measured to modeled, or back
                 compute.set_hatch(self._hatch(row))
-                comm.set_hatch(self._hatch(row))
+                comm.set_hatch(_comm(self._hatch(row)))
             label.set_x(row.t_step / scale)
             label.set_text("  " + row_label(row, self.unit, scale, tag=self.mark_source))
         self.labels[-1].set_text(self.labels[-1].get_text() + suffix)

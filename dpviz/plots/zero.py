@@ -3,9 +3,9 @@
     plot_memory(zero_run, modeled={"ZeRO-2": ..., "ZeRO-3": ...})   # stacked bars per rank
     plot_zero_params(zero_run)                                     # a few parameters, step by step, both ways
 
-Bars are bytes per rank: parameters (blue, the replica colour), gradients (grey) and Adam's
-state (butter). The measured bars come from the tensors each rank held in a real run; the
-hatched ones are what :func:`dpviz.theory.memory.bytes_per_rank` gives for stages not run here.
+Bars are bytes per rank: parameters (blue, the replica colour, solid), gradients (grey, vertical
+lines) and Adam's state (butter, dotted). The measured bars come from the tensors each rank held in a
+real run; the ones hatched with diagonals are what :func:`dpviz.theory.memory.bytes_per_rank` gives for stages not run here.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dpviz.plots.style import BUTTER, GREY, INK, MEASURED_NOTE, MODELED_NOTE, RE
 
 PART_COLOURS = {"params": REPLICA, "grads": GREY, "optimizer": BUTTER}
 PART_WORDS = {"params": "parameters", "grads": "gradients", "optimizer": "Adam state (m and v)"}
+PART_HATCHES = {"params": "", "grads": "||", "optimizer": ".."}  # the parts told apart without their colours
 MODELED_HATCH = "///"
 
 
@@ -39,7 +40,7 @@ def plot_memory(record, *, modeled: dict | None = None, ax=None, fontsize: float
             bottom = 0.0
             for part, value in zip(PART_COLOURS, row):
                 ax.bar(x, value, bottom=bottom, width=0.8, color=PART_COLOURS[part], edgecolor=INK, linewidth=0.8,
-                       hatch=MODELED_HATCH if is_model else None)
+                       hatch=(MODELED_HATCH if is_model else "") + PART_HATCHES[part] or None)
                 bottom += value
             ax.text(x, bottom + 0.01 * top, f"{bottom:.1f}", ha="center", va="bottom", fontsize=fontsize - 3)
             ticks.append(x)
@@ -56,10 +57,12 @@ def plot_memory(record, *, modeled: dict | None = None, ax=None, fontsize: float
     ax.tick_params(axis="y", labelsize=fontsize - 1)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    handles = [Patch(facecolor=c, edgecolor=INK, label=PART_WORDS[p]) for p, c in PART_COLOURS.items()]
-    if modeled:
-        handles.append(Patch(facecolor="white", edgecolor=INK, hatch=MODELED_HATCH, label=f"hatched: {MODELED_NOTE}"))
-    ax.legend(handles=handles, fontsize=fontsize - 2, frameon=False, loc="upper right")
+    handles = [Patch(facecolor=c, edgecolor=INK, hatch=PART_HATCHES[p] or None, label=PART_WORDS[p])
+               for p, c in PART_COLOURS.items()]
+    if modeled:  # an outline: it says how a bar was made, not what it holds
+        handles.append(Patch(fill=False, edgecolor=INK, hatch=MODELED_HATCH, label=f"hatched ///: {MODELED_NOTE}"))
+    ax.legend(handles=handles, fontsize=fontsize - 2, frameon=False, loc="upper right", handlelength=2.4,
+              handleheight=1.2)
     shard = int(record.memory_zero[0, 2])
     ax.set_title(f"Memory per rank, k={k}, Adam: each ZeRO-1 rank holds {shard:,} of the\n"
                  f"{int(record.memory_dp[0, 2]):,} bytes of Adam state, 1/{k} of it", fontsize=fontsize + 1, loc="left")
