@@ -200,3 +200,26 @@ def test_every_figure_a_chapter_shows_has_alt_text():
                     missing.append(f"{path.name} cell {i}: {''.join(cell['source']).splitlines()[:1]}")
     assert not missing, (f"{len(missing)} chapter figures without alt text (execute and save the chapter again; a "
                          "plain matplotlib Figure needs dpviz.figures.layout.figure instead):\n" + "\n".join(missing))
+
+
+@pytest.fixture(scope="module")
+def widget_figures() -> dict:
+    """Every chapter's slider panel as it first appears, built from the committed records as the chapters build it."""
+    from test_widget_panels import PANELS
+
+    drawn = {}
+    for name, build in PANELS.items():
+        fig = build().fig
+        fig.canvas.draw()
+        drawn[f"{name} (slider panel)"] = fig
+    return drawn
+
+
+def test_slider_panel_legends_differ_in_more_than_colour(widget_figures):
+    problems = _colour_only(widget_figures)
+    assert not problems, "slider panels whose legend entries are told apart by colour alone:\n" + "\n".join(problems)
+
+
+def test_slider_panel_colours_stay_apart_under_colour_blindness(widget_figures):
+    problems = _too_close(widget_figures)
+    assert not problems, f"slider panels with colours closer than ΔE2000 {MIN_DELTA_E}:\n" + "\n".join(problems)

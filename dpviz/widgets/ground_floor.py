@@ -15,10 +15,10 @@ import ipywidgets as widgets
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from dpviz.checks import check_choice
-from dpviz.plots.style import CORAL, IDEAL_STYLE, INK, LAVENDER, MODELED_NOTE, RED, SLATE
+from dpviz.plots.style import COMM_HATCH, CORAL, IDEAL_STYLE, INK, LAVENDER, MODELED_NOTE, RED, SLATE
 from dpviz.theory.costmodel import speedup
 from dpviz.widgets.base import SliderFigure, animate, keep_off_legend
 
@@ -59,7 +59,7 @@ class SpeedupFigure:
     def _build_bars(self, ax):
         ax.barh([1], [1.0], color=LAVENDER, edgecolor=INK, height=0.5)
         self.compute = ax.barh([0], [1.0], color=LAVENDER, edgecolor=INK, height=0.5)[0]
-        self.comm = ax.barh([0], [0.0], left=[1.0], color=CORAL, edgecolor=INK, height=0.5)[0]
+        self.comm = ax.barh([0], [0.0], left=[1.0], color=CORAL, edgecolor=INK, height=0.5, hatch=COMM_HATCH)[0]
         ax.text(1.03, 1, "T_compute = 1", va="center", fontsize=11, color=INK)
         self.step_words = ax.text(0.03, -0.4, "", va="top", fontsize=11, color=INK)
         ax.set_yticks([1, 0], ["one device", "each of k"], fontsize=12)
@@ -67,9 +67,9 @@ class SpeedupFigure:
         ax.set_xlim(0, 1.6)
         ax.set_ylim(-0.85, 1.95)
         ax.set_xlabel("time per step (units of T_compute)", fontsize=12)
-        ax.legend(handles=[Line2D([], [], color=LAVENDER, lw=8, label="compute"),
-                           Line2D([], [], color=CORAL, lw=8, label="sync, T_comm")],
-                  loc="upper left", ncol=2, fontsize=11, frameon=False)
+        ax.legend(handles=[Patch(facecolor=LAVENDER, edgecolor=INK, label="compute"),
+                           Patch(facecolor=CORAL, edgecolor=INK, hatch=COMM_HATCH, label="sync, T_comm")],
+                  loc="upper left", ncol=2, fontsize=11, frameon=False, handlelength=2.4, handleheight=1.2)
         ax.set_title("one step", fontsize=13)
         animate(self.compute, self.comm, self.step_words)
 
