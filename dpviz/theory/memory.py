@@ -13,7 +13,8 @@ ZeRO shards that memory over the k ranks of the data-parallel group:
     2       P            P / k       c P / k          ... and keeps only the gradients of its 1/k
     3       P / k        P / k       c P / k          ... and holds only its 1/k of the parameters
 
-Stage 1 is what chapter 12 runs for real; stages 2 and 3 are modeled here only. Sizes that do not
+Stage 1 is what chapter 12 runs for real; chapter "shard everything" runs all four
+(:mod:`dpviz.runs.sharding`, measured per phase beside :func:`dpviz.theory.sharding.bytes_held`). Sizes that do not
 divide by k round up: the largest shard is what a rank must find room for.
 
     bytes_per_rank(1_000_000, k=4, zero_stage=1)     # {"params": 4e6, "grads": 4e6, "optimizer": 2e6, "total": 1e7}
@@ -88,3 +89,46 @@ def smallest_k(n_params: int, memory_bytes: float, *, k_max: int = 1 << 20, **op
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if fits(n_params, memory_bytes, mid, **options) else (mid, hi)
     return hi
+
+
+# --- mixed precision: the ZeRO paper's accounting -----------------------------------------------------------
+# Mixed-precision Adam keeps fp16 parameters (2 bytes) and fp16 gradients (2 bytes) for the forward and
+# backward passes, and for the update an fp32 copy of the parameters plus Adam's fp32 m and v (4 + 4 + 4 = 12
+# bytes, K = 12 in the paper). Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training Trillion
+# Parameter Models" (SC 2020), Figure 1: Ψ = 7.5 B parameters on N_d = 64 GPUs hold 120 GB, 31.4 GB, 16.6 GB
+# and 1.9 GB per device at stages 0 to 3.
+MIXED_PRECISION = {"params": 2, "grads": 2, "optimizer": 12}  # bytes per parameter, by part
+FP32_ADAM = {"params": 4, "grads": 4, "optimizer": 8}         # what dpviz's real runs hold
+
+
+def bytes_per_rank_by_part(n_params: int, k: int = 1, *, zero_stage: int = 0, part_bytes: dict = FP32_ADAM) -> dict:
+    """Bytes one rank holds for each part, ``part_bytes[part]`` bytes per parameter, sharded as ZeRO's stage says.
+
+    ``part_bytes=MIXED_PRECISION`` gives the ZeRO paper's 2 + 2 + 12; the default, float32 Adam, equals
+    :func:`bytes_per_rank` with ``optimizer="adam"``. Shards round up, as in :func:`bytes_per_rank`.
+    """
+    n_params = check_int("n_params", n_params, low=1)
+    k = check_int("k", k, low=1)
+    stage = check_choice("zero_stage", zero_stage, ZERO_STAGES)
+    if set(part_bytes) != set(PARTS):
+        raise ValueError(f"part_bytes must give bytes per parameter for exactly {', '.join(PARTS)}; got {sorted(part_bytes)}.")
+    for part in PARTS:
+        check_real(f"part_bytes[{part!r}]", part_bytes[part], low=0)
+    shard = math.ceil(n_params / k)
+    sharded_from = {"optimizer": 1, "grads": 2, "params": 3}  # the stage from which each part is cut into k
+    out = {part: (shard if stage >= sharded_from[part] else n_params) * part_bytes[part] for part in PARTS}
+    out["total"] = sum(out.values())
+    return out
+
+
+def zero_paper_gb(n_params: float = 7.5e9, k: int = 64) -> dict:
+    """GB (10⁹ bytes) per device at each ZeRO stage under mixed-precision Adam: the ZeRO paper's Figure 1.
+
+    ``zero_paper_gb()`` gives ``{0: 120.0, 1: 31.40625, 2: 16.640625, 3: 1.875}``, which the paper prints as
+    120, 31.4, 16.6 and 1.9 GB.
+    """
+    if isinstance(n_params, float) and n_params.is_integer():
+        n_params = int(n_params)  # 7.5e9 is a whole number of parameters
+    n = check_int("n_params", n_params, low=1)
+    return {stage: bytes_per_rank_by_part(n, k, zero_stage=stage, part_bytes=MIXED_PRECISION)["total"] / 1e9
+            for stage in ZERO_STAGES}

@@ -1,0 +1,316 @@
+"""A cheaper sync: what the chapter prints about compression, local SGD and a two-level all-reduce (numpy only).
+
+* :func:`compression_claims` (a :class:`~dpviz.records.compression.CompressionRecord`): replicas identical
+  under every hook; the bytes each hook sent, counted, equal to what its rule sends (fp16 half of M,
+  PowerSGD its P and Q factors and the tensors it leaves uncompressed); the plain hook's gradient is the
+  exact average, fp16's within fp16 rounding of it, PowerSGD's off by a measured amount; error feedback
+  kept something at every compressed step. The loss beside the plain all-reduce's and the step times are
+  described.
+* :func:`local_sgd_claims` (a :class:`~dpviz.records.local_sgd.LocalSgdRecord`): H = 1 is plain data
+  parallelism to float32 rounding; the drift is zero right after every average and not between them; the
+  hand-written loop equals torch's ``PeriodicModelAverager``; loss against examples and against all-reduces
+  described.
+* :func:`hierarchical_claims` (a :class:`~dpviz.records.hierarchical.HierarchicalRecord`): the two-level
+  all-reduce equals ``dist.all_reduce`` (bit for bit on integer-valued inputs, within rounding on others);
+  the bytes on every link are the rings' chunks; fewer bytes cross between groups than in a flat ring.
+  Times described.
+* :func:`priced_claims`: each method's modeled T_comm and S beside the ring's for the link presets.
+
+Each function returns the sentences in order, or raises ``AssertionError`` naming the first number that
+contradicts a claim.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpviz.records.compression import FP16_TOLERANCE, CompressionRecord
+from dpviz.records.hierarchical import METHODS, HierarchicalRecord
+from dpviz.records.local_sgd import LocalSgdRecord, drift_of
+from dpviz.records.run import rel_err
+from dpviz.records.tolerance import GRAD_TOLERANCE, tolerance_words
+from dpviz.theory import cheaper_sync as theory
+from dpviz.theory.links import PRESETS, SPEED_ORDER
+
+SAME = 0.05  # times within 5 % of each other are "about as long"
+
+
+def _require(record, cls, name: str):
+    if not isinstance(record, cls):
+        raise TypeError(f"{name} must be a {cls.__name__}; got {type(record).__name__}.")
+    return record
+
+
+def _bytes(n) -> str:
+    return f"{int(n):,} bytes"
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms"
+
+
+def _cores_note(record) -> str:
+    if record.oversubscribed:
+        return (f" ({record.k} ranks shared {record.meta['cores']} cores, so they also waited for a core: these "
+                "times are not a fair race)")
+    return ""
+
+
+def _than(ratio: float) -> str:
+    if abs(ratio - 1) <= SAME:
+        return "about as long as"
+    return f"{ratio:.2f}× as long as"
+
+
+# --- send fewer bytes ------------------------------------------------------------------------------------
+
+
+def compression_claims(rec: CompressionRecord) -> list[str]:
+    """What the compression run shows, asserted where it is correctness, described where it is time or loss."""
+    rec = _require(rec, CompressionRecord, "rec")
+    lines = []
+    start = rec.param_digest[:, 0]
+    if not (start == start[:1, :1]).all():
+        raise AssertionError("every hook's training must start from the same θ0 on every rank: the first parameter "
+                             "digests differ")
+    same = rec.param_digest == rec.param_digest[:, :, :1]
+    if not same.all():
+        m, s, r = np.argwhere(~same)[0]
+        raise AssertionError(f"the replicas are bit-identical under every hook: under {rec.mode[m]} rank {r}'s "
+                             f"parameters before step {s} differ from rank 0's")
+    lines.append(f"Under every hook ({', '.join(rec.mode)}) the {rec.k} replicas held bit-identical parameters "
+                 f"at all {rec.steps + 1} recorded points: every rank decompressed the same averaged gradient.")
+
+    M = int(rec.meta["message_bytes"])
+    table = []
+    for i, mode in enumerate(rec.mode):
+        want, calls = rec.expected_bytes(mode)
+        bad = np.argwhere(rec.sent_bytes[i] != want[:, None])
+        if bad.size:
+            s, r = bad[0]
+            raise AssertionError(f"bytes counted: {mode} sent {rec.sent_bytes[i, s, r]:,} bytes at step {s} on rank "
+                                 f"{r}; its hook's rule sends {int(want[s]):,}")
+        bad = np.argwhere(rec.sent_calls[i] != calls[:, None])
+        if bad.size:
+            s, r = bad[0]
+            raise AssertionError(f"bytes counted: {mode} made {rec.sent_calls[i, s, r]} all-reduce calls at step {s} "
+                                 f"on rank {r}; its hook makes {int(calls[s])}")
+        on = rec.compressed_steps(mode)
+        per_step = int(want[on][0]) if on.any() else M
+        table.append(f"{mode} {_bytes(per_step)} ({M / per_step:.1f}× fewer)" if per_step != M else f"{mode} {_bytes(M)}")
+    start_iter = int(rec.meta["start_powersgd_iter"])
+    lines.append(f"Bytes each rank handed to dist.all_reduce per step, counted as the hooks sent them and equal at "
+                 f"every step to what each hook's rule sends for these {len(rec.param_shape)} parameter tensors: "
+                 + "; ".join(table) + f" (PowerSGD sends plain all-reduces for its first {start_iter} steps, "
+                 f"then P and Q in three all-reduces).")
+
+    err = rec.grad_rel_err
+    exact = err[rec.index("allreduce")].max()
+    if exact > GRAD_TOLERANCE:
+        raise AssertionError(f"the plain hook's gradient is the exact average: it is {exact:.1e} (relative) away, "
+                             f"more than {tolerance_words()}")
+    fp16 = err[rec.index("fp16")]
+    if not 0 < fp16.max() <= FP16_TOLERANCE:
+        raise AssertionError(f"fp16's gradient is within fp16 rounding of the exact average: its relative error "
+                             f"reached {fp16.max():.1e} (expected above 0 and at most {FP16_TOLERANCE:g})")
+    words = [f"the plain hook's is the exact average ({exact:.0e})",
+             f"fp16's is off by rounding alone, median {np.median(fp16):.1e}"]
+    for i, mode in enumerate(rec.mode):
+        if not mode.startswith("powersgd"):
+            continue
+        on = rec.compressed_steps(mode)
+        before = err[i][~on]
+        if before.size and before.max() > GRAD_TOLERANCE:
+            raise AssertionError(f"{mode} runs a plain all-reduce before step {start_iter}: its gradient is "
+                                 f"{before.max():.1e} away from the exact average there")
+        after = err[i][on]
+        if after.size and rec.powersgd_rank[i] == 1 and not (after > 0).all():
+            raise AssertionError(f"{mode} compresses every matrix to rank 1: its gradient error must be positive at "
+                                 f"every compressed step; it is {after.min():.1e} at one")
+        if after.size:
+            words.append(f"{mode}'s median {np.median(after):.3f}")
+    lines.append("Relative error ‖g − ḡ‖/‖ḡ‖ of the averaged gradient against the exact average of the ranks' "
+                 "gradients, per compressed step: " + "; ".join(words) + ".")
+
+    if rec.meta["error_feedback"]:
+        kept = []
+        for i, mode in enumerate(rec.mode):
+            if not mode.startswith("powersgd"):
+                continue
+            on = rec.compressed_steps(mode)
+            norms = rec.error_norm[i][on]
+            if norms.size and not (norms > 0).all():
+                raise AssertionError(f"error feedback keeps what compression lost: under {mode} it kept ‖e‖ = "
+                                     f"{norms.min():.1e} at a compressed step")
+            if (rec.error_norm[i][~on] != 0).any():
+                raise AssertionError(f"error feedback keeps nothing before PowerSGD starts: under {mode} it kept "
+                                     f"‖e‖ = {rec.error_norm[i][~on].max():.1e} at a plain step")
+            if norms.size:
+                kept.append(f"{mode} median ‖e‖ = {np.median(norms):.3f}")
+        if kept:
+            lines.append("Error feedback kept, after every compressed step, what compression had left out, to add to "
+                         "the next step's gradient: " + "; ".join(kept) + ".")
+
+    ref = rec.mean_loss("allreduce")
+    gaps = [f"{mode} {rec.mean_loss(mode)[-1] - ref[-1]:+.2e}" for mode in rec.mode if mode != "allreduce"]
+    lines.append(f"After {rec.steps} steps the loss on the global batch was {ref[-1]:.4f} with the plain all-reduce; "
+                 "beside it, from the same θ0 on the same batches: " + ", ".join(gaps) + ".")
+
+    t = np.median(rec.t_step, axis=(1, 2))
+    base = t[rec.index("allreduce")]
+    lines.append(f"Median step (forward, backward and sync) took {_ms(base)} with the plain all-reduce; "
+                 + ", ".join(f"{mode} {_than(t[i] / base)} it" for i, mode in enumerate(rec.mode) if mode != "allreduce")
+                 + f" on this {M / 1024:.1f} KiB gradient, where compressing costs compute the wire may not win back"
+                 + _cores_note(rec) + ".")
+    return lines
+
+
+# --- sync less often -------------------------------------------------------------------------------------
+
+
+def local_sgd_claims(rec: LocalSgdRecord) -> list[str]:
+    """What the local-SGD run shows: H = 1 is data parallelism, drift zero after each average, torch agrees."""
+    rec = _require(rec, LocalSgdRecord, "rec")
+    lines = []
+    dp_drift = drift_of(rec.params_dp)
+    if (dp_drift != 0).any():
+        raise AssertionError(f"plain data parallelism keeps the replicas identical: they drifted {dp_drift.max():.1e} apart")
+    if 1 in rec.period:
+        i = rec.index(1)
+        err = rel_err(rec.params_local[i], rec.params_dp)
+        if err > GRAD_TOLERANCE:
+            raise AssertionError(f"local SGD with H = 1 is plain data parallelism: its parameters are {err:.1e} "
+                                 f"(relative) from it, more than {tolerance_words()}")
+        same = float((rec.params_local[i] == rec.params_dp).mean())
+        lines.append(f"Local SGD with H = 1 (step alone, then average θ) followed plain data parallelism (average g, "
+                     f"then step) to {err:.1e} of the largest parameter at every one of {rec.steps} steps ({same:.0%} "
+                     f"of values bit for bit): the mean of θ − η g_r is θ − η ḡ, up to rounding.")
+
+    peaks = []
+    for i, H in enumerate(rec.period.tolist()):
+        drift, synced = rec.drift(H), rec.synced(H)
+        after = drift[1:][synced]
+        if (after != 0).any():
+            s = int(np.flatnonzero(synced)[np.argmax(after != 0)])
+            raise AssertionError(f"the drift is zero right after each average: with H = {H} it is {drift[s + 1]:.1e} "
+                                 f"after step {s}")
+        between = drift[1:][~synced]
+        if rec.k > 1 and between.size and not (between > 0).all():
+            raise AssertionError(f"between averages the replicas drift apart: with H = {H} the drift is "
+                                 f"{between.min():.1e} after a local step")
+        peaks.append(f"H = {H}: {rec.drift_before_average(H).max():.4f}")
+    lines.append("Drift max_r ‖θ_r − mean θ‖ was exactly 0 right after every average and above 0 after every local "
+                 "step between them; its largest value, just before an average: " + ", ".join(peaks) + ".")
+
+    if rec.params_torch is not None:
+        worst = max(rel_err(rec.params_torch[i], rec.params_local[i]) for i in range(len(rec.period)))
+        if worst > GRAD_TOLERANCE:
+            raise AssertionError(f"the hand-written local SGD equals torch's PeriodicModelAverager: they are {worst:.1e} "
+                                 f"(relative) apart, more than {tolerance_words()}")
+        same = float((rec.params_torch == rec.params_local).mean())
+        lines.append(f"torch's PeriodicModelAverager(period=H, warmup_steps=H−1) gave the same parameters as the "
+                     f"hand-written loop at every H and step, to {worst:.1e} ({same:.0%} of values bit for bit; it "
+                     f"divides by k before its all-reduce, the loop after).")
+
+    dp = rec.mean_loss()
+    words = []
+    for H in rec.period.tolist():
+        n = rec.all_reduces(H)[-1]
+        words.append(f"H = {H}: {rec.mean_loss(H)[-1]:.4f} after {n} all-reduce{'s' if n != 1 else ''}")
+    lines.append(f"After {rec.examples()[-1]:,} examples ({rec.steps} steps) the mean loss was {dp[-1]:.4f} for plain "
+                 f"data parallelism after {rec.steps} all-reduces; " + "; ".join(words) + ".")
+    H = int(rec.period.max())
+    n = int(rec.all_reduces(H)[-1])
+    if H > 1 and n >= 1:
+        lines.append(f"At the same {n} all-reduce{'s' if n != 1 else ''}, plain data parallelism had reached "
+                     f"{dp[n - 1]:.4f} (after {n} step{'s' if n != 1 else ''}) and local SGD with H = {H} "
+                     f"{rec.mean_loss(H)[n * H - 1]:.4f} (after {n * H} steps): counted in syncs, not in examples.")
+    return lines
+
+
+# --- sync in two levels ----------------------------------------------------------------------------------
+
+
+def hierarchical_claims(rec: HierarchicalRecord) -> list[str]:
+    """What the two-level all-reduce shows: dist.all_reduce's sum, the bytes per link, and the times."""
+    rec = _require(rec, HierarchicalRecord, "rec")
+    k, g = rec.k, int(rec.meta["group_size"])
+    expected = rec.input.astype(np.float64).sum(axis=0)
+    worst = 0.0
+    for s, span in enumerate(rec.spans()):
+        n, kind = int(rec.size[s]), str(rec.input_kind[s])
+        for name in ("two_level", "flat_ring", "all_reduce"):
+            got = getattr(rec, name)[:, span]
+            if not (got == got[:1]).all():
+                raise AssertionError(f"every rank receives the same sum: {name} gave ranks different bits on the "
+                                     f"{kind} input of {n:,} values")
+        two, ref = rec.two_level[:, span], rec.all_reduce[:, span]
+        if kind == "int":
+            if not (two == ref).all() or not (ref == expected[span]).all():
+                raise AssertionError(f"the two-level all-reduce equals dist.all_reduce bit for bit on integer-valued "
+                                     f"inputs: they differ on the input of {n:,} values")
+        else:
+            err = rel_err(two, ref)
+            worst = max(worst, err)
+            if err > GRAD_TOLERANCE:
+                raise AssertionError(f"the two-level all-reduce equals dist.all_reduce within float rounding: on the "
+                                     f"input of {n:,} normal values it is {err:.1e} away, more than {tolerance_words()}")
+    lines = [f"k = {k} in {k // g} groups of {g}: the two-level all-reduce gave every rank dist.all_reduce's sum, bit "
+             f"for bit on integer-valued inputs and within {worst:.1e} (relative) on normal ones, at "
+             f"{', '.join(f'{n:,}' for n in sorted(set(rec.size.tolist())))} values."]
+
+    two = rec.link_bytes_inner + rec.link_bytes_outer
+    inside = rec.same_group()
+    for s, n in enumerate(rec.size.tolist()):
+        want = theory.link_bytes_two_level(k, g, n, element_bytes=int(rec.meta["element_bytes"]))
+        if not (two[s] == want).all():
+            src, dst = np.argwhere(two[s] != want)[0]
+            raise AssertionError(f"bytes per link: in the two-level all-reduce of {n:,} values rank {src} sent "
+                                 f"{two[s, src, dst]:,} bytes to rank {dst}; the rings' chunks make {want[src, dst]:,}")
+        if (rec.link_bytes_inner[s] * ~inside).any() or (rec.link_bytes_outer[s] * inside).any():
+            raise AssertionError("bytes per link: the steps inside a group sent across groups, or the step across "
+                                 "groups sent inside one")
+        flat = theory.link_bytes_ring(range(k), n, element_bytes=int(rec.meta["element_bytes"]))
+        if not (rec.link_bytes_flat[s] == flat).all():
+            raise AssertionError(f"bytes per link: the flat ring of {n:,} values did not send the ring's chunks")
+    s = int(np.argmax(rec.size))
+    n = int(rec.size[s])
+    M = n * int(rec.meta["element_bytes"])
+    between_two, between_flat = rec.between_groups(two)[s], rec.between_groups(rec.link_bytes_flat)[s]
+    if k // g > 1 and g > 1 and not between_two < between_flat:
+        raise AssertionError(f"two levels send fewer bytes between groups than a flat ring: {between_two:,} against "
+                             f"{between_flat:,}")
+    lines.append(f"Bytes per link, counted, for M = {_bytes(M)}: each rank sent {_bytes(two[s][inside].sum() // k)} "
+                 f"inside its group and {_bytes(rec.max_between(two)[s])} to another group; in all "
+                 f"{_bytes(between_two)} crossed between groups, against {_bytes(between_flat)} in the flat ring, "
+                 f"whose ranks at a group's edge each sent {_bytes(rec.max_between(rec.link_bytes_flat)[s])} across.")
+
+    t = np.median(rec.seconds, axis=0)
+    names = dict(zip(METHODS, t))
+    lines.append(f"Timed on {rec.meta['timed_size']:,} values (median of {rec.meta['repeats']}): dist.all_reduce "
+                 f"{_ms(names['all_reduce'])}, two levels {_ms(names['two_level'])}, the flat hand ring "
+                 f"{_ms(names['flat_ring'])}; here every link is the same shared memory, so two levels save time only "
+                 f"where the links between groups are slower" + _cores_note(rec) + ".")
+    return lines
+
+
+# --- priced in the cost model ----------------------------------------------------------------------------
+
+
+def priced_claims(t_compute: float, k: int, M: float, *, shapes=None, ranks=(1, 2, 4), periods=(1, 2, 4, 8),
+                  group_size: int = 2, links=SPEED_ORDER, inner: str = theory.INNER) -> list[str]:
+    """One line per link preset: the ring's modeled T_comm and S, and each method's at its knob (modeled)."""
+    lines = []
+    for name in links:
+        link = PRESETS[name]
+        rows = theory.priced(t_compute, k, M, link=link, shapes=shapes, ranks=ranks, periods=periods,
+                             group_sizes=[group_size], inner=PRESETS[inner])
+        words = []
+        for row in rows:
+            label = {"ring": "ring", "fp16": "fp16", "powersgd": f"PowerSGD r = {row['knob']}",
+                     "local_sgd": f"local SGD H = {row['knob']}",
+                     "two_level": f"two levels of {row['knob']} ({inner} inside)"}[row["method"]]
+            words.append(f"{label} S = {row['speedup']:.2f} (T_comm {row['t_comm'] * 1e3:.3g} ms)")
+        lines.append(f"Modeled, {name}, k = {k}, M = {_bytes(M)}, T_compute = {t_compute * 1e3:.3g} ms: "
+                     + "; ".join(words) + ".")
+    return lines

@@ -1,0 +1,106 @@
+"""The record of a compression run: the same training under DDP's plain all-reduce, fp16 and PowerSGD hooks.
+
+Written by :func:`dpviz.runs.compression.record_compression`. In each *mode* the k ranks train the same
+MLP from the same θ0 on the same batches with SGD inside ``DistributedDataParallel``; only the comm hook
+differs. Every tensor the hook all-reduced is counted (``sent_bytes``, ``sent_calls``); the exact average
+of the ranks' gradients was all-reduced beside it, uncounted, and ``grad_rel_err`` compares the two.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpviz.checks import check_choice
+from dpviz.records.schema import Array, Kind, Meta, RankRecord, ran_on, register
+from dpviz.theory.cheaper_sync import POWERSGD_ALLREDUCES, powersgd_elements
+
+FP16_TOLERANCE = 2e-3  # relative error of an fp16-compressed average: a few units of fp16 rounding (2^-11 ≈ 4.9e-4)
+
+
+def mode_name(hook: str, rank: int = 0) -> str:
+    """The mode's name in a record: ``allreduce``, ``fp16``, ``powersgd_r2``."""
+    return f"powersgd_r{rank}" if hook == "powersgd" else hook
+
+
+KIND = Kind(
+    name="compression",
+    version=1,
+    doc="k ranks trained one MLP under DistributedDataParallel from the same θ0 on the same batches once per comm "
+        "hook (DDP's all-reduce, fp16 compression, PowerSGD at several ranks r); the bytes each hook all-reduced per "
+        "step, its averaged gradient's error against the exact average, the error-feedback memory, losses and "
+        "step times.",
+    arrays=(
+        Array("mode", ("R",), "str", "the comm hook: allreduce, fp16, or powersgd_r<r>"),
+        Array("powersgd_rank", ("R",), "int64", "PowerSGD's matrix_approximation_rank r (0: not PowerSGD)"),
+        Array("param_shape", ("T", 2), "int64", "each parameter as the hook sees it, a matrix (n, m)"),
+        Array("sent_bytes", ("R", "steps", "k"), "int64", "bytes of the tensors the hook handed to dist.all_reduce"),
+        Array("sent_calls", ("R", "steps", "k"), "int64", "dist.all_reduce calls the hook made"),
+        Array("grad_rel_err", ("R", "steps", "k"), "float64",
+              "‖g − ḡ‖ / ‖ḡ‖: the hook's averaged gradient g against the exact average ḡ of the ranks' gradients"),
+        Array("error_norm", ("R", "steps", "k"), "float64",
+              "‖e‖, what PowerSGD's error feedback kept after the step for the next one (0: none kept)"),
+        Array("loss", ("R", "steps", "k"), "float32", "each rank's loss on its shard, before the step"),
+        Array("t_step", ("R", "steps", "k"), "float64", "seconds of forward, backward and the hook's sync (the exact average beside it left out)"),
+        Array("param_digest", ("R", "steps+1", "k"), "bytes", "SHA-1 (hex) of each rank's parameters before each step, and after the last"),
+    ),
+    meta=(
+        Meta("k", "int", "ranks"),
+        Meta("b", "int", "examples per rank per step"),
+        Meta("steps", "int", "SGD steps per mode"),
+        Meta("width", "int", "hidden units per layer"),
+        Meta("depth", "int", "hidden layers"),
+        Meta("d_in", "int", "input features"),
+        Meta("n_params", "int", "P, the model's parameter count"),
+        Meta("message_bytes", "int", "M, bytes of the float32 gradient (P × 4)"),
+        Meta("lr", "float", "learning rate η"),
+        Meta("seed", "int", "seeds the data, the model, the batches and PowerSGD's random start"),
+        Meta("dataset_size", "int", "examples in the data set"),
+        Meta("start_powersgd_iter", "int", "steps PowerSGD ran a plain all-reduce before compressing"),
+        Meta("min_compression_rate", "float", "PowerSGD compresses a matrix only if (n + m)·r times this is below n·m"),
+        Meta("error_feedback", "bool", "whether PowerSGD kept and re-added what compression lost"),
+        Meta("warm_start", "bool", "whether PowerSGD started each step's Q from the last one"),
+        *ran_on("backend", "threads_per_rank", "torch_version", "host", "cores", "date"),
+    ),
+)
+
+
+@register
+class CompressionRecord(RankRecord):
+    """A compression run; every array of :data:`KIND` is an attribute."""
+
+    KIND = KIND
+
+    def describe(self) -> str:
+        m = self.meta
+        return (f"compression run, k={m['k']}, MLP {m['depth']}×{m['width']} ({m['n_params']:,} parameters, "
+                f"M = {m['message_bytes']:,} bytes), b={m['b']}, {m['steps']} SGD steps per hook, "
+                f"{m['backend']}, {m['threads_per_rank']} thread(s) per rank, {m['host']}, {m['cores']} cores, "
+                f"{m['date'][:10]}")
+
+    def index(self, mode: str) -> int:
+        check_choice("mode", mode, tuple(self.mode.tolist()))
+        return int(np.flatnonzero(self.mode == mode)[0])
+
+    def compressed_steps(self, mode: str) -> np.ndarray:
+        """(steps,) True where ``mode`` compressed: every step for fp16, from start_powersgd_iter on for PowerSGD."""
+        steps = np.arange(self.steps)
+        if mode.startswith("powersgd"):
+            return steps >= int(self.meta["start_powersgd_iter"])
+        return np.full(self.steps, mode == "fp16")
+
+    def expected_bytes(self, mode: str) -> tuple[np.ndarray, np.ndarray]:
+        """(steps,) bytes and all-reduce calls per rank that ``mode`` should send, from the parameters' shapes."""
+        M = int(self.meta["message_bytes"])
+        plain = np.full(self.steps, M, np.int64), np.ones(self.steps, np.int64)
+        if mode == "allreduce":
+            return plain
+        if mode == "fp16":
+            return np.full(self.steps, M // 2, np.int64), plain[1]
+        r = int(self.powersgd_rank[self.index(mode)])
+        sent = powersgd_elements(self.param_shape, r, min_compression_rate=float(self.meta["min_compression_rate"]))
+        on = self.compressed_steps(mode)
+        return np.where(on, 4 * sent["total"], M), np.where(on, POWERSGD_ALLREDUCES, 1)
+
+    def mean_loss(self, mode: str) -> np.ndarray:
+        """(steps,) the loss on each whole global batch: the mean of the ranks' equal shards' losses."""
+        return self.loss[self.index(mode)].astype(np.float64).mean(axis=1)

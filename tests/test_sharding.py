@@ -1,0 +1,205 @@
+"""Shard everything: ZeRO stages 0 to 3 (FSDP) on real gloo ranks, against plain data parallelism, torch's
+fully_shard, the memory model and the ring's byte counts; the ZeRO paper's numbers; bad input; tampering."""
+
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+from dpviz.claims import sharding as claims
+from dpviz.records import load
+from dpviz.records.sharding import ShardingRun
+from dpviz.runs.sharding import ShardingConfig, record_sharding, record_sharding_over_k
+from dpviz.theory import costmodel, memory
+from dpviz.theory import sharding as theory
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """k = 2 with the FSDP2 oracle, k = 4 without (4 ranks on 2 cores: nothing here asserts a time)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {2: record_sharding(k=2, fsdp=True), 4: record_sharding(k=4)}
+
+
+def test_every_stage_equals_plain_data_parallelism_after_every_step(runs):
+    for run in runs.values():
+        assert "trained the same parameters as plain data parallelism" in claims.same_parameters(run)
+        scale = np.abs(run.params[0]).max()
+        assert run.stage.tolist() == [0, 1, 2, 3]
+        assert (run.params[:, 0] == run.params[0, 0]).all()        # the same start
+        for stage in (1, 2, 3):
+            assert run.max_param_diff(stage).max() <= 1e-6 * scale  # float32 rounding, far below 1e-5
+            np.testing.assert_allclose(run.loss[stage], run.loss[0], rtol=1e-5)
+        assert not (run.params[0, -1] == run.params[0, 0]).all()   # and training moved them
+        assert "bit for bit" in claims.replicas_hold_their_share(run)
+
+
+def test_zero3_equals_torch_fully_shard(runs):
+    run = runs[2]
+    assert run.params_fsdp.shape == (run.steps + 1, run.n_params) and run.steps >= 3
+    scale = np.abs(run.params_fsdp).max()
+    diff = np.abs(run.params[3].astype(np.float64) - run.params_fsdp).max(axis=1)
+    assert (diff <= claims.FSDP_TOLERANCE * scale).all(), diff / scale   # after each step, within 1e-5 of the largest
+    assert "matches torch's fully_shard" in claims.matches_fully_shard(run)
+    with pytest.raises(AssertionError, match="fsdp=True"):
+        claims.matches_fully_shard(runs[4])
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_measured_memory_is_the_models_count_exactly(runs, k):
+    run = runs[k]
+    P, element = run.n_params, 4
+    assert P % k == 0 and all(n % k == 0 for n in run.unit_size)  # 496, 992, 32: no padding at k = 2 or 4
+    for stage in range(4):
+        measured = run.memory[stage]                               # (k, phases, categories)
+        assert (measured == run.modeled_memory(stage)).all(), (stage, measured[0], run.modeled_memory(stage))
+        at_rest = memory.bytes_per_rank(P, k, zero_stage=stage, optimizer="adam")  # the ZeRO paper's formula
+        assert (measured[:, :, :3] == [at_rest["params"], at_rest["grads"], at_rest["optimizer"]]).all()
+    total = {stage: run.memory[stage, 0, 2, :3].sum() for stage in range(4)}
+    assert total == {0: 16 * P, 1: 8 * P + 8 * P // k, 2: 4 * P + 12 * P // k, 3: 16 * P // k}
+    largest = element * int(run.unit_size.max())
+    assert run.memory[3, :, 0, 3].tolist() == [largest] * k        # the gathered layer, forward
+    assert run.memory[3, :, 1, 3].tolist() == [2 * largest] * k    # gathered again, with its full gradient
+    assert run.memory[2, :, 1, 3].tolist() == [largest] * k        # ZeRO-2: one layer's gradient until its reduce-scatter
+    assert (run.memory[:2, :, :, 3] == 0).all()
+    assert "exactly the bytes the model counts" in claims.memory_claims(run)[0]
+
+
+def test_bytes_counted_by_the_ring(runs):
+    for run in runs.values():
+        k, M = run.k, run.message_bytes
+        ring = costmodel.t_comm_ring(k, M, 0.0, 1.0)          # with α = 0, β = 1 B/s: one all-reduce's bytes
+        sent = run.sent()
+        assert (sent[0] == ring).all() and (sent[1] == ring).all() and (sent[2] == ring).all()
+        assert (sent[3] == 1.5 * ring).all()
+        assert (run.rs_bytes == (k - 1) * M // k).all()
+        assert (run.ag_bytes[3] == 2 * (k - 1) * M // k).all()
+        assert "1.5 times as much" in claims.bytes_claims(run)
+
+
+def test_step_times_are_described_and_modeled_times_priced(runs):
+    run = runs[4]
+    line = claims.step_time_claims(run)
+    assert line.startswith("k = 4, measured median step") and ("shared 2 cores" in line) == run.oversubscribed
+    modeled = claims.modeled_time_claims(run, n_params=1_000_000_000)
+    assert "NVLink 20 ms → 30 ms" in modeled  # α ≪ bytes: 2(k−1)/k · 4 GB at 300 GB/s, then 1.5 times that
+    for stage in range(4):
+        t = theory.t_comm_zero(4, 4e9, 0.0, 1e9, zero_stage=stage, layers=3)
+        assert t == pytest.approx((1.5 if stage == 3 else 1.0) * costmodel.t_comm_ring(4, 4e9, 0.0, 1e9))
+    lines = claims.sharding_claims(runs)
+    assert any("over k = 2, 4" in line for line in lines) and lines[-1].endswith("Figure 1.")
+
+
+def test_the_zero_papers_figure_one():
+    gb = memory.zero_paper_gb(7.5e9, 64)      # mixed-precision Adam: 2 + 2 + 12 bytes per parameter
+    assert gb[0] == 120.0
+    assert round(gb[1], 1) == 31.4 and round(gb[2], 1) == 16.6 and round(gb[3], 1) == 1.9
+    assert memory.MIXED_PRECISION == {"params": 2, "grads": 2, "optimizer": 12}
+    assert "31.4 GB" in claims.zero_paper_claim()
+    # float32 Adam through the same function is the existing model
+    for stage in range(4):
+        assert memory.bytes_per_rank_by_part(1000, 4, zero_stage=stage) == memory.bytes_per_rank(1000, 4, zero_stage=stage)
+
+
+def test_the_model_pads_layers_that_do_not_split_evenly():
+    units = (496, 992, 33)                    # k = 4: the last layer pads to 36
+    held = theory.bytes_held(units, 4, zero_stage=3)
+    assert held[2, :3].tolist() == [4 * 381, 4 * 381, 8 * 381] and held[1, 3] == 8 * 992
+    x = np.arange(sum(units), dtype=np.float32)
+    padded = theory.pad(x, units, 4)
+    assert padded.size == 1524 and (theory.unpad(padded, units, 4) == x).all()
+    assert (theory.from_shards([theory.shard_of(padded, units, 4, r) for r in range(4)], units, 4) == x).all()
+
+
+def one_sentence(message: str) -> bool:
+    return message.count(". ") == 0 and message.endswith(".")
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(k=0), "k"), (dict(k=65), "k"), (dict(steps=0), "steps"), (dict(lr=0), "lr"), (dict(lr=-1.0), "lr"),
+    (dict(b=0), "b"), (dict(width=0), "width"), (dict(depth=0), "depth"), (dict(d_in=0), "d_in"),
+    (dict(fsdp="yes"), "fsdp"), (dict(stall_timeout=0), "stall_timeout"), (dict(k=2.5), "k"),
+    (dict(b=300), "b"), (dict(seed=-1), "seed"),
+])
+def test_bad_input_is_one_sentence_naming_the_field(kwargs, name):
+    for make in (lambda: ShardingConfig(**kwargs), lambda: record_sharding(**kwargs)):
+        with pytest.raises((ValueError, TypeError)) as err:
+            make()
+        assert str(err.value).startswith(name + " "), err.value
+        assert one_sentence(str(err.value)), err.value
+
+
+def test_bad_k_lists_are_refused_before_any_rank_starts():
+    with pytest.raises(ValueError, match=r"^ks must name"):
+        record_sharding_over_k(ks=())
+    with pytest.raises(ValueError, match=r"^ks\[1\] must be an integer from 1 to 64"):
+        record_sharding_over_k(ks=(2, 0))
+    with pytest.raises(ValueError, match=r"^lr must be"):
+        record_sharding_over_k(ks=(2, 4), lr=0)
+    with pytest.raises(ValueError, match=r"^zero_stage must be one of"):
+        theory.bytes_held((10,), 2, zero_stage=4)
+
+
+def test_the_front_never_imports_torch():
+    code = ("import sys\nfrom dpviz.runs.sharding import ShardingConfig, record_sharding\n"
+            "import dpviz.claims.sharding, dpviz.theory.sharding\n"
+            "try:\n    ShardingConfig(k=0)\nexcept ValueError:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_round_trip_and_refuse_a_missing_array(tmp_path, runs):
+    run = runs[2]
+    back = load(run.save(tmp_path / "sharding_k2"))
+    assert isinstance(back, ShardingRun) and back.describe() == run.describe()
+    for name, value in run.arrays.items():
+        assert (back.arrays[name] == value).all(), name
+    assert claims.sharding_claims([back])
+    arrays = {name: value for name, value in run.arrays.items() if name != "memory"}
+    with pytest.raises(ValueError, match="lacks the array 'memory'"):
+        ShardingRun(run.meta, arrays)
+
+
+# --- tamper with one bit of a real record, and the claim that rests on it fails, by name -------------------
+
+
+def tampered(run, name, change):
+    arrays = {key: value.copy() for key, value in run.arrays.items()}
+    change(arrays[name])
+    return ShardingRun(run.meta, arrays)
+
+
+def flip_low_bit(where):
+    def change(a):
+        bits = a.view(np.int32 if a.dtype == np.float32 else np.int64)
+        bits[where] ^= 1
+    return change
+
+
+def flip_high_bit(where, bit=20):
+    def change(a):
+        a.view(np.int32)[where] ^= 1 << bit          # a mantissa bit well above rounding
+    return change
+
+
+@pytest.mark.parametrize("name, change, claim, words", [
+    ("params", flip_low_bit((2, 3, 10)), claims.replicas_hold_their_share, "rank 0 held parameters whose digest"),
+    ("params", flip_high_bit((3, 2, 5)), claims.same_parameters, "ZeRO stage 3's parameters differ"),
+    ("param_digest", lambda d: d.__setitem__((1, 2, 1), b"0" * 40), claims.replicas_hold_their_share, "rank 1"),
+    ("memory", flip_low_bit((3, 1, 1, 3)), claims.memory_claims, "ZeRO stage 3, rank 1, backward"),
+    ("memory", flip_low_bit((1, 0, 2, 2)), claims.memory_claims, "of optimizer"),
+    ("rs_bytes", flip_low_bit((2, 1, 0)), claims.bytes_claims, "ZeRO stage 2"),
+    ("ag_bytes", flip_low_bit((3, 0, 1)), claims.bytes_claims, "all-gathers"),
+    ("params_fsdp", flip_high_bit((2, 7)), claims.matches_fully_shard, "fully_shard"),
+    ("step_seconds", lambda t: t.__setitem__(1, 0.0), claims.step_time_claims, "took no time"),
+])
+def test_one_changed_bit_fails_the_named_claim(runs, name, change, claim, words):
+    run = runs[2]
+    claim(run)  # holds on the real record
+    with pytest.raises(AssertionError, match=words):
+        claim(tampered(run, name, change))
