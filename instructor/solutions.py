@@ -114,3 +114,32 @@ def gather_columns(y_block, world_size):
     blocks = [torch.empty_like(y_block) for _ in range(world_size)]
     dist.all_gather(blocks, y_block)
     return torch.cat(blocks, dim=1)
+
+
+def owned_shard(layer, rank, k):
+    """Chapter 13: the layer padded with zeros to a multiple of k, cut into k chunks; rank r keeps chunk (r + 1) mod k."""
+    layer = np.asarray(layer)
+    padded = np.concatenate([layer, np.zeros(-len(layer) % k, dtype=layer.dtype)])
+    size = len(padded) // k
+    chunk = (rank + 1) % k
+    return padded[chunk * size:(chunk + 1) * size]
+
+
+def step_bytes(k, M, zero_stage):
+    """Chapter 13: two ring passes of (k − 1)/k · M per step at stages 0 to 2, three at ZeRO-3."""
+    passes = 3 if zero_stage == 3 else 2
+    return passes * (k - 1) / k * M
+
+
+def powersgd_bytes(n, m, r):
+    """Chapter 14: the factors P (n×r') and Q (m×r'), r' = min(n, m, r), where they save half; else the matrix."""
+    r = min(n, m, r)
+    if (n + m) * r * 2 < n * m:
+        return 4 * (n + m) * r
+    return 4 * n * m
+
+
+def slow_link_bytes(k, g, M):
+    """Chapter 14: a ring all-reduce of the rank's M/g share over the G = k/g groups: 2(G − 1)/G · M/g."""
+    G = k // g
+    return 2 * (G - 1) / G * M / g

@@ -107,14 +107,14 @@ def test_numeric_answers_are_filled_as_the_widget_fills_them():
 
 
 def test_the_output_keeps_the_widget_view_first_and_short_stable_text():
-    for chapter in ("03", "13"):
+    for chapter in ("03", "15"):
         one, two = _bundle(show_cards(chapter)), _bundle(show_cards(chapter))
         assert WIDGET_VIEW in one  # JupyterLab and Voilà rank it above text/html: the widget shows, not the key
         assert one["text/plain"] == two["text/plain"] and one["text/html"] == two["text/html"]
         assert one["text/plain"].startswith("Deck of ") and "\n" not in one["text/plain"]
         assert len(one["text/plain"]) < 200
         assert "text/markdown" not in one  # one static fallback, not two to keep in step
-    bank = deck(cards_for("13")[:3], title="Three")
+    bank = deck(cards_for("15")[:3], title="Three")
     assert _bundle(bank)["text/plain"] == "Deck of 3 self-check cards: Three"
 
 

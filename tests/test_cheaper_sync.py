@@ -340,3 +340,23 @@ def test_the_fronts_check_configs_without_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip() == "[]"
+
+
+def test_chapter_14_titles_hold_on_the_committed_records_and_fail_when_tampered():
+    from dpviz.claims import cheaper_sync as titles
+    from dpviz.records.compression import FIGURE_PLAN
+
+    records = FIGURE_PLAN.load()
+    comp, local = records["cheaper_sync_compression"], records["cheaper_sync_local_sgd"]
+    hier = records["cheaper_sync_hierarchical"]
+    assert "fewer bytes than the plain all-reduce" in titles.compression_title(comp)
+    assert "drift 0 after every average" in titles.drift_title(local)
+    assert "fewer bytes between groups" in titles.two_levels_title(hier)
+    rows = {name: titles.priced_rows(name, k=8, group_size=4, rank=4, period=8, t_compute=0.5, M=2**30,
+                                     shapes=[(4096, 4096)] * 16) for name in ("NVLink", "10 Gb Ethernet")}
+    assert "Modeled, k = 8" in titles.priced_title(rows, k=8)
+    local.params_local[-1, -1, 0, 0] += 1.0  # the last average no longer brings the replicas together
+    with pytest.raises(AssertionError, match="drift is zero right after each average"):
+        titles.drift_title(local)
+    with pytest.raises(AssertionError, match="buys more on a slower link"):
+        titles.priced_title(dict(reversed(list(rows.items()))), k=8)

@@ -37,6 +37,8 @@ NUMERIC = {  # checker name -> reference solution
     "check_wait_times": solutions.wait_times,
     "check_staleness": solutions.staleness,
     "check_bubble": solutions.bubble,
+    "check_powersgd_bytes": solutions.powersgd_bytes,
+    "check_slow_link_bytes": solutions.slow_link_bytes,
 }
 
 # Typical wrong answers, written as a student would: (checker, function, fragment the answer must contain).
@@ -75,6 +77,10 @@ WRONG = [
     ("check_bubble", lambda p, m: (p - 1) / m, "idle time over busy time"),
     ("check_bubble", lambda p, m: (p - 1) / (m + p), "not m + p"),
     ("check_bubble", lambda p, m: m / (m + p - 1), "the busy share"),
+    ("check_powersgd_bytes", lambda n, m, r: (n + m) * r, "each float32 value is 4 bytes"),
+    ("check_powersgd_bytes", lambda n, m, r: 4 * (n + m) * r, "compresses only where it pays"),
+    ("check_slow_link_bytes", lambda k, g, M: 2 * (k - 1) / k * M, "what a flat ring sends"),
+    ("check_slow_link_bytes", lambda k, g, M: M / g, "not all of it"),
 ]
 
 # Where each failure must point: the step, case or element that first went wrong, with the value expected there.
@@ -92,6 +98,8 @@ WHERE = {
     "check_wait_times": "for ranks computing 0.1, 0.1, 0.15, 0.1 s",
     "check_staleness": "for workers taking",
     "check_bubble": "for p = 4 stages and m = 8 micro-batches",
+    "check_powersgd_bytes": " matrix at r = 4, it gives ",
+    "check_slow_link_bytes": "for k = 8 in groups of g = ",
 }
 
 

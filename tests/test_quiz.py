@@ -1,4 +1,4 @@
-"""The self-check cards: every chapter has a deck, in chapter order, chapter 13 holds the whole question
+"""The self-check cards: every chapter has a deck, in chapter order, chapter 15 holds the whole question
 bank, numeric answers match closed-form arithmetic typed here, the reveal button works, and no card copies
 the notes or repeats their known errors.
 
@@ -48,7 +48,7 @@ def _grams(words, n):
 
 
 def test_every_chapter_has_cards():
-    assert set(CHAPTERS) == {f"{i:02d}" for i in range(14)}  # numbered without a gap, the question bank last
+    assert set(CHAPTERS) == {f"{i:02d}" for i in range(16)}  # numbered without a gap, the question bank last
     for chapter in CHAPTERS:
         cards = cards_for(chapter)
         assert cards, chapter
@@ -69,14 +69,14 @@ def test_keys_are_unique_and_kinds_known():
 
 
 def test_chapter_13_holds_the_whole_question_bank():
-    counts = Counter(card.kind for card in cards_for("13"))
+    counts = Counter(card.kind for card in cards_for("15"))
     assert set(counts) == set(KINDS)  # every category, the recall items and numeric ones too
     # The note's bank: 9 true/false, 7 spot-the-error, 6 why, 8 edge cases.
     assert counts["true/false"] >= 9
     assert counts["spot the error"] >= 7
     assert counts["why"] >= 6
     assert counts["edge case"] >= 8
-    assert len(cards_for("13")) >= 9 + 7 + 6 + 8
+    assert len(cards_for("15")) >= 9 + 7 + 6 + 8
 
 
 def test_self_check_lists_are_covered():
@@ -290,9 +290,34 @@ def _expect_tensor_bytes(p):
     return {"tp_gb": tp / 1e9, "dp_gb": dp / 1e9, "tp_calls": 2 * layers, "ratio": tp / dp}
 
 
+def _expect_paper(p):
+    n, k = p["n_params"], p["k"]  # mixed precision: 2 + 2 + 12 bytes per parameter, sharded stage by stage
+    return {"plain": 16 * n / 1e9, "zero1": (4 * n + 12 * n / k) / 1e9, "zero2": (2 * n + 14 * n / k) / 1e9,
+            "zero3": 16 * n / k / 1e9}
+
+
+def _expect_stage_bytes(p):
+    M, k = p["n_params"] * p["element_bytes"], p["k"]
+    plain, full = 2 * (k - 1) / k * M, 3 * (k - 1) / k * M  # two ring passes, or three
+    return {"plain_gb": plain / 1e9, "zero3_gb": full / 1e9, "ratio": full / plain}
+
+
 def _expect_busbw(p):
     algbw = p["M"] / (p["ms"] / 1e3)  # bytes per second
     return {"algbw": algbw / 1e9, "busbw": algbw * 2 * (p["k"] - 1) / p["k"] / 1e9}
+
+
+def _expect_powersgd(p):
+    n, m, r = p["n"], p["m"], p["r"]
+    before, after = 4 * n * m, 4 * (n + m) * r  # float32: the matrix, against P (n×r) and Q (m×r)
+    return {"before_mb": before / 1e6, "after_kb": after / 1e3, "ratio": before / after}
+
+
+def _expect_two_levels(p):
+    k, g, M = p["k"], p["g"], p["M"]
+    G = k // g
+    flat, two = 2 * (k - 1) / k * M, 2 * (G - 1) / G * M / g  # a flat ring's edge rank; one rank's share across
+    return {"machines": G, "flat_gb": flat / 1e9, "two_gb": two / 1e9, "ratio": flat / two}
 
 
 EXPECTED = {  # in chapter order
@@ -312,14 +337,18 @@ EXPECTED = {  # in chapter order
     "12-num-bubble": _expect_bubble,
     "12-num-too-big": _expect_training_memory,
     "12-num-tensor-bytes": _expect_tensor_bytes,
-    "13-num-half": _expect_half,
-    "13-num-k1": _expect_k1,
-    "13-num-fraction": _expect_fraction,
-    "13-num-efficiency": _expect_efficiency,
-    "13-num-lr": _expect_lr,
-    "13-num-ring": _expect_notes_vs_ring,
-    "13-num-ceiling": _expect_ceiling,
-    "13-num-double-bandwidth": _expect_double_bandwidth,
+    "13-num-paper": _expect_paper,
+    "13-num-step-bytes": _expect_stage_bytes,
+    "14-num-powersgd": _expect_powersgd,
+    "14-num-two-levels": _expect_two_levels,
+    "15-num-half": _expect_half,
+    "15-num-k1": _expect_k1,
+    "15-num-fraction": _expect_fraction,
+    "15-num-efficiency": _expect_efficiency,
+    "15-num-lr": _expect_lr,
+    "15-num-ring": _expect_notes_vs_ring,
+    "15-num-ceiling": _expect_ceiling,
+    "15-num-double-bandwidth": _expect_double_bandwidth,
 }
 
 NUMERIC = [card for card in ALL_CARDS if card.numeric]
@@ -334,9 +363,9 @@ def test_enough_numeric_cards_and_each_has_a_check():
 # A slip in the cost model, and the numeric cards whose numbers it must spoil.
 WRONG_FORMULAS = {
     "t_comm_ring": (costmodel.t_comm_notes,  # the notes' reduce-scatter priced as the whole all-reduce
-                    {"05-num-notes-vs-ring", "06-num-best-k", "13-num-ring", "13-num-double-bandwidth"}),
+                    {"05-num-notes-vs-ring", "06-num-best-k", "15-num-ring", "15-num-double-bandwidth"}),
     "speedup": (lambda t_compute, k, t_comm: np.multiply(k, t_compute) / (t_compute + t_comm),  # compute not split
-                {"06-num-best-k", "06-num-limits", "13-num-half", "13-num-ceiling", "13-num-double-bandwidth"}),
+                {"06-num-best-k", "06-num-limits", "15-num-half", "15-num-ceiling", "15-num-double-bandwidth"}),
 }
 
 
@@ -464,7 +493,7 @@ def test_bert_example_is_not_presented_as_measured():
 
 
 def test_lr_contrast_is_linear_against_square_root():
-    text = ALL_TEXT["13-why-linear-rule"]
+    text = ALL_TEXT["15-why-linear-rule"]
     assert "×√k" in text and "k·η" in text
     assert "√k" in ALL_TEXT["09-why-sqrt"] and "×k" in ALL_TEXT["09-why-sqrt"]
     assert not re.search(r"\bby k, not k\b|\bk, not k\b", " ".join(ALL_TEXT.values()))
@@ -494,9 +523,9 @@ def test_bad_cards_and_decks():
     with pytest.raises(ValueError, match="kind"):
         Card("q?", "a.", "riddle", "00", "x")
     with pytest.raises(ValueError, match="chapter"):
-        Card("q?", "a.", "why", "14", "x")
+        Card("q?", "a.", "why", "16", "x")
     with pytest.raises(ValueError, match="compute"):
-        Card("q?", "a.", "numeric", "13", "x")
+        Card("q?", "a.", "numeric", "15", "x")
     with pytest.raises(ValueError, match="cards"):
         deck([])
     with pytest.raises(TypeError, match="cards"):

@@ -203,3 +203,71 @@ def test_one_changed_bit_fails_the_named_claim(runs, name, change, claim, words)
     claim(run)  # holds on the real record
     with pytest.raises(AssertionError, match=words):
         claim(tampered(run, name, change))
+
+
+# --- the chapter: its figure records and titles, its exercises, its slider panel -------------------------
+
+
+@pytest.fixture(scope="module")
+def figure_runs():
+    from dpviz.records.sharding import FIGURE_PLAN
+    return FIGURE_PLAN.load()
+
+
+def test_figure_records_pass_every_claim_and_titles_say_what_they_show(figure_runs):
+    runs = list(figure_runs.values())
+    assert sorted(r.k for r in runs) == [2, 4] and figure_runs["sharding_k2"].params_fsdp is not None
+    line = claims.figure_claims(figure_runs)
+    assert "matches torch's fully_shard" in line and "1.5 times as much" in line
+    assert "equal the model's at every stage and k" in claims.memory_title(runs)
+    peak = claims.peak_by_category(figure_runs["sharding_k4"].memory[3, 0])
+    assert peak.sum() == 16 * 1520 // 4 + 2 * 4 * 992   # 16P/k at rest, the largest layer gathered with its gradient
+    assert "ZeRO-3 1.5 times as much at every k" in claims.bytes_title(runs)
+
+
+def test_figure_titles_fail_on_a_tampered_record(figure_runs):
+    run = figure_runs["sharding_k4"]
+    tampered = ShardingRun(dict(run.meta), {**run.arrays, "memory": run.memory.copy()})
+    tampered.memory[2, 1, 1, 1] += 4                     # rank 1 held one more float of gradient under ZeRO-2
+    with pytest.raises(AssertionError, match="ZeRO stage 2, rank 1, backward"):
+        claims.memory_title([tampered])
+    tampered = ShardingRun(dict(run.meta), {**run.arrays, "ag_bytes": run.ag_bytes.copy()})
+    tampered.ag_bytes[3, 0, 0] -= 1
+    with pytest.raises(AssertionError, match="ZeRO stage 3"):
+        claims.bytes_title([tampered])
+
+
+def test_chapter_exercises_accept_the_reference_and_name_typical_mistakes():
+    import dpviz.exercises as ex
+    from dpviz.grading import load_solutions
+    solutions = load_solutions()
+    assert ex.check_owned_shard(solutions.owned_shard).passed
+    assert ex.check_step_bytes(solutions.step_bytes).passed
+    wrong_chunk = ex.check_owned_shard(lambda layer, r, k: np.array_split(np.asarray(layer), k)[r])
+    assert not wrong_chunk.passed and "(r + 1) mod k" in wrong_chunk
+    no_pad = ex.check_owned_shard(lambda layer, r, k: np.asarray(layer)[((r + 1) % k) * (len(layer) // k):
+                                                                      ((r + 1) % k + 1) * (len(layer) // k)])
+    assert not no_pad.passed and "Pad the layer" in no_pad
+    twice = ex.check_step_bytes(lambda k, M, s: 2 * (k - 1) / k * M)
+    assert not twice.passed and "three ring passes" in twice
+    zero2 = ex.check_step_bytes(lambda k, M, s: (3 if s >= 2 else 2) * (k - 1) / k * M)
+    assert not zero2.passed and "Only ZeRO-3 sends more" in zero2
+    for answer in (0.0, 1.0, None):
+        assert not ex.check_step_bytes(lambda *a: answer).passed
+        assert not ex.check_owned_shard(lambda *a: answer).passed
+
+
+def test_slider_panel_moves_in_place_and_says_where_the_model_fits():
+    from dpviz.widgets.sharding import sharding_widget
+    sf = sharding_widget()
+    assert "ZeRO-3" not in sf.view.caption and "does not fit" in sf.view.caption  # 7.5 B, mixed, plain: 120 GB > 80
+    lines = list(sf.view.lines.values())
+    sf.set(zero_stage=3)
+    assert sf.view.lines[3] is lines[3] and "fits a 80 GB device" in sf.view.caption
+    assert "1.5× plain DP's" in sf.view.caption
+    assert np.isclose(sf.view.ring.get_ydata()[0], 1.875)       # the ZeRO paper's 1.9 GB at k = 64
+    assert np.isclose(sf.view.bars[3].get_height(), 3 * 63 / 64)  # three ring passes, in units of M
+    sf.set(k=1)
+    assert "nothing at k = 1" in sf.view.caption
+    with pytest.raises(ValueError, match="k, zero_stage"):
+        sharding_widget(k=3)

@@ -438,6 +438,6 @@ def test_chapter_cards_compute_their_numbers():
     assert (asynchronous["sync_rate"], asynchronous["async_rate"]) == pytest.approx((20.0, 220.0))
     for card in cards.values():
         assert "{" not in card.answer_text()
-    bank = {c.key: c.answer_text() for c in cards_for("13")}
-    for key in ("13-tf-async", "13-spot-async", "13-why-straggler"):
+    bank = {c.key: c.answer_text() for c in cards_for("15")}
+    for key in ("15-tf-async", "15-spot-async", "15-why-straggler"):
         assert "Chapter 11" in bank[key]

@@ -82,7 +82,17 @@ def pipeline():
     return pipeline_widget(shipped_grid())
 
 
+def sharding():
+    from dpviz.widgets.sharding import sharding_widget
+    return sharding_widget()
+
+
 # The widget function each builder calls: what a chapter's cell names, whatever the chapter's number.
+def cheaper_sync():
+    from dpviz.widgets.cheaper_sync import cheaper_sync_widget
+    return cheaper_sync_widget()
+
+
 PANELS = {
     "speedup_widget": speedup,
     "eta_widget": eta,
@@ -96,6 +106,8 @@ PANELS = {
     "accumulation_widget": accumulation,
     "straggler_widget": straggler,
     "pipeline_widget": pipeline,
+    "sharding_widget": sharding,
+    "cheaper_sync_widget": cheaper_sync,
 }
 
 

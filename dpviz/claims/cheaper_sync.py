@@ -314,3 +314,105 @@ def priced_claims(t_compute: float, k: int, M: float, *, shapes=None, ranks=(1, 
         lines.append(f"Modeled, {name}, k = {k}, M = {_bytes(M)}, T_compute = {t_compute * 1e3:.3g} ms: "
                      + "; ".join(words) + ".")
     return lines
+
+
+# --- the figures' titles ---------------------------------------------------------------------------------
+
+
+def priced_rows(link: str, *, k: int, group_size: int, rank: int, period: int, t_compute: float, M: float,
+                shapes, inner: str = theory.INNER) -> list[dict]:
+    """The five bars of one link in the chapter's modeled figure and slider: ring, fp16, PowerSGD at ``rank``,
+    local SGD at ``period``, two levels of ``group_size`` (``inner`` inside a group, ``link`` between)."""
+    return theory.priced(t_compute, k, M, link=PRESETS[link], shapes=shapes, ranks=(rank,), periods=(period,),
+                         group_sizes=[group_size], inner=PRESETS[inner])
+
+
+def compression_title(rec: CompressionRecord) -> str:
+    """The bytes and the error of the most compressed hook against fp16's, checked by :func:`compression_claims`."""
+    compression_claims(rec)  # asserts the bytes, the errors and the replicas before a title says anything
+    M = int(rec.meta["message_bytes"])
+    powersgd = [m for m in rec.mode if m.startswith("powersgd")]
+    fewest = min(powersgd, key=lambda m: rec.expected_bytes(m)[0][-1]) if powersgd else "fp16"
+    i = rec.index(fewest)
+    sent = int(rec.expected_bytes(fewest)[0][-1])
+    err = float(np.median(rec.grad_rel_err[i][rec.compressed_steps(fewest)]))
+    fp16 = float(np.median(rec.grad_rel_err[rec.index("fp16")][rec.compressed_steps("fp16")]))
+    name = fewest.replace("powersgd_r", "PowerSGD at r = ")
+    return (f"{name} sent {M / sent:.1f}× fewer bytes than the plain all-reduce, with a gradient off by "
+            f"{err:.0%}; fp16 sent half, off by rounding ({fp16:.0e})")
+
+
+def compression_loss_title(rec: CompressionRecord) -> str:
+    """Whether the loss curves part, in numbers: the largest final gap to the plain all-reduce's loss."""
+    rec = _require(rec, CompressionRecord, "rec")
+    ref = rec.mean_loss("allreduce")
+    gaps = {m: float(rec.mean_loss(m)[-1] - ref[-1]) for m in rec.mode if m != "allreduce"}
+    worst = max(gaps, key=lambda m: abs(gaps[m]))
+    share = abs(gaps[worst]) / ref[-1]
+    name = worst.replace("powersgd_r", "PowerSGD r = ")
+    if share < 0.05:
+        return (f"After {rec.steps} steps every hook's loss is within {share:.1%} of the plain all-reduce's "
+                f"(largest gap: {name}, {gaps[worst]:+.1e})")
+    return (f"After {rec.steps} steps {name}'s loss is {share:.0%} {'above' if gaps[worst] > 0 else 'below'} "
+            "the plain all-reduce's")
+
+
+def local_sgd_title(rec: LocalSgdRecord) -> str:
+    """Loss counted in all-reduces: local SGD at the largest H against plain data parallelism at as many."""
+    local_sgd_claims(rec)  # asserts H = 1 equals DP, drift 0 at every average, and the oracle
+    dp = rec.mean_loss()
+    H = int(rec.period.max())
+    n = int(rec.all_reduces(H)[-1])
+    if H == 1 or n < 1:
+        return f"Local SGD with H = {H} is plain data parallelism: one all-reduce per step"
+    local, plain = float(rec.mean_loss(H)[n * H - 1]), float(dp[n - 1])
+    ahead = "lower" if local < plain else "higher"
+    return (f"After {n} all-reduces local SGD with H = {H} had a {ahead} loss ({local:.3f}) than plain data "
+            f"parallelism ({plain:.3f}); after the same examples, {float(rec.mean_loss(H)[-1]):.3f} against "
+            f"{float(dp[-1]):.3f}")
+
+
+def drift_title(rec: LocalSgdRecord) -> str:
+    """The drift: zero at every average (asserted by :func:`local_sgd_claims`), its peak per H."""
+    local_sgd_claims(rec)
+    peaks = {int(H): float(rec.drift_before_average(int(H)).max()) for H in rec.period if H != 1}
+    if not peaks:
+        return "With H = 1 the replicas are averaged after every step: no drift"
+    H = max(peaks, key=peaks.get)
+    return (f"The replicas drift apart between averages and meet again at each: drift 0 after every average, "
+            f"at most {peaks[H]:.3f} (H = {H})")
+
+
+def two_levels_title(rec: HierarchicalRecord) -> str:
+    """Bytes over the slow link: two levels against the flat ring, for the largest input (asserted first)."""
+    hierarchical_claims(rec)
+    s = int(np.argmax(rec.size))
+    two = rec.between_groups(rec.link_bytes_inner + rec.link_bytes_outer)[s]
+    flat = rec.between_groups(rec.link_bytes_flat)[s]
+    return (f"Equal to dist.all_reduce, two levels sent {flat / two:.1f}× fewer bytes between groups than the flat "
+            f"ring ({int(two):,} against {int(flat):,})")
+
+
+def priced_title(rows_by_link: dict, *, k: int) -> str:
+    """Where a cheaper sync pays, modeled: the ring's S and the best method's on the fastest and the slowest link."""
+    names = list(rows_by_link)
+    words = []
+    for name in (names[0], names[-1]):
+        rows = rows_by_link[name]
+        ring = rows[0]["speedup"]
+        best = max(rows[1:], key=lambda row: row["speedup"])
+        words.append((name, ring, best))
+    (fast, ring_fast, best_fast), (slow, ring_slow, best_slow) = words
+    if not best_slow["speedup"] / ring_slow >= best_fast["speedup"] / ring_fast:
+        raise AssertionError(f"a cheaper sync buys more on a slower link: on {slow} it multiplies S by "
+                             f"{best_slow['speedup'] / ring_slow:.2f}, on {fast} by {best_fast['speedup'] / ring_fast:.2f}")
+    return (f"Modeled, k = {k}: on {slow} the ring reaches S = {ring_slow:.2f} and a cheaper sync up to "
+            f"{best_slow['speedup']:.2f}; on {fast}, {ring_fast:.2f} and {best_fast['speedup']:.2f}")
+
+
+def figure_claims(records: dict) -> str:
+    """What ``./run`` prints for chapter 14's figure records: every claim of the three runs, checked."""
+    lines = (compression_claims(records["cheaper_sync_compression"])
+             + local_sgd_claims(records["cheaper_sync_local_sgd"])
+             + hierarchical_claims(records["cheaper_sync_hierarchical"]))
+    return "\n".join(lines)

@@ -200,3 +200,51 @@ def sharding_claims(runs) -> list[str]:
         lines.append(memory_over_k(runs))
     lines.append(zero_paper_claim())
     return lines
+
+
+# --- the figures' titles and ./run's line (dpviz.figures.sharding) ------------------------------------------
+
+
+def peak_by_category(table) -> np.ndarray:
+    """(4,): from a (phases, categories) table of bytes, the parameters, gradients and Adam state a rank keeps
+    (the same in every phase) and the layer it holds whole at that layer's peak: what its peak of a step stacks."""
+    table = np.asarray(table)
+    return np.concatenate([table[-1, :3], [table[:, 3].max()]])
+
+
+def memory_title(runs) -> str:
+    """The memory figure's title, after :func:`memory_claims` (each k) and :func:`memory_over_k` asserted it."""
+    runs = sorted(runs, key=lambda r: r.k)
+    for run in runs:
+        memory_claims(run)
+        for row in range(len(run.stage)):
+            held = run.memory[row].reshape(run.k, -1)
+            assert (held == held[0]).all(), (
+                f"k = {run.k}, ZeRO stage {run.stage[row]}: the ranks held different bytes, {held.sum(axis=1).tolist()}")
+    if len(runs) > 1:
+        memory_over_k(runs)
+    last = runs[-1]
+    peak = {int(s): int(peak_by_category(last.memory[row, 0]).sum()) for row, s in enumerate(last.stage)}
+    return (f"Measured bytes per rank equal the model's at every stage and k: on k = {last.k} ranks one rank's peak "
+            f"falls from {peak[0]:,} B (plain) to {peak[3]:,} B (ZeRO-3), the gathered layer included")
+
+
+def bytes_title(runs) -> str:
+    """The bytes figure's title, after :func:`bytes_claims` asserted it on each run."""
+    runs = sorted(runs, key=lambda r: r.k)
+    for run in runs:
+        bytes_claims(run)
+    ratios = {run.k: float(run.sent()[run.index(3)].sum() / run.sent()[run.index(0)].sum()) for run in runs}
+    assert len({round(r, 9) for r in ratios.values()}) == 1, f"ZeRO-3 over plain differs with k: {ratios}"
+    return (f"Bytes each rank sent per step, counted by the ring: ZeRO-1 and ZeRO-2 send exactly plain data "
+            f"parallelism's all-reduce, ZeRO-3 {next(iter(ratios.values())):g} times as much at every k "
+            f"(k = {', '.join(map(str, ratios))})")
+
+
+def figure_claims(records: dict) -> str:
+    """The chapter's claims on its figure records (``{stem: ShardingRun}``); one line for ``./run``."""
+    runs = sorted(records.values(), key=lambda r: r.k)
+    parts = [same_parameters(run) for run in runs]
+    parts += [matches_fully_shard(run) for run in runs if run.params_fsdp is not None]
+    parts += [memory_title(runs) + ".", bytes_title(runs) + "."]
+    return "sharding: " + " ".join(parts)

@@ -28,6 +28,8 @@ chapter  the reader writes                           checked against
          ``staleness(t_grad)``
 12       ``bubble(p, m)``,                           :mod:`dpviz.theory.pipeline`;
          ``gather_columns(y_block, world_size)``     3 real ranks: ``dist.all_gather``, the unsplit X W
+13       ``owned_shard(layer, rank, k)``,            :mod:`dpviz.theory.sharding`
+         ``step_bytes(k, M, zero_stage)``
 =======  ==========================================  ====================================================
 
 Every checker returns a :class:`~dpviz.exercises.verdict.Verdict`, a ``str`` with ``.passed``, whatever the
@@ -49,6 +51,8 @@ from dpviz.exercises.formulas import (
     check_bubble,
     check_bus_bandwidth,
     check_lr_for_k,
+    check_powersgd_bytes,
+    check_slow_link_bytes,
     check_speedup,
     check_staleness,
     check_t_comm_ring,
@@ -63,6 +67,7 @@ from dpviz.exercises.gradients import (
     check_weighted_mean,
 )
 from dpviz.exercises.ranked import check_average_gradients, check_gather_columns, check_reduce_scatter_step
+from dpviz.exercises.sharding import check_owned_shard, check_step_bytes
 from dpviz.exercises.verdict import Verdict
 
 __all__ = [
@@ -75,10 +80,14 @@ __all__ = [
     "check_gather_columns",
     "check_lr_for_k",
     "check_mean_gradient",
+    "check_owned_shard",
+    "check_powersgd_bytes",
     "check_reduce_scatter_step",
     "check_sgd_step",
+    "check_slow_link_bytes",
     "check_speedup",
     "check_staleness",
+    "check_step_bytes",
     "check_t_comm_ring",
     "check_wait_times",
     "check_warmup_lr",

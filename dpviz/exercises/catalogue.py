@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Exercise:
-    chapter: str      # "01" .. "12", the chapter whose "Your turn" section holds it
+    chapter: str      # "01" .. "14", the chapter whose "Your turn" section holds it
     name: str         # the function the reader writes
     params: str       # its parameters, as the def line shows them
     title: str        # the heading of its markdown cell
@@ -186,6 +186,42 @@ EXERCISES = (
         + RANKS_NOTE + " The checker compares your $Y$ with the unsplit layer's.",
         "Return the whole output Y from this rank's column block.",
         points=2,
+    ),
+    Exercise(
+        "13", "owned_shard", "layer, rank, k", "Which shard does a rank keep?",
+        "Write `owned_shard(layer, rank, k)`: `layer` is one layer's parameters laid end to end (a numpy vector). "
+        "Under ZeRO-3 it is padded with zeros to a multiple of `k` and cut into `k` equal chunks; return the chunk "
+        "rank `rank` keeps at rest.\n\n"
+        "*Hint:* the ring's reduce-scatter leaves one chunk complete on each rank, and that is the chunk it keeps: "
+        "which one was it (chapter 05)? `np.pad` or `np.concatenate` adds the zeros.",
+        "Return the chunk of the padded layer that this rank keeps under ZeRO-3.",
+    ),
+    Exercise(
+        "13", "step_bytes", "k, M, zero_stage", "The bytes of each stage",
+        "Write `step_bytes(k, M, zero_stage)`: the bytes one rank sends per step in a ring of `k` ranks at ZeRO "
+        "stage `zero_stage` (0 is plain data parallelism), where `M` is the bytes of the whole gradient (and of "
+        "the whole parameter vector).\n\n"
+        "*Hint:* count the ring passes each stage makes per step, reduce-scatters and all-gathers; each pass "
+        "sends $(k-1)/k \\cdot M$ per rank.",
+        "Return the bytes one rank sends per step at this ZeRO stage.",
+    ),
+    Exercise(
+        "14", "powersgd_bytes", "n, m, r", "What PowerSGD sends",
+        "Write `powersgd_bytes(n, m, r)`: the bytes PowerSGD all-reduces for one `n`×`m` float32 gradient matrix "
+        "at rank `r`. It sends the factors P ($n \\times r'$) and Q ($m \\times r'$) with $r' = \\min(n, m, r)$, "
+        "but only where that saves at least half, $(n + m)\\,r' \\cdot 2 < n\\,m$ (torch's "
+        "`min_compression_rate`); otherwise it sends the matrix as it is.\n\n"
+        "*Hint:* a float32 value is 4 bytes. A bias, `m = 1`, is never worth compressing.",
+        "Return the bytes PowerSGD sends for an n×m float32 matrix at rank r.",
+    ),
+    Exercise(
+        "14", "slow_link_bytes", "k, g, M", "Bytes over the slow link",
+        "Write `slow_link_bytes(k, g, M)`: `k` ranks sit in groups of `g` on fast links, the groups joined by a "
+        "slow one. In the two-level all-reduce of `M` bytes, how many bytes does one rank send across the slow "
+        "link?\n\n"
+        "*Hint:* after the reduce-scatter inside its group a rank owns $1/g$ of the sum, and all-reduces that "
+        "share in a ring over the $G = k/g$ groups. What does a ring of $G$ send per rank, for $M/g$ bytes?",
+        "Return the bytes one rank sends between groups in the two-level all-reduce.",
     ),
 )
 

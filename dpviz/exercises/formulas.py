@@ -8,6 +8,8 @@
     print(check_wait_times(wait_times))     # chapter 11, against waiting.straggler_step
     print(check_staleness(staleness))       # chapter 11, against waiting.async_staleness
     print(check_bubble(bubble))             # chapter 12, against pipeline.bubble_fraction
+    print(check_powersgd_bytes(powersgd_bytes))    # chapter 14, against cheaper_sync.powersgd_elements
+    print(check_slow_link_bytes(slow_link_bytes))  # chapter 14, against cheaper_sync.link_bytes_two_level
 
 The reader's function is called with plain Python numbers (lists for the per-rank ones), one case at
 a time, and each answer is compared with the library's to float rounding. All the calls of one check
@@ -22,7 +24,7 @@ import math
 import numpy as np
 
 import dpviz.exercises.verdict as v
-from dpviz.theory import costmodel, lr_rules, pipeline, waiting
+from dpviz.theory import cheaper_sync, costmodel, lr_rules, pipeline, waiting
 
 COMM_CASES = (  # (k, M bytes, alpha seconds, beta bytes/second)
     (4, 4e8, 5e-6, 1e11),
@@ -37,6 +39,8 @@ LR_CASES = ((0.1, 4, "linear"), (0.1, 4, "sqrt"), (0.05, 8, "linear"), (0.05, 9,
 WARMUP = (0.4, 5, 8)  # (lr, warm-up steps, steps checked)
 WAIT_CASES = ([0.10, 0.10, 0.15, 0.10], [0.2, 0.05, 0.1], [0.12, 0.12], [0.3])  # compute seconds per rank
 STALENESS_CASES = ([0.01, 0.01, 0.01, 0.01], [0.01, 0.01, 0.05], [0.02, 0.04], [0.5])  # seconds per gradient
+POWERSGD_CASES = ((4096, 4096, 4), (1024, 256, 8), (32, 16, 4), (32, 1, 4), (8, 8, 16), (300, 200, 1))  # (n, m, r)
+SLOW_LINK_CASES = ((8, 4, 1.28e5), (8, 2, 6.4e4), (16, 8, 5.12e5), (4, 2, 3.2e4), (6, 3, 7.2e4), (4, 4, 6.4e4))  # (k, g, M)
 BUBBLE_CASES = ((4, 8), (2, 1), (8, 32), (3, 4), (1, 4))  # (p stages, m micro-batches)
 
 
@@ -185,3 +189,50 @@ def check_bubble(bubble) -> v.Verdict:
     return v.run_cases(name, bubble, cases, mistakes=mistakes, returns="a fraction between 0 and 1",
                        success=f"it equals pipeline.bubble_fraction, (p − 1)/(m + p − 1), in all {len(cases)} cases, "
                                "0 for one stage included")
+
+
+def _powersgd_bytes(n, m, r) -> int:
+    return cheaper_sync.ELEMENT_BYTES * cheaper_sync.powersgd_elements([(n, m)], r)["total"]
+
+
+def _slow_link_bytes(k, g, M) -> float:
+    """The most bytes one rank sends between groups, counted chunk by chunk as the hand-written rings cut them."""
+    n = int(M) // cheaper_sync.ELEMENT_BYTES
+    across = ~cheaper_sync.same_group(k, g)
+    return float((cheaper_sync.link_bytes_two_level(k, g, n) * across).sum(axis=1).max())
+
+
+def check_powersgd_bytes(powersgd_bytes) -> v.Verdict:
+    """Chapter 14: ``powersgd_bytes(n, m, r)``, bytes PowerSGD sends for an n×m float32 matrix; against torch's rule."""
+    name = v.require_function("check_powersgd_bytes", powersgd_bytes)
+    cases = [v.Case(c, _powersgd_bytes(*c), f"for a {c[0]}×{c[1]} matrix at r = {c[2]}") for c in POWERSGD_CASES]
+    mistakes = [
+        (lambda n, m, r: (n + m) * r, "That counts values, not bytes: each float32 value is 4 bytes."),
+        (lambda n, m, r: 4 * (n + m) * r, "PowerSGD compresses only where it pays, (n + m)·r'·2 < n·m, with "
+                                          "r' = min(n, m, r); a bias or a small matrix goes whole, n·m·4 bytes."),
+        (lambda n, m, r: 4 * n * m / r, "The factors are P (n×r) and Q (m×r): (n + m)·r values, not n·m/r."),
+        (lambda n, m, r: 4 * n * m * r / (n + m), "The factors are P (n×r) and Q (m×r): (n + m)·r values."),
+    ]
+    return v.run_cases(name, powersgd_bytes, cases, mistakes=mistakes, returns="a number of bytes",
+                       success=f"it sends what torch's powerSGD_hook sends in all {len(cases)} cases, the matrices "
+                               "it leaves whole included")
+
+
+def check_slow_link_bytes(slow_link_bytes) -> v.Verdict:
+    """Chapter 14: ``slow_link_bytes(k, g, M)`` = 2(G − 1)/G · M/g; against the two-level rings' chunks."""
+    name = v.require_function("check_slow_link_bytes", slow_link_bytes)
+    cases = [v.Case(c, _slow_link_bytes(*c), f"for k = {c[0]} in groups of g = {c[1]}, M = {c[2]:g} bytes")
+             for c in SLOW_LINK_CASES]
+    mistakes = [
+        (lambda k, g, M: 2 * (k - 1) / k * M, "That is what a flat ring sends per rank: in two levels only the "
+                                              "rank's 1/g share crosses, 2(G−1)/G · M/g with G = k/g."),
+        (lambda k, g, M: 2 * (k // g - 1) / (k // g) * M, "Only the rank's share of the sum crosses, M/g bytes of "
+                                                          "it: 2(G−1)/G · M/g."),
+        (lambda k, g, M: M / g, "A ring all-reduce of M/g bytes over G groups sends 2(G−1)/G of it per rank, not all "
+                                "of it: nothing at all when G = 1."),
+        (lambda k, g, M: (k // g - 1) / (k // g) * M / g, "That is one trip around the groups' ring; an all-reduce "
+                                                          "makes two: 2(G−1)/G · M/g."),
+    ]
+    return v.run_cases(name, slow_link_bytes, cases, mistakes=mistakes, returns="a number of bytes",
+                       success=f"it gives 2(G−1)/G · M/g, what the two-level all-reduce's rings send across groups, "
+                               f"in all {len(cases)} cases, one group (nothing crosses) included")

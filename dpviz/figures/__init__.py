@@ -17,12 +17,18 @@ its ``draw`` and its claims); :data:`GROUPS` lists them in the course's order. :
 * :mod:`dpviz.figures.accumulation`  gradient accumulation
 * :mod:`dpviz.figures.waiting`       stragglers, overlap, asynchronous SGD
 * :mod:`dpviz.figures.splitting`     pipeline, tensor parallelism, ZeRO-1
+* :mod:`dpviz.figures.sharding`      ZeRO-1 to 3 (FSDP): memory per rank, bytes per step
+* :mod:`dpviz.figures.cheaper_sync`  compression, local SGD, two levels, each priced
 """
 
-from dpviz.figures import accumulation, bigger_batch, splitting, steps, sync_costs, waiting
+from dpviz.figures import accumulation, bigger_batch, cheaper_sync, sharding, splitting, steps, sync_costs, waiting
 from dpviz.figures.accumulation import figure_accumulation_memory, figure_accumulation_sync, figure_accumulation_timelines
 from dpviz.figures.bigger_batch import figure_lr_linear_rule, figure_lr_loss_curves, figure_lr_warmup
+from dpviz.figures.cheaper_sync import (
+    figure_cheaper_sync_bytes, figure_cheaper_sync_local_sgd, figure_cheaper_sync_loss, figure_cheaper_sync_two_levels,
+)
 from dpviz.figures.group import FigureGroup
+from dpviz.figures.sharding import figure_sharding_bytes, figure_sharding_memory
 from dpviz.figures.splitting import figure_pipeline_gantt, figure_tensor_parallel, figure_zero_memory
 from dpviz.figures.steps import (
     figure_step1_loss, figure_step2_gradients, figure_step3_average_of_averages, figure_step4_devices,
@@ -34,6 +40,6 @@ from dpviz.figures.waiting import (
 )
 
 GROUPS: tuple[FigureGroup, ...] = (steps.GROUP, sync_costs.GROUP, bigger_batch.GROUP, accumulation.GROUP,
-                                   waiting.GROUP, splitting.GROUP)
+                                   waiting.GROUP, splitting.GROUP, sharding.GROUP, cheaper_sync.GROUP)
 
 __all__ = ["GROUPS", "FigureGroup", *sorted(name for name in dir() if name.startswith("figure_"))]

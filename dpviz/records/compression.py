@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from dpviz.checks import check_choice
+from dpviz.records.plan import FigurePlan
 from dpviz.records.schema import Array, Kind, Meta, RankRecord, ran_on, register
 from dpviz.theory.cheaper_sync import POWERSGD_ALLREDUCES, powersgd_elements
 
@@ -104,3 +105,33 @@ class CompressionRecord(RankRecord):
     def mean_loss(self, mode: str) -> np.ndarray:
         """(steps,) the loss on each whole global batch: the mean of the ranks' equal shards' losses."""
         return self.loss[self.index(mode)].astype(np.float64).mean(axis=1)
+
+
+# --- chapter 14's figure plan, and the workload its model prices ------------------------------------------
+
+# Three kinds, one plan: this module holds it because compression comes first in the chapter. The recorder is
+# dpviz.runs.local_sgd.record_figure_records (the one front that may import the other two).
+FIGURE_PLAN = FigurePlan(
+    name="cheaper_sync",
+    settings={
+        "cheaper_sync_compression": dict(k=2, steps=16, ranks=(1, 2, 4)),     # dpviz.runs.compression
+        "cheaper_sync_local_sgd": dict(k=2, steps=24, periods=(1, 2, 4, 8)),  # dpviz.runs.local_sgd
+        "cheaper_sync_hierarchical": dict(k=4, group_size=2),                  # dpviz.runs.hierarchical
+    },
+    quick={"cheaper_sync_compression": dict(steps=4, ranks=(1,)), "cheaper_sync_local_sgd": dict(steps=8),
+           "cheaper_sync_hierarchical": dict(sizes=(1001,), repeats=2)},
+)
+
+# The modeled workload the chapter prices each method on: the recorded MLP's 6 KiB gradient is far too small for
+# the wire to matter, so the model takes a bigger one (chosen, not measured): 16 square 4096×4096 layers, about
+# 268 M parameters or 1.07 GB of float32 gradient, half a second of compute for one device's whole batch, on
+# k = 8 devices, in two machines of 4 for the two levels.
+PRICED_LAYERS = 16          # square weight matrices
+PRICED_WIDTH = 4096         # n = m of each
+PRICED_SHAPES = ((PRICED_WIDTH, PRICED_WIDTH),) * PRICED_LAYERS
+PRICED_M = 4 * PRICED_LAYERS * PRICED_WIDTH ** 2  # bytes of float32 gradient
+PRICED_T_COMPUTE = 0.5      # seconds: one device's forward and backward for the whole batch
+PRICED_K = 8                # devices
+PRICED_GROUP = 4            # devices per machine: NVLink inside, the chosen link between
+PRICED_RANK = 4             # PowerSGD's r in the figure (the slider moves it)
+PRICED_PERIOD = 8           # local SGD's H in the figure (the slider moves it)

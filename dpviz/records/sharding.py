@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dpviz.records.plan import FigurePlan
 from dpviz.records.schema import Array, Meta, Kind, RankRecord, ran_on, register
 from dpviz.records.tolerance import GRAD_TOLERANCE
 from dpviz.theory import sharding as theory
@@ -112,3 +113,15 @@ class ShardingRun(RankRecord):
                                          f"{diff:.2e}, more than {tol:g} of the largest parameter ({scale:.3g})")
         return (f"k={self.k}: the parameters of ZeRO stages 1, 2 and 3 match plain data parallelism to "
                 f"{max(from_stage0):.1e} after each of {self.steps} steps.")
+
+
+# --- the runs behind the shard-everything chapter's figures (recorded by ./run, saved in figures/records) ---
+
+FIGURE_KS = (2, 4)  # the same model at both k; nothing drawn from them is a time, so 4 ranks on 2 cores is fine
+FIGURE_PLAN = FigurePlan(
+    name="sharding",
+    settings={  # dpviz.runs.sharding.ShardingConfig; k = 2 also trains under torch's fully_shard, the oracle
+        "sharding_k2": dict(k=2, fsdp=True),
+        "sharding_k4": dict(k=4),
+    },
+)

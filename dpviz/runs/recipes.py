@@ -9,7 +9,7 @@ Each recipe takes ``quick`` and ``progress`` and returns the records of the plan
 
 from __future__ import annotations
 
-from dpviz.runs import accumulation, figure_inputs, lr_sweep, splitting, waiting
+from dpviz.runs import accumulation, figure_inputs, local_sgd, lr_sweep, sharding, splitting, waiting
 
 RECIPES = {
     "derivation": figure_inputs.record_figure_records,   # dpviz.records.figure_set.FIGURE_PLAN
@@ -17,4 +17,6 @@ RECIPES = {
     "accumulation": accumulation.record_figure_records,  # dpviz.records.accumulation.FIGURE_PLAN
     "waiting": waiting.record_figure_records,            # dpviz.records.waiting.FIGURE_PLAN
     "splitting": splitting.record_figure_records,        # dpviz.records.pipeline.FIGURE_PLAN
+    "sharding": sharding.record_figure_records,          # dpviz.records.sharding.FIGURE_PLAN
+    "cheaper_sync": local_sgd.record_figure_records,     # dpviz.records.compression.FIGURE_PLAN
 }

@@ -28,12 +28,13 @@ The front is torch-free: the config is checked here, the ranks run :mod:`dpviz.r
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from dpviz.checks import check_int, check_real
-from dpviz.records.sharding import ShardingRun
+from dpviz.records.sharding import FIGURE_PLAN, ShardingRun
 from dpviz.runs import launch as launcher
 from dpviz.runs.training import TrainConfig
 from dpviz.runs.where import where_it_ran
@@ -146,3 +147,18 @@ def record_sharding_over_k(ks=(2, 4), **overrides) -> dict:
         check_int(f"ks[{i}]", k, low=1, high=64)
     configs = {k: ShardingConfig(**{**overrides, "k": k}) for k in ks}  # every config checked before any rank starts
     return {k: record_sharding(config) for k, config in configs.items()}
+
+
+def record_figure_records(*, quick: bool = False, progress: bool = True) -> dict:
+    """Record the runs the chapter's figures are drawn from (:data:`dpviz.records.sharding.FIGURE_PLAN`): ``{stem: record}``.
+
+    Two launches, k = 2 (with torch's fully_shard) and k = 4; ``quick`` changes nothing (they take seconds).
+    """
+    records = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # 4 ranks on fewer cores: nothing drawn from these runs is a time
+        for stem, settings in FIGURE_PLAN.settings_for(quick=quick).items():
+            if progress:
+                print(f"recording the sharding chapter: {stem}", flush=True)
+            records[stem] = record_sharding(**settings)
+    return records

@@ -27,7 +27,9 @@ CHAPTERS = {
     "10": "gradient accumulation",
     "11": "waiting: stragglers, overlap, asynchronous SGD",
     "12": "splitting the model: pipeline, tensor, sharded optimizer state",
-    "13": "the question bank",
+    "13": "shard everything: ZeRO-2, ZeRO-3 and FSDP",
+    "14": "a cheaper sync: compression, local SGD, two levels",
+    "15": "the question bank",
 }
 
 
@@ -44,8 +46,8 @@ class Card:
     question: str
     answer: str  # plain text; for a numeric card, a str.format template
     kind: str  # one of KINDS
-    chapter: str  # one of CHAPTERS, "00" to "13"
-    key: str  # short unique name, e.g. "13-tf-more-gpus"
+    chapter: str  # one of CHAPTERS, "00" to "15"
+    key: str  # short unique name, e.g. "15-tf-more-gpus"
     compute: Callable[..., dict] | None = None  # numeric cards only: params -> named values
     params: dict = field(default_factory=dict)  # numeric cards only: the inputs of compute
 

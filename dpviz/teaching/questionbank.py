@@ -1,7 +1,7 @@
 """Every self-check question of the notes, retold, with the cards for each chapter.
 
 Chapter 00 takes the symbols note's self-check, chapter 08 the walkthrough's quick self-check,
-chapter 13 the whole question bank (true/false, spot the error, why, edge cases), and chapters 01
+chapter 15 the whole question bank (true/false, spot the error, why, edge cases), and chapters 01
 to 07 cards written for their step. Each chapter's deck is a module of :mod:`dpviz.teaching.decks`,
 named by its topic. Numeric cards compute their numbers with ``dpviz.theory`` and the link presets
 of ``dpviz.theory.links``; nothing shown as a result is typed in.
@@ -22,12 +22,14 @@ from dpviz.teaching.decks import (
     all_reduce,
     average_of_averages,
     bigger_batch,
+    cheaper_sync,
     ground_floor,
     measuring,
     mini_batch,
     one_group_per_device,
     one_step,
     review,
+    sharding,
     splitting,
     sync_costs,
     waiting,
@@ -49,11 +51,13 @@ ALL_CARDS: tuple[Card, ...] = (
     + accumulation.CARDS
     + waiting.CARDS
     + splitting.CARDS
+    + sharding.CARDS
+    + cheaper_sync.CARDS
     + review.CARDS
 )
 
 
 def cards_for(chapter: str) -> list[Card]:
-    """The cards of one chapter, "00" to "13", in teaching order."""
+    """The cards of one chapter, "00" to "15", in teaching order."""
     check_choice("chapter", chapter, tuple(CHAPTERS))
     return [card for card in ALL_CARDS if card.chapter == chapter]

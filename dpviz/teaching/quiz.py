@@ -7,9 +7,9 @@ Numeric cards never carry a typed-in number. Their ``answer`` is a ``str.format`
 ``compute(**params)`` works out the values with ``dpviz.theory.costmodel`` and ``dpviz.theory.links`` each time
 the answer is shown::
 
-    card = cards_for("13")[0]
+    card = cards_for("15")[0]
     card.text()            # question and answer as plain text
-    display(deck(cards_for("13")))   # or simply: show_cards("13")
+    display(deck(cards_for("15")))   # or simply: show_cards("15")
 
 A deck's output carries two views, and each front end shows one. Where a widget manager renders it (JupyterLab
 and Voilà once the cell has run) it is the widget, with its "Show answer" buttons. Where none does it is the
@@ -152,6 +152,6 @@ def deck(cards, *, title: str = "") -> Deck:
 
 
 def show_cards(chapter: str) -> Deck:
-    """The deck for one chapter, "00" to "13", titled with the chapter's name."""
+    """The deck for one chapter, "00" to "15", titled with the chapter's name."""
     cards = cards_for(chapter)
     return deck(cards, title=f"Chapter {chapter}, {CHAPTERS[chapter]}: check yourself")

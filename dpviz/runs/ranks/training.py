@@ -21,6 +21,8 @@ from dpviz.runs import optim
 from dpviz.runs.models import build_model, flat_grad, set_flat_grad
 from dpviz.runs.model_sizes import FULL_PARAMS_LIMIT
 
+DEFERRED_DIGEST_BYTES = 64 << 20  # bytes per rank: up to this, a rank hashes its parameters after the loop
+
 
 def load_data(config: TrainConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """The run's data set as float32 tensors x (N, d_in), y (N, 1)."""
@@ -125,23 +127,31 @@ def train_worker(rank: int, world_size: int, config: TrainConfig) -> dict:
     total = sum(sizes)
     n_params = sum(p.numel() for p in model.parameters())
     keep_full = n_params <= FULL_PARAMS_LIMIT or rank == 0  # rank 0's history feeds the big-batch check
+    # A step records copies only: its parameters go into a row of `params`, and their digests, the line
+    # model's per-example gradients and rank 0's big-batch check are computed from the rows after the
+    # timed loop (the same bits as inside it). A rank that returns only digests keeps rows too while
+    # they fit in DEFERRED_DIGEST_BYTES; past that it hashes inside the loop instead.
+    keep_rows = keep_full or 4 * (config.steps + 1) * n_params <= DEFERRED_DIGEST_BYTES
 
     # Allocated and written once before the loop: the first write to a fresh page is a page fault
     # (about 0.5 ms per 280 kB gradient here), which would otherwise land inside every recorded step.
-    # So recording a step costs a copy per array and one hash: the loop stays a plain loop.
     local_grads = np.zeros((config.steps, n_params), np.float32)
     reduced_grads = np.zeros((config.steps, n_params), np.float32)
-    params = np.zeros((config.steps + 1, n_params), np.float32) if keep_full else None
+    params = np.zeros((config.steps + 1, n_params), np.float32) if keep_rows else None
     for buffer in (local_grads, reduced_grads, params):
         if buffer is not None:
             buffer.fill(0)
     losses, t_compute, t_comm = np.empty(config.steps, np.float32), np.empty(config.steps), np.empty(config.steps)
-    digests, example_grads = [], []
+    flat_params = [p.detach().view(-1) for p in model.parameters()]  # views: the optimizer steps in place
+    digests = []
 
     def snapshot(i):
-        digests.append(digest(model.parameters()))
-        if keep_full:
-            torch.cat([p.detach().reshape(-1) for p in model.parameters()], out=torch.from_numpy(params[i]))
+        if params is None:
+            digests.append(digest(flat_params))
+        elif device.type == "cpu":
+            torch.cat(flat_params, out=torch.from_numpy(params[i]))
+        else:
+            torch.from_numpy(params[i]).copy_(torch.cat(flat_params))
 
     batches = []  # each step's global batch: rank 0 checks against it after the loop
     loop_start = time.perf_counter()
@@ -175,12 +185,12 @@ def train_worker(rank: int, world_size: int, config: TrainConfig) -> dict:
         reduced_grads[step] = g.cpu().numpy()
         losses[step] = loss.item()
         t_compute[step], t_comm[step] = t1 - t0, t2 - t1
-        if config.model == "line":
-            example_grads.append(per_example_grads(model_at(params[step], config), x.cpu(), y.cpu()).numpy())
         launcher.report_progress(step)
     snapshot(config.steps)
     loop_seconds = time.perf_counter() - loop_start
 
+    if params is not None:
+        digests = [digest([torch.from_numpy(row)]) for row in params]
     out = {
         "local_grad": local_grads,
         "reduced_grad": reduced_grads,
@@ -194,8 +204,10 @@ def train_worker(rank: int, world_size: int, config: TrainConfig) -> dict:
     }
     if keep_full:
         out["params"] = params
-    if example_grads:
-        out["example_grad"] = np.stack(example_grads)
+    if config.model == "line":
+        shards = [batch[start:start + sizes[rank]] for batch in batches]
+        out["example_grad"] = np.stack([per_example_grads(model_at(params[step], config), x_all[rows], y_all[rows]).numpy()
+                                        for step, rows in enumerate(shards)])
     if rank == 0:
         big = [big_batch(config, params[step], x_all[rows], y_all[rows]) for step, rows in enumerate(batches)]
         out["big_grad"] = np.stack([g for g, _ in big])

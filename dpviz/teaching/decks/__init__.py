@@ -14,6 +14,8 @@ computes its numbers. :mod:`dpviz.teaching.questionbank` puts them together in c
 * ``accumulation``          10  gradient accumulation
 * ``waiting``               11  stragglers, overlap, asynchronous SGD
 * ``splitting``             12  pipeline, tensor, sharded optimizer state
+* ``sharding``              13  ZeRO-2, ZeRO-3 and FSDP: what a rank holds and sends
+* ``cheaper_sync``          14  compression, local SGD, two levels of links
 * ``review``                13  the question bank: every chapter reviewed
 * ``review_numbers``        13  the question bank's numeric cards
 """
