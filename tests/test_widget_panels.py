@@ -233,3 +233,22 @@ def test_bytes_readout(value, words):
 
 def test_rate_readout():
     assert rate_readout(1.25e10) == "12.5 GB/s" and rate_readout(1.25e9) == "1.25 GB/s"
+
+
+def test_the_glyph_cache_draws_what_agg_draws_and_falls_back_to_it(monkeypatch):
+    """Slider panels draw text through dpviz.widgets.agg's cache of matplotlib's private FreeType calls; where those
+    calls are missing (another matplotlib) the panel is drawn by plain Agg, and both agree to one level in 255."""
+    import io
+
+    import numpy as np
+    from matplotlib.image import imread
+
+    import dpviz.widgets.agg as agg
+
+    for name in ("straggler_widget", "costs_widget"):
+        monkeypatch.setattr(agg, "_SUPPORTED", True)
+        cached = imread(io.BytesIO(PANELS[name]().png()))
+        monkeypatch.setattr(agg, "_SUPPORTED", False)
+        plain = imread(io.BytesIO(PANELS[name]().png()))
+        assert cached.shape == plain.shape, name
+        assert np.abs(cached - plain).max() <= 1 / 255 + 1e-6, name

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib.collections import PolyCollection
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, PathPatch
+from matplotlib.path import Path
 
 from dpviz.plots.style import (
     COMM_HATCH, CORAL, DELAY, GREY, IDEAL_STYLE, INK, LAVENDER, SLATE, SLEEP_HATCH, WAIT, WAIT_HATCH, get_ax,
@@ -80,14 +81,15 @@ class StragglerBars:
     """The bars of a straggler timeline on one Axes, rank 0 on top, built once for up to ``slots`` ranks.
 
     :meth:`show` sets new segments (seconds; drawn in ``scale`` seconds per unit) and says how many
-    ranks there are; rows past that stay empty.
+    ranks there are; rows past that stay empty. With ``one_path`` each kind's bars are drawn as one
+    path (see :class:`OnePathBars`), which a slider redrawing them on every move wants.
     """
 
-    def __init__(self, ax, *, slots: int = 4, fontsize: float = 11):
+    def __init__(self, ax, *, slots: int = 4, fontsize: float = 11, one_path: bool = False):
         self.ax, self.slots = ax, slots
         self.collections = {}
         for kind in KINDS:
-            self.collections[kind] = ax.add_collection(PolyCollection(
+            self.collections[kind] = ax.add_collection((OnePathBars if one_path else PolyCollection)(
                 [], facecolors=COLOURS[kind], edgecolors=INK if kind != "wait" else GREY, linewidths=0.6,
                 hatch=HATCHES.get(kind), gid=f"straggler.{kind}"))
         ax.set_ylim(-0.6, slots - 0.4)
@@ -102,6 +104,28 @@ class StragglerBars:
     def show(self, segments: dict, *, scale: float = 1e-3) -> None:
         for kind, collection in self.collections.items():
             collection.set_verts([_box(rank, start / scale, width / scale) for rank, start, width in segments.get(kind, [])])
+
+
+class OnePathBars(PolyCollection):
+    """A PolyCollection of bars of one style, drawn as one compound path.
+
+    Agg renders a hatch pattern afresh for every path it fills; one path for all the bars of a kind
+    renders it once. The bars stay the collection's paths (``get_paths``), one per bar, and do not
+    overlap, so the pixels are those of drawing them one by one.
+    """
+
+    def draw(self, renderer):
+        paths = self.get_paths()
+        if not self.get_visible() or not paths:
+            return
+        patch = PathPatch(Path.make_compound_path(*paths), facecolor=self.get_facecolor()[0],
+                          edgecolor=self.get_edgecolor()[0], linewidth=self.get_linewidth()[0], hatch=self.get_hatch(),
+                          hatchcolor=self.get_hatchcolor()[0], hatch_linewidth=self.get_hatch_linewidth(),
+                          transform=self.get_transform(), clip_box=self.get_clip_box(), clip_on=self.get_clip_on(),
+                          clip_path=self.get_clip_path(), antialiased=self.get_antialiased()[0])
+        patch.set_figure(self.get_figure(root=False))
+        patch.draw(renderer)
+        self.stale = False
 
 
 def _box(rank: int, x: float, width: float) -> list:
@@ -177,5 +201,5 @@ def modeled_note(step) -> str:
             f"the slow rank {float(step.compute.max() - step.compute.min()) * 1e3:g} ms late")
 
 
-__all__ = ["StragglerBars", "measured_segments", "modeled_segments", "plot_straggler_timeline",
+__all__ = ["StragglerBars", "OnePathBars", "measured_segments", "modeled_segments", "plot_straggler_timeline",
            "plot_wait_against_delay", "legend_handles", "modeled_note"]

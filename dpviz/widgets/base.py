@@ -12,8 +12,10 @@ A widget is two pieces:
 The figure class marks the artists its ``update`` changes with ``artist.set_animated(True)``
 when it builds them. The rest of the figure (axes, ticks, legends: most of the drawing time) is
 drawn once and kept as a background, and each move redraws only the animated artists on top of
-it (matplotlib's blitting). When the non-animated part depends on a control (k boxes out of a
-pool of eight, say), ``update`` returns a *layout key* naming it; a SliderFigure keeps one
+it (matplotlib's blitting), on a canvas that lays out and renders each text's glyphs once
+(:mod:`dpviz.widgets.agg`): texts are most of what a move draws. When the non-animated part
+depends on a control (k boxes out of a pool of eight, say), ``update`` returns a *layout key*
+naming it; a SliderFigure keeps one
 background per key, drawn once, ahead of time for the layouts the figure lists in its optional
 ``layouts()``. ``update`` returns None when the background is unchanged. An optional ``caption``
 attribute (HTML) becomes the status line above the figure after each move.
@@ -40,11 +42,11 @@ import zlib
 
 import ipywidgets as widgets
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.path import Path
 from matplotlib.text import Text
 
 from dpviz.figures.layout import describe, sentences
+from dpviz.widgets.agg import FastCanvas
 
 DPI = 80  # pixels per inch of the PNG sent to the browser; small enough to redraw fast
 # What a room can read, and what a laptop's screen holds. JupyterLab 4 at 1366×768, file browser open, gives an
@@ -74,8 +76,7 @@ class SliderFigure:
         self.view = view
         self.fig = fig = view.fig
         fig.set_dpi(DPI)
-        if not isinstance(fig.canvas, FigureCanvasAgg):
-            FigureCanvasAgg(fig)
+        FastCanvas(fig)  # Agg, with each text's layout and glyphs rendered once: most of a move's time otherwise
         fig.set_layout_engine("none")  # a layout engine would lay the figure out again on every draw
         at_least(fig, MIN_POINTS)
         wrap_to_figure(fig)
@@ -163,8 +164,10 @@ class SliderFigure:
             self._background = canvas.copy_from_bbox(self.fig.bbox)
         else:
             canvas.restore_region(self._background)
+        renderer = canvas.get_renderer()
         for artist in self._animated:
-            self.fig.draw_artist(artist)
+            if artist.get_visible():  # a hidden Quiver still lays its arrows out before it finds it draws nothing
+                artist.draw(renderer)
         return png_bytes(np.asarray(canvas.buffer_rgba()))
 
     def _use_background(self, key) -> None:

@@ -88,6 +88,7 @@ class CostsFigure:
         self.caption = ""  # HTML for the status line above the figure
         self._measured_caption = self._measured_words(workload)
         self._time = {}  # the time axis now: its end (s), unit and seconds per unit
+        self._legend_box = (None, None)  # (dpi, the speedup legend's window extent at that dpi)
 
         self.fig = fig = Figure(figsize=figsize)
         FigureCanvasAgg(fig)
@@ -224,7 +225,9 @@ class CostsFigure:
     def _place_label(self, k: int) -> None:
         """Put the S label beside the marker, on the side facing the axis's middle, clear of the legend."""
         renderer = self.fig.canvas.get_renderer()
-        legend = self.ax_speed.get_legend().get_window_extent(renderer)
+        if self._legend_box[0] != self.fig.dpi:  # the legend never moves: measuring it each move would cost ms
+            self._legend_box = (self.fig.dpi, self.ax_speed.get_legend().get_window_extent(renderer))
+        legend = self._legend_box[1]
         inside = self.ax_speed.bbox
         toward_middle = -1 if k > self.k_max ** 0.5 else 1  # past the middle of the log axis, write on the left
         spots = [(side * dx, dy) for side in (toward_middle, -toward_middle) for dx, dy in LABEL_SPOTS]

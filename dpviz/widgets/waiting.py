@@ -10,8 +10,9 @@ real run recorded with that (k, d, slow rank); under it the same steps as the mo
 all-reduce times. With more ranks than cores the measurement includes the ranks taking turns on
 the CPU, which the model leaves out; the figure says so when it happens.
 
-``update(k=, delay=, slow_rank=)`` sets new segments, rank labels and hand-drawn time ticks on
-the artists already there (all of them animated), so the background never needs drawing again.
+``update(k=, delay=, slow_rank=)`` sets new segments, titles and hand-drawn time ticks on the
+artists already there (all of them animated); what changes with k alone (the rank labels shown, the
+note on oversubscription) is in the background, one per k, drawn once when the widget is built.
 No slider starts a run: every (k, d, rank) it offers is a setting of a shipped record.
 """
 
@@ -82,13 +83,14 @@ class StragglerFigure:
         self.steps = check_int("steps", steps, low=1, high=20)
         slots = max(self.sweeps)
         self.caption = ""
+        self._median_cache = {}  # k -> the medians of its record (_medians)
         self.fig = fig = Figure(figsize=figsize)
         FigureCanvasAgg(fig)
         self.ax_measured, self.ax_modeled = fig.subplots(2, 1)
         fig.subplots_adjust(left=0.13, right=0.98, top=0.88, bottom=0.16, hspace=0.32)
         self.bars, self.ticks, self.rank_labels, self.titles = {}, {}, {}, {}
         for name, ax in (("measured", self.ax_measured), ("modeled", self.ax_modeled)):
-            self.bars[name] = StragglerBars(ax, slots=slots, fontsize=fontsize)
+            self.bars[name] = StragglerBars(ax, slots=slots, fontsize=fontsize, one_path=True)
             ax.tick_params(axis="y", left=False, labelleft=False)
             ax.spines["left"].set_visible(False)  # the bars start on it, and are redrawn over it on every move
             self.ticks[name] = _TimeTicks(ax, fontsize=fontsize, labelled=name == "modeled")
@@ -107,23 +109,35 @@ class StragglerFigure:
                  ha="left", va="top", fontsize=fontsize + 1, color=INK, weight="bold")
         fig.legend(handles=legend_handles(), loc="lower center", ncol=4, fontsize=fontsize - 2, frameon=False)
         animate(*[a for name in self.bars for a in (*self.bars[name].artists(), *self.ticks[name].artists(),
-                                                     *self.rank_labels[name], self.titles[name])],
-                self.note)
+                                                     self.titles[name])])
 
     def options(self) -> tuple[list, list]:
         """The ks and the delays (seconds) every sweep offers."""
         delays = sorted(set.intersection(*(set(np.round(s.delay, 9).tolist()) for s in self.sweeps.values())))
         return list(self.sweeps), delays
 
-    def update(self, *, k: int, delay: float, slow_rank: int) -> None:
+    def layouts(self) -> list[dict]:
+        """One set of values per background: the rank labels and the note change with k alone."""
+        return [{"k": k, "slow_rank": 0} for k in self.sweeps]
+
+    def _medians(self, k: int) -> dict:
+        """The record's medians for k ranks, taken once: a move only picks a setting's (each is a few ms to take)."""
+        if k not in self._median_cache:
+            sweep = self.sweeps[k]
+            self._median_cache[k] = dict(wait=sweep.measured_wait(), step=sweep.median_step(),
+                                         compute=sweep.median_compute(), transfer=sweep.median_transfer())
+        return self._median_cache[k]
+
+    def update(self, *, k: int, delay: float, slow_rank: int) -> int:
         k = check_choice("k", k, tuple(self.sweeps))
         sweep = self.sweeps[k]
         delay = check_real("delay", delay, low=0.0)
         slow_rank = check_int("slow_rank", slow_rank, low=0, high=k - 1)
         s = sweep.setting(delay, slow_rank)
+        medians = self._medians(k)
         measured, end_measured = measured_segments(sweep, s, steps=self.steps)
-        step = waiting.straggler_step(sweep.median_compute(), [delay if r == slow_rank else 0.0 for r in range(k)],
-                                      sweep.median_transfer())
+        step = waiting.straggler_step(medians["compute"], [delay if r == slow_rank else 0.0 for r in range(k)],
+                                      medians["transfer"])
         modeled, end_modeled = modeled_segments(step, steps=self.steps)
         end_ms = max(end_measured, end_modeled) * 1e3 * 1.04
         for name, segments in (("measured", measured), ("modeled", modeled)):
@@ -132,8 +146,8 @@ class StragglerFigure:
             self.bars[name].ax.set_ylim(k - 0.4, -0.6)
             for r, label in enumerate(self.rank_labels[name]):
                 label.set_visible(r < k)
-        wait = float(sweep.measured_wait()[s])
-        measured_step = float(sweep.median_step()[s])
+        wait = float(medians["wait"][s])
+        measured_step = float(medians["step"][s])
         modeled_wait = float(step.wait.max())
         self.titles["measured"].set_text(f"measured: others waited {wait * 1e3:.1f} ms, a step took {measured_step * 1e3:.1f} ms")
         self.titles["modeled"].set_text(f"modeled: others wait {modeled_wait * 1e3:.1f} ms, a step takes {step.t_step * 1e3:.1f} ms")
@@ -142,9 +156,10 @@ class StragglerFigure:
         headline = f"k = {k}, rank {slow_rank} sleeps d = {delay * 1e3:g} ms per step"
         self.caption = (f"<b>{html.escape(headline)}</b>: the others waited {wait * 1e3:.1f} ms (median, measured), "
                         f"{modeled_wait * 1e3:.1f} ms modeled. {html.escape(self.note.get_text())}<br>"
-                        f"model: compute {sweep.median_compute() * 1e3:.2g} ms and all-reduce "
-                        f"{sweep.median_transfer() * 1e3:.2g} ms, the run's medians, with the slow rank d late<br>"
+                        f"model: compute {medians['compute'] * 1e3:.2g} ms and all-reduce "
+                        f"{medians['transfer'] * 1e3:.2g} ms, the run's medians, with the slow rank d late<br>"
                         f"record: {html.escape(sweep.describe())}")
+        return k  # the background's layout key
 
 
 def straggler_widget(sweeps: dict, *, k: int | None = None, delay: float = 0.05, slow_rank: int = 1) -> SliderFigure:

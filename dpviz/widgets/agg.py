@@ -1,0 +1,204 @@
+"""The Agg canvas a slider figure draws on: Agg itself, with each text's layout and each glyph rendered once.
+
+A slider move redraws a few dozen short texts ("rank 3", "g_0 = (+0.12, -0.40)", tick labels), and in
+Agg nearly all of a text's time goes to laying the string out and asking FreeType to render every glyph
+again. Both depend only on the string, the font and a glyph's position within its pixel, so
+:class:`GlyphCacheRenderer` keeps them: a layout per word and font (kerning and ligatures act within a
+word; a new number in a label is one new word, not a new string to lay out), a glyph's coverage bitmap
+per (font, size, glyph, its offset in 1/64 pixel), and a whole text's bitmap, its glyphs put together,
+which Agg then blends in one call instead of one per glyph. A glyph moved by whole pixels is the same
+bitmap moved, so the pixels drawn are those of :class:`~matplotlib.backends.backend_agg.RendererAgg`, to
+a level in 255 where two glyphs overlap (a kerned pair may, by a pixel).
+
+    FastCanvas(fig)     # as FigureCanvasAgg(fig); SliderFigure does this for every widget
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg, get_hinting_flag
+from matplotlib.font_manager import fontManager, get_font
+
+try:  # the FreeType calls used here are matplotlib's own, private ones (3.11); without them Agg draws as it does
+    from matplotlib.ft2font import FT2Font, RenderMode
+
+    _SUPPORTED = all(hasattr(FT2Font, name) for name in ("_layout", "_set_transform", "_render_glyph")) \
+        and hasattr(RendererAgg, "_prepare_font") and hasattr(fontManager, "_find_fonts_by_props")
+except ImportError:
+    _SUPPORTED = False
+
+MAX_ENTRIES = 50_000  # glyph bitmaps (a few hundred bytes each) and layouts kept, for all figures together
+# (string, font properties, dpi, hinting, features, language) -> ([(font, glyph index, dx, dy)], whether every
+# dx and dy is a whole number of 1/64 pixel)
+_layouts: dict = {}
+_WORDS = re.compile(r"\S+\s*|\s+")  # a word and the spaces after it (or the spaces a string starts with)
+_words: dict = {}  # (word, font properties, dpi, hinting) -> ([(font, glyph index, dx, dy)], advance)
+_texts: dict = {}  # (layout key, angle, render mode, where its glyphs sit within a pixel) -> (bitmap, left, top)
+_heights: dict = {}  # (font properties, size, dpi) -> (ascent, descent, line gap) in pixels
+_glyphs: dict = {}  # (font, size, dpi, glyph index, angle, hinting, antialiased, x % 64, y % 64) -> (bitmap, left, top)
+
+
+class GlyphCacheRenderer(RendererAgg):
+    """:class:`RendererAgg` whose ``draw_text`` reuses layouts and glyph bitmaps (mathtext and TeX draw as before)."""
+
+    def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
+        global _SUPPORTED
+        if ismath or not _SUPPORTED:
+            return super().draw_text(gc, x, y, s, prop, angle, ismath, mtext)
+        try:
+            self._draw_cached_text(gc, x, y, s, prop, angle, mtext)
+        except (AttributeError, TypeError, ValueError):
+            # another matplotlib whose private FreeType calls differ: draw as Agg does, from now on
+            _SUPPORTED = False
+            super().draw_text(gc, x, y, s, prop, angle, ismath, mtext)
+
+    def _draw_cached_text(self, gc, x, y, s, prop, angle, mtext):
+        flags = get_hinting_flag()
+        features = mtext.get_fontfeatures() if mtext is not None else None
+        language = mtext.get_language() if mtext is not None else None
+        size = prop.get_size_in_points()
+        key = (s, hash(prop), size, self.dpi, flags, features and tuple(features), language)
+        laid = _layouts.get(key)
+        if laid is None:
+            items = self._layout(s, prop, key[1:], flags, features, language)
+            laid = (items, _whole(items))
+            _remember(_layouts, key, laid)
+        items, whole = laid
+        if not items:
+            return
+        cos, sin = math.cos(math.radians(angle)), math.sin(math.radians(angle))
+        mode = RenderMode.NORMAL if gc.get_antialiased() else RenderMode.MONO
+        top_y = self.height - y  # FreeType's y is upwards
+        ox, oy = 0x40 * x, 0x40 * top_y  # the text's origin in 1/64 pixel
+        if angle == 0 and whole and ox % 1 != 0.5 and oy % 1 != 0.5:
+            # level text whose glyphs sit whole 1/64 pixels from its origin (FreeType's layouts are in
+            # 1/64 pixel): each glyph's origin is the text's, rounded, plus its own offset
+            px, py = round(ox), round(oy)
+            bx, by = px >> 6, py >> 6
+            text_key = ("level", key, mode, px & 63, py & 63)
+            text = _texts.get(text_key)
+            if text is None:
+                origins = [(px + int(0x40 * dx), py + int(0x40 * dy)) for _, _, dx, dy in items]
+                text = self._compose(items, origins, bx, by, size, cos, sin, angle, flags, mode)
+                _remember(_texts, text_key, text)
+        else:
+            # each glyph's origin in 1/64 pixel, as RendererAgg hands it to FreeType
+            origins = [(round(ox + 0x40 * (dx * cos - dy * sin)), round(oy + 0x40 * (dx * sin + dy * cos)))
+                       for _, _, dx, dy in items]
+            bx, by = origins[0][0] >> 6, origins[0][1] >> 6  # whole pixels: moving by them moves the bitmap
+            text_key = ("any", key, angle, mode, tuple((px - 64 * bx, py - 64 * by) for px, py in origins))
+            text = _texts.get(text_key)
+            if text is None:
+                text = self._compose(items, origins, bx, by, size, cos, sin, angle, flags, mode)
+                _remember(_texts, text_key, text)
+        buffer, left, top = text
+        # draw_text_image's y is downwards and names the bitmap's bottom side
+        self._renderer.draw_text_image(buffer, left + bx, int(self.height) - (top + by) + buffer.shape[0], 0, gc)
+
+    def _get_font_height_metrics(self, prop):
+        """What :meth:`matplotlib.text.Text._get_layout` reads from the font's tables on every draw, read once."""
+        key = (hash(prop), prop.get_size_in_points(), self.dpi)
+        if key not in _heights:
+            font = get_font(fontManager._find_fonts_by_props(prop))
+            metrics = (None, None, None)
+            for table_name, gap, ascent, descent in (("OS/2", "sTypoLineGap", "sTypoAscender", "sTypoDescender"),
+                                                     ("hhea", "lineGap", "ascent", "descent")):
+                table = font.get_sfnt_table(table_name)
+                if table is not None:
+                    scale = 1 / font.get_sfnt_table("head")["unitsPerEm"] * prop.get_size_in_points() * self.dpi / 72
+                    metrics = (table[ascent] * scale, -table[descent] * scale, table[gap] * scale)
+                    break
+            _remember(_heights, key, metrics)
+        return _heights[key]
+
+    def _layout(self, s, prop, font_key, flags, features, language) -> list:
+        """[(font, glyph index, x, y)] of ``s``, as FT2Font lays it out, put together from its words.
+
+        A new number in a label is a new string, and laying out costs tens of µs a character. Kerning and
+        ligatures act within a word, not across a space, so a word's layout (cached) followed by the next
+        word's at its advance is the string's. Font features or a language: the whole string, as Agg does.
+        """
+        if features or language:
+            font = self._prepare_font(prop)
+            return [(item.ft_object, item.glyph_index, item.x, item.y)
+                    for item in font._layout(s, flags=flags, features=features, language=language)]
+        items, x0 = [], 0.0
+        for word in _WORDS.findall(s):
+            key = (word, *font_key)
+            laid = _words.get(key)
+            if laid is None:
+                font = self._prepare_font(prop)
+                # a bar after the word says where the next one starts: the advance of its trailing space
+                *glyphs, bar = font._layout(word + "|", flags=flags)
+                laid = ([(item.ft_object, item.glyph_index, item.x, item.y) for item in glyphs], bar.x)
+                _remember(_words, key, laid)
+            glyphs, advance = laid
+            items.extend((font, index, x0 + x, y) for font, index, x, y in glyphs)
+            x0 += advance
+        return items
+
+    def _compose(self, items, origins, bx, by, size, cos, sin, angle, flags, mode):
+        """The coverage bitmap of a whole text, its glyphs placed at ``origins`` less (bx, by) whole pixels."""
+        glyphs = []
+        for (font, glyph_index, _, _), (px, py) in zip(items, origins):
+            glyph_key = (font, size, self.dpi, glyph_index, angle, flags, mode, px & 63, py & 63)
+            glyph = _glyphs.get(glyph_key)
+            if glyph is None:
+                glyph = self._render(font, size, glyph_index, cos, sin, flags, mode, px & 63, py & 63)
+                _remember(_glyphs, glyph_key, glyph)
+            buffer, left, top = glyph
+            glyphs.append((buffer, left + (px >> 6) - bx, top + (py >> 6) - by))  # y upwards, as FreeType's
+        left = min(g[1] for g in glyphs)
+        top = max(g[2] for g in glyphs)
+        right = max(g[1] + g[0].shape[1] for g in glyphs)
+        bottom = min(g[2] - g[0].shape[0] for g in glyphs)
+        shape = (max(top - bottom, 1), max(right - left, 1))
+        spans = sorted((gl, gl + g.shape[1]) for g, gl, _ in glyphs if g.size)
+        if all(a[1] <= b[0] for a, b in zip(spans, spans[1:])):  # side by side, as glyphs nearly always are
+            out = np.zeros(shape, np.uint8)
+            for buffer, gl, gt in glyphs:
+                h, w = buffer.shape
+                out[top - gt:top - gt + h, gl - left:gl - left + w] = buffer
+            return out, left, top
+        clear = np.ones(shape)  # 1 - coverage
+        for buffer, gl, gt in glyphs:
+            h, w = buffer.shape
+            # where glyphs overlap (a kerned pair may, by a pixel), as if Agg had blended one over the other
+            clear[top - gt:top - gt + h, gl - left:gl - left + w] *= 1 - buffer / 255
+        return np.round(255 * (1 - clear)).astype(np.uint8), left, top
+
+    def _render(self, font, size, glyph_index, cos, sin, flags, mode, fx: int, fy: int):
+        """One glyph's coverage bitmap at an offset of (fx, fy)/64 pixel, with its left and top edges there."""
+        font.set_size(size, self.dpi)
+        font._set_transform((0x10000 * np.array([[cos, -sin], [sin, cos]])).round().astype(int), [fx, fy])
+        bitmap = font._render_glyph(glyph_index, flags, mode)
+        buffer = np.array(bitmap.buffer, dtype=np.uint8)  # a copy: FreeType reuses its own
+        if mode == RenderMode.MONO:
+            buffer *= 0xff
+        return buffer, bitmap.left, bitmap.top
+
+
+def _whole(items) -> bool:
+    """Whether every glyph of a layout is a whole number of 1/64 pixel from its start (FreeType's are)."""
+    return all((0x40 * dx) % 1 == 0 and (0x40 * dy) % 1 == 0 for _, _, dx, dy in items)
+
+
+def _remember(cache: dict, key, value) -> None:
+    if len(cache) >= MAX_ENTRIES:
+        cache.clear()  # a figure's texts come back on the next move and fill it again
+    cache[key] = value
+
+
+class FastCanvas(FigureCanvasAgg):
+    """:class:`FigureCanvasAgg` drawing with a :class:`GlyphCacheRenderer`."""
+
+    def get_renderer(self):
+        w, h = self.get_width_height(physical=True)
+        key = w, h, self.figure.dpi
+        if self._lastKey != key:
+            self.renderer = (GlyphCacheRenderer if _SUPPORTED else RendererAgg)(w, h, self.figure.dpi)
+            self._lastKey = key
+        return self.renderer
