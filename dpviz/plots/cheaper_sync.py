@@ -49,6 +49,16 @@ def hook_style(mode: str, i: int = 0):
     return HOOK_STYLE.get(mode, EXTRA_STYLE[i % len(EXTRA_STYLE)])
 
 
+def _finish(ax, *, fontsize: float, title: str | None):
+    """What every line panel here ends with: tick labels, the grid, the legend, the title."""
+    ax.tick_params(labelsize=fontsize - 1)
+    _grid(ax)
+    ax.legend(fontsize=fontsize - 1, frameon=False)
+    if title:
+        ax.set_title(title, fontsize=fontsize + 1, loc="left")
+    return ax
+
+
 def _grid(ax, axis: str = "y") -> None:
     ax.grid(True, axis=axis, color=GRID_LINE, linewidth=0.8)
     ax.set_axisbelow(True)
@@ -97,12 +107,7 @@ def plot_hook_error(rec, *, ax=None, fontsize: float = 10, title: str | None = N
     ax.set_xlabel("step", fontsize=fontsize)
     ax.set_ylabel("‖g − ḡ‖ / ‖ḡ‖", fontsize=fontsize)
     ax.set_xlim(-0.5, rec.steps - 0.5)
-    ax.tick_params(labelsize=fontsize - 1)
-    _grid(ax)
-    ax.legend(fontsize=fontsize - 1, frameon=False)
-    if title:
-        ax.set_title(title, fontsize=fontsize + 1, loc="left")
-    return ax
+    return _finish(ax, fontsize=fontsize, title=title)
 
 
 def plot_hook_loss(rec, *, gap: bool = False, ax=None, fontsize: float = 10, title: str | None = None):
@@ -123,12 +128,7 @@ def plot_hook_loss(rec, *, gap: bool = False, ax=None, fontsize: float = 10, tit
     else:
         ax.set_ylabel("loss on the global batch", fontsize=fontsize)
     ax.set_xlabel("step", fontsize=fontsize)
-    ax.tick_params(labelsize=fontsize - 1)
-    _grid(ax)
-    ax.legend(fontsize=fontsize - 1, frameon=False)
-    if title:
-        ax.set_title(title, fontsize=fontsize + 1, loc="left")
-    return ax
+    return _finish(ax, fontsize=fontsize, title=title)
 
 
 def plot_local_loss(rec, *, x: str = "examples", ax=None, fontsize: float = 10, title: str | None = None):
@@ -152,12 +152,7 @@ def plot_local_loss(rec, *, x: str = "examples", ax=None, fontsize: float = 10, 
     ax.set_ylabel("mean loss", fontsize=fontsize)
     if x == "all_reduces":
         ax.set_xscale("log", base=2)
-    ax.tick_params(labelsize=fontsize - 1)
-    _grid(ax)
-    ax.legend(fontsize=fontsize - 1, frameon=False)
-    if title:
-        ax.set_title(title, fontsize=fontsize + 1, loc="left")
-    return ax
+    return _finish(ax, fontsize=fontsize, title=title)
 
 
 def drift_path(rec, H: int) -> tuple[np.ndarray, np.ndarray]:
@@ -188,12 +183,7 @@ def plot_drift(rec, *, periods=None, ax=None, fontsize: float = 10, title: str |
     ax.set_ylabel("drift  max_r ‖θ_r − mean θ‖", fontsize=fontsize)
     ax.set_xlim(0, rec.steps + 0.5)
     ax.set_ylim(bottom=0)
-    ax.tick_params(labelsize=fontsize - 1)
-    _grid(ax)
-    ax.legend(fontsize=fontsize - 1, frameon=False)
-    if title:
-        ax.set_title(title, fontsize=fontsize + 1, loc="left")
-    return ax
+    return _finish(ax, fontsize=fontsize, title=title)
 
 
 def plot_link_bytes(rec, *, ax=None, fontsize: float = 10, title: str | None = None):
