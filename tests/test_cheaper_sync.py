@@ -6,6 +6,7 @@ parallelism (H = 1) and to torch's PeriodicModelAverager; the two-level all-redu
 Tampering with one number of a real record makes the claim that rests on it fail, by name.
 """
 
+import re
 import subprocess
 import sys
 import warnings
@@ -47,6 +48,11 @@ def full_rank() -> CompressionRecord:
 @pytest.fixture(scope="module")
 def local() -> LocalSgdRecord:
     return record_local_sgd(k=2, steps=8, periods=(1, 2, 4))
+
+
+@pytest.fixture(scope="module")
+def local_k1() -> LocalSgdRecord:
+    return record_local_sgd(k=1, steps=8, periods=(8,), oracle=False)  # 7 local steps: forward, backward, no sync
 
 
 @pytest.fixture(scope="module")
@@ -200,9 +206,9 @@ def test_hierarchical_claims_hold(hier):
     assert any("32,768 bytes crossed between groups, against 49,152 bytes in the flat ring" in line for line in lines)
 
 
-def test_records_save_and_load(comp, local, hier, tmp_path):
-    for record in (comp, local, hier):
-        path = record.save(tmp_path / record.KIND.name)
+def test_records_save_and_load(comp, local, local_k1, hier, tmp_path):
+    for i, record in enumerate((comp, local, local_k1, hier)):
+        path = record.save(tmp_path / f"{record.KIND.name}_{i}")
         again = load(path)
         assert type(again) is type(record)
         assert all((again.arrays[name] == value).all() for name, value in record.arrays.items())
@@ -254,6 +260,100 @@ def test_a_local_step_that_did_not_drift_fails(local):
 def test_a_tampered_hierarchical_record_fails_its_claim(hier, name, change, claim):
     with pytest.raises(AssertionError, match=claim):
         claims.hierarchical_claims(tampered(hier, name, change))
+
+
+# --- measured here: S = k · T_step(1) / T_step(k) ---------------------------------------------------------
+
+
+def test_step_times_are_recorded_for_every_hook_and_the_exact_all_reduce_beside_it(comp):
+    assert comp.t_exact.shape == comp.t_step.shape == (5, 6, 2)
+    assert (comp.t_exact > 0).all() and (comp.t_step > 0).all()
+    # warm-up: DDP's first step left out; PowerSGD timed on its compressed steps after the first one
+    assert comp.timed_steps("allreduce").tolist() == [False] + [True] * 5
+    assert comp.timed_steps("powersgd_r2").tolist() == [False, False, False, True, True, True]
+    assert comp.step_seconds("fp16") == np.median(comp.t_step[comp.index("fp16"), 1:])
+    assert comp.sync_seconds() == np.median(comp.t_exact[comp.index("allreduce"), 1:])
+
+
+def test_local_sgd_records_each_step_s_time_and_whether_it_averaged(local, local_k1):
+    assert local.t_step_dp.shape == local.t_sync_dp.shape == (8, 2)
+    assert local.t_step_local.shape == local.t_sync_local.shape == local.averaged.shape == (3, 8, 2)
+    assert (local.t_sync_dp > 0).all() and (local.t_sync_dp <= local.t_step_dp).all()  # the all-reduce is in the step
+    for i, H in enumerate((1, 2, 4)):
+        assert (local.averaged[i] == local.synced(H)[:, None]).all()
+        assert ((local.t_sync_local[i] > 0) == local.averaged[i]).all()
+        assert (local.t_sync_local[i] <= local.t_step_local[i]).all()
+    t = local.t_step_local[local.index(4)]  # H = 4: steps 3 and 7 average; step 0 is the warm-up
+    want = (3 * np.median(t[[1, 2, 4, 5, 6]]) + np.median(t[[3, 7]])) / 4
+    assert local.step_seconds(4) == pytest.approx(want, rel=1e-12)
+    assert local.step_seconds(1) == np.median(local.t_step_local[0, 1:])
+    assert local_k1.k == 1 and local_k1.params_torch is None
+    assert local_k1.averaged[0, :, 0].tolist() == [False] * 7 + [True]
+    assert local_k1.local_step_seconds() == np.median(local_k1.t_step_local[0, 1:7])  # step 0: warm-up
+    with pytest.raises(ValueError, match="has no local step to time"):
+        tampered(local, "period", lambda a: a.__setitem__(slice(None), 1)).local_step_seconds()
+
+
+def test_measured_speedups_are_k_times_the_one_rank_step_over_the_k_rank_step(comp, local, local_k1):
+    rows = claims.measured_rows(comp, local, local_k1)
+    assert [row["label"] for row in rows] == [
+        "plain all-reduce", "fp16", "PowerSGD r = 1", "PowerSGD r = 2", "PowerSGD r = 4",
+        "plain data parallelism", "local SGD H = 1", "local SGD H = 2", "local SGD H = 4"]
+    for row in rows:
+        assert row["k"] == 2 and row["speedup"] > 0 and row["t_one"] == local_k1.local_step_seconds()
+        assert row["speedup"] == pytest.approx(2 * row["t_one"] / row["t_step"], rel=1e-12)
+    plain, fp16, h4 = rows[0], rows[1], rows[-1]
+    assert plain["t_step"] == comp.step_seconds("allreduce")
+    assert plain["formula"] == pytest.approx(2 * plain["t_one"] / (plain["t_one"] + comp.sync_seconds()))
+    assert fp16["formula"] is None  # its sync was not timed alone
+    assert h4["t_step"] == local.step_seconds(4) and h4["t_comm"] == pytest.approx(local.sync_seconds(4) / 4)
+    lines = claims.measured_speedup_claims(comp, local, local_k1)
+    assert lines[0].startswith("Measured S = k · T_step(1) / T_step(k) at the same b = 16 examples per rank")
+    assert "k = 2 ranks of 1 thread each" in lines[0] and f"{comp.meta['cores']} cores" in lines[0]
+    assert f"T_step(1) = {plain['t_one'] * 1e3:.2f} ms" in lines[0]
+    assert f"plain all-reduce {plain['t_step'] * 1e3:.2f} ms, S = {plain['speedup']:.2f}" in lines[1]
+    assert f"local SGD H = 4 {h4['t_step'] * 1e3:.2f} ms, S = {h4['speedup']:.2f}" in lines[2]
+    assert any(line.startswith("Chapter 06's formula fed the measured parts") for line in lines)
+    assert any("not part 4's modeled" in line for line in lines)
+    assert claims.measured_title(comp, local, local_k1).startswith("Measured here, k = 2: S = ")
+
+
+def with_meta(record, **changes):
+    return type(record)({**record.meta, **changes}, record.arrays)
+
+
+@pytest.mark.parametrize("which, change, words", [
+    ("comp", dict(b=8), "local_k1 must record the same workload as comp (same b, model, seed, threads and machine): "
+                        "its b is 16, comp's 8"),
+    ("local", dict(width=64), "local_k1 must record the same workload as local"),
+    ("local_k1", dict(host="another machine"), "its host is 'another machine'"),
+    ("local_k1", dict(threads_per_rank=2), "its threads_per_rank is 2"),
+])
+def test_measured_speedups_refuse_two_workloads(comp, local, local_k1, which, change, words):
+    given = dict(comp=comp, local=local, local_k1=local_k1)
+    given[which] = with_meta(given[which], **change)
+    with pytest.raises(ValueError, match=re.escape(words)):
+        claims.measured_speedup_claims(**given)
+
+
+def test_measured_speedups_need_a_one_rank_run(comp, local):
+    with pytest.raises(ValueError, match=r"local_k1 must be a run on one rank \(k = 1\); got k = 2\."):
+        claims.measured_speedup_claims(comp, local, local)
+
+
+@pytest.mark.parametrize("record, name, change, claim", [
+    ("local", "averaged", lambda a: a.__setitem__((2, 3, 1), False), "local SGD averages after every H-th step"),
+    ("local", "t_sync_dp", lambda a: a.__setitem__((4, 0), 1.0), "a step's all-reduce is part of the step"),
+    ("local", "t_sync_local", lambda a: a.__setitem__((1, 2, 0), 1e-4), "recorded exactly on the steps that averaged"),
+    ("local_k1", "t_step_local", lambda a: a.__setitem__((0, 2, 0), -1e-3), "every timed step took a positive"),
+    ("comp", "t_step", lambda a: a.__setitem__((3, 2, 1), 0.0), "every timed step took a positive, finite time"),
+    ("comp", "t_exact", lambda a: a.__setitem__((0, 1, 0), -1e-3), "every timed step took a positive, finite time"),
+])
+def test_a_tampered_timing_fails_the_measured_claims(comp, local, local_k1, record, name, change, claim):
+    given = dict(comp=comp, local=local, local_k1=local_k1)
+    given[record] = tampered(given[record], name, change)
+    with pytest.raises(AssertionError, match=claim):
+        claims.measured_speedup_claims(**given)
 
 
 def test_claims_name_the_record_they_need(comp):
@@ -349,6 +449,9 @@ def test_chapter_14_titles_hold_on_the_committed_records_and_fail_when_tampered(
     records = FIGURE_PLAN.load()
     comp, local = records["cheaper_sync_compression"], records["cheaper_sync_local_sgd"]
     hier = records["cheaper_sync_hierarchical"]
+    local_k1 = records["cheaper_sync_local_sgd_k1"]
+    assert local_k1.k == 1 and comp.meta["b"] == local.meta["b"] == local_k1.meta["b"]
+    assert titles.measured_title(comp, local, local_k1).startswith(f"Measured here, k = {comp.k}: S = ")
     assert "fewer bytes than the plain all-reduce" in titles.compression_title(comp)
     assert "drift 0 after every average" in titles.drift_title(local)
     assert "fewer bytes between groups" in titles.two_levels_title(hier)

@@ -1,5 +1,6 @@
 """Shard everything: ZeRO stages 0 to 3 (FSDP) on real gloo ranks, against plain data parallelism, torch's
-fully_shard, the memory model and the ring's byte counts; the ZeRO paper's numbers; bad input; tampering."""
+fully_shard, the memory model and the ring's byte counts; one traced ZeRO-3 step against the model of its
+gathers and frees; the ZeRO paper's numbers; bad input; tampering."""
 
 import subprocess
 import sys
@@ -159,10 +160,127 @@ def test_round_trip_and_refuse_a_missing_array(tmp_path, runs):
     assert isinstance(back, ShardingRun) and back.describe() == run.describe()
     for name, value in run.arrays.items():
         assert (back.arrays[name] == value).all(), name
+    assert {"trace_step", "trace_count", "trace_seconds", "trace_bytes", "trace_layer", "trace_action"} <= set(back.arrays)
+    for stage in range(4):
+        for key, value in run.timeline(stage, 1).items():
+            assert (back.timeline(stage, 1)[key] == value).all(), (stage, key)
+    assert back.uses(3, 1) == run.uses(3, 1) and back.rings(3, 0) == run.rings(3, 0)
     assert claims.sharding_claims([back])
+    assert claims.timeline_claims(back) == claims.timeline_claims(run)
     arrays = {name: value for name, value in run.arrays.items() if name != "memory"}
     with pytest.raises(ValueError, match="lacks the array 'memory'"):
         ShardingRun(run.meta, arrays)
+
+
+def test_a_record_made_before_the_trace_still_loads_and_says_what_it_lacks(tmp_path, runs):
+    run = runs[2]
+    old = ShardingRun(run.meta, {name: value for name, value in run.arrays.items() if not name.startswith("trace_")})
+    back = load(old.save(tmp_path / "old"))
+    assert not back.traced and claims.sharding_claims([back])   # every other claim still holds on it
+    with pytest.raises(ValueError, match="no step traces"):
+        back.timeline(3)
+    with pytest.raises(AssertionError, match="no step traces"):
+        claims.timeline_claims(back)
+
+
+# --- one traced step: every gather, free, gradient and reduce-scatter, against the model ---------------------
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_zero3_gathers_each_layer_twice_and_frees_it_after_each_use(runs, k):
+    run = runs[k]
+    layers, element = len(run.unit_size), 4
+    rest = 16 * run.n_params // k                                  # no padding at k = 2 or 4
+    largest = element * int(run.unit_size.max())
+    assert int(run.trace_step) == run.steps - 1                    # the last step, at every stage
+    for rank in range(k):
+        line = run.timeline(3, rank)
+        assert (np.diff(line["seconds"]) >= 0).all() and line["action"][0] == "begin" and line["action"][-1] == "end"
+        for layer in range(layers):
+            gathers = np.flatnonzero((line["action"] == "gather") & (line["layer"] == layer))
+            frees = np.flatnonzero((line["action"] == "free") & (line["layer"] == layer))
+            assert len(gathers) == len(frees) == 2 and (gathers < frees).all(), (rank, layer)
+        uses = run.uses(3, rank)
+        assert [(layer, which) for layer, which, _, _ in uses] == [(0, "fwd"), (1, "fwd"), (2, "fwd"),
+                                                                    (2, "bwd"), (1, "bwd"), (0, "bwd")]
+        kinds = [kind for kind, _, _, _ in run.rings(3, rank)]
+        assert kinds.count("all-gather") == 2 * layers and kinds.count("reduce-scatter") == layers
+        assert line["bytes"].max() == rest + 2 * largest == run.memory[3, rank, 1].sum()  # the measured peak, too
+        assert line["bytes"][0] == line["bytes"][-1] == rest
+        model = run.modeled_trace(3)
+        assert (line["layer"] == model[0]).all() and (line["bytes"] == model[2]).all()
+        assert (run.timeline(0, rank)["bytes"] == 16 * run.n_params).all()          # plain: flat, 16P
+        assert (run.timeline(2, rank)["bytes"].max() == run.memory[2, rank, 1].sum())  # ZeRO-2: one layer's gradient
+    assert (run.trace_count == [5, 5, 5 + 3 * 3, 5 + 3 * 3 + 6 * 3]).all()
+    lines = claims.timeline_claims(run)
+    assert "each of the 3 layers was all-gathered twice" in lines[0] and "are the model's" in lines[0]
+    assert f"peaked at {rest + 2 * largest:,} B in layer 2's backward" in lines[1]
+    assert f"fell back to exactly {rest:,} B" in lines[1]
+    assert f"a flat {16 * run.n_params:,} B" in lines[2] and lines[3].startswith("Measured on rank 0")
+
+
+def test_the_trace_model_peaks_where_the_memory_model_does():
+    for units, k in (((496, 992, 32), 2), ((496, 992, 33), 4), ((10,), 1)):
+        for stage in range(4):
+            layers, actions, held = theory.step_trace(units, k, zero_stage=stage)
+            table = theory.bytes_held(units, k, zero_stage=stage)
+            assert held.max() == table.sum(axis=1).max() and held[0] == held[-1] == table[-1].sum(), (units, k, stage)
+            assert len(layers) == len(actions) == len(held)
+        words = [theory.TRACE_ACTIONS[a] for a in theory.step_trace(units, k, zero_stage=3)[1]]
+        assert words.count("gather") == words.count("free") == 2 * len(units)
+        assert words.count("reduce-scatter") == len(units)
+
+
+def test_ranks_whose_traces_differ_are_refused():
+    from dpviz.runs.sharding import trace_arrays
+
+    def stage(events):
+        return {"trace": events, "trace_step": 3}
+
+    same = [(0.0, 10, -1, 0), (0.1, 10, -1, 4)]
+    result = {"stages": [stage(same) for _ in range(4)]}
+    arrays = trace_arrays([result, result])
+    assert arrays["trace_count"].tolist() == [2] * 4 and arrays["trace_seconds"].shape == (4, 2, 2)
+    other = {"stages": [stage(same)] * 3 + [stage(same[:1])]}
+    with pytest.raises(RuntimeError, match="at ZeRO stage 3 rank 1 traced 1 events and rank 0 2"):
+        trace_arrays([result, other])
+
+
+def trace_change(rank, where, code=None, held=None):
+    """Change one event of rank ``rank``'s ZeRO-3 trace: its action (a name) or the bytes held after it."""
+    def change(arrays):
+        if code is not None:
+            arrays["trace_action"][3, rank, where] = theory.TRACE_ACTIONS.index(code)
+        if held is not None:
+            arrays["trace_bytes"][3, rank, where] = held(arrays["trace_bytes"][3, rank, where])
+    return change
+
+
+# the ZeRO-3 trace of the model: 0 begin, 1 forward, 2-4 layer 1 (gather, gathered, free), 5-7 layer 2,
+# 8-10 layer 3, 11 backward, 12-17 layer 3 (gather, gathered, grad, free, reduce-scatter, reduced), 18-23 layer 2, ...
+@pytest.mark.parametrize("change, words", [
+    (trace_change(1, 18, code="gathered"), "rank 1, traced step: layer 2 was gathered 1 time"),
+    (trace_change(0, 4, code="gathered"), "layer 2 was gathered at event 5 while layer 1 was still gathered"),
+    (trace_change(0, 16, code="gathered"), "layer 3's gradient had 0 'reduce-scatter' events"),
+    (trace_change(1, 20, held=lambda b: b + 4), "more than the model's peak of 20,096 B"),
+    (trace_change(0, 7, held=lambda b: b + 4), r"after event 7 \(free of layer 2\) the rank held 12,164 B"),
+    (trace_change(0, 13, held=lambda b: b - 4), r"event 13 \(gathered of layer 3\), 12,284 B, is not the model's"),
+])
+def test_a_broken_trace_fails_the_timeline_claim(runs, change, words):
+    run = runs[2]
+    claims.timeline_claims(run)  # holds on the real record
+    arrays = {key: value.copy() for key, value in run.arrays.items()}
+    change(arrays)
+    with pytest.raises(AssertionError, match=words):
+        claims.timeline_claims(ShardingRun(run.meta, arrays))
+
+
+def test_plain_data_parallelism_must_hold_a_flat_level(runs):
+    run = runs[2]
+    arrays = {key: value.copy() for key, value in run.arrays.items()}
+    arrays["trace_bytes"][0, 1, 2] += 4
+    with pytest.raises(AssertionError, match="plain data parallelism, rank 1: the bytes held moved"):
+        claims.timeline_claims(ShardingRun(run.meta, arrays))
 
 
 # --- tamper with one bit of a real record, and the claim that rests on it fails, by name -------------------
@@ -223,6 +341,26 @@ def test_figure_records_pass_every_claim_and_titles_say_what_they_show(figure_ru
     peak = claims.peak_by_category(figure_runs["sharding_k4"].memory[3, 0])
     assert peak.sum() == 16 * 1520 // 4 + 2 * 4 * 992   # 16P/k at rest, the largest layer gathered with its gradient
     assert "ZeRO-3 1.5 times as much at every k" in claims.bytes_title(runs)
+    title = claims.timeline_title(runs)
+    assert "all-gathered for its forward and again for its backward" in title
+    assert "(20,096 B at k = 2, 14,016 B at k = 4)" in title and "one traced step" in line
+
+
+def test_the_timeline_figure_draws_each_k_from_the_records(figure_runs):
+    import matplotlib.pyplot as plt
+    from dpviz.figures import figure_sharding_timeline
+
+    fig = figure_sharding_timeline(figure_runs.values())
+    try:
+        panels = [ax for ax in fig.axes if ax.has_data()]
+        assert [ax.get_title(loc="left") for ax in panels] == ["k = 2 ranks, rank 0", "k = 4 ranks, rank 0"]
+        for ax, run in zip(panels, sorted(figure_runs.values(), key=lambda r: r.k)):
+            labels = sorted(t.get_text().replace("\n", " ") for t in ax.texts)
+            assert labels == sorted(f"L{i} {p}" for i in (1, 2, 3) for p in ("fwd", "bwd"))
+            assert "measured" in ax.get_xlabel()
+        assert "Step lines" in fig.alt and "Measured: k=2" in fig.caption
+    finally:
+        plt.close(fig)
 
 
 def test_figure_titles_fail_on_a_tampered_record(figure_runs):

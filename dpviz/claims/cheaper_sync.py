@@ -15,21 +15,25 @@
   the bytes on every link are the rings' chunks; fewer bytes cross between groups than in a flat ring.
   Times described.
 * :func:`priced_claims`: each method's modeled T_comm and S beside the ring's for the link presets.
+* :func:`measured_speedup_claims` (the k-rank compression and local-SGD records and local SGD's k = 1 run):
+  each method's S = k · T_step(1) / T_step(k) measured here, beside chapter 06's formula fed the measured
+  T_step(1) and T_comm; the records are checked to be one workload at two k, their timings whole; S described.
 
 Each function returns the sentences in order, or raises ``AssertionError`` naming the first number that
-contradicts a claim.
+contradicts a claim (``ValueError`` where records that must describe one workload do not).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from dpviz.records.compression import FP16_TOLERANCE, CompressionRecord
+from dpviz.records.compression import FP16_TOLERANCE, PRICED_M, WARMUP_STEPS, CompressionRecord
 from dpviz.records.hierarchical import METHODS, HierarchicalRecord
 from dpviz.records.local_sgd import LocalSgdRecord, drift_of
 from dpviz.records.run import rel_err
 from dpviz.records.tolerance import GRAD_TOLERANCE, tolerance_words
 from dpviz.theory import cheaper_sync as theory
+from dpviz.theory import costmodel
 from dpviz.theory.links import PRESETS, SPEED_ORDER
 
 SAME = 0.05  # times within 5 % of each other are "about as long"
@@ -316,6 +320,212 @@ def priced_claims(t_compute: float, k: int, M: float, *, shapes=None, ranks=(1, 
     return lines
 
 
+# --- measured here: S from the step times ---------------------------------------------------------------
+
+# What the one-rank run must share with the k-rank runs for k · T_step(1) / T_step(k) to compare one workload at
+# two k, on one machine.
+WORKLOAD = ("b", "width", "depth", "d_in", "n_params", "seed", "dataset_size", "lr", "backend", "threads_per_rank",
+            "torch_version", "host", "cores")
+
+
+def _hook_words(mode: str) -> str:
+    if mode.startswith("powersgd_r"):
+        return f"PowerSGD r = {mode[len('powersgd_r'):]}"
+    return {"allreduce": "plain all-reduce"}.get(mode, mode)
+
+
+def _same_workload(one, many, one_name: str, many_name: str) -> None:
+    """Raise ValueError unless ``one`` is a one-rank run of ``many``'s workload on the same machine."""
+    for field in WORKLOAD:
+        if one.meta.get(field) != many.meta.get(field):
+            raise ValueError(f"{one_name} must record the same workload as {many_name} (same b, model, seed, threads "
+                             f"and machine): its {field} is {one.meta.get(field)!r}, {many_name}'s "
+                             f"{many.meta.get(field)!r}; got records of two workloads.")
+
+
+def _one_workload(comp, local, local_k1) -> None:
+    """The three records are one workload: ``local_k1`` on one rank, ``comp`` and ``local`` on as many ranks."""
+    _require(comp, CompressionRecord, "comp")
+    _require(local, LocalSgdRecord, "local")
+    _require(local_k1, LocalSgdRecord, "local_k1")
+    if local_k1.k != 1:
+        raise ValueError(f"local_k1 must be a run on one rank (k = 1); got k = {local_k1.k}.")
+    if comp.k < 2:
+        raise ValueError(f"comp must be a run on k >= 2 ranks; got k = {comp.k}.")
+    if local.k != comp.k:
+        raise ValueError(f"local must run on as many ranks as comp (k = {comp.k}); got k = {local.k}.")
+    _same_workload(local_k1, comp, "local_k1", "comp")
+    _same_workload(local_k1, local, "local_k1", "local")
+
+
+def _check_compression_timings(comp: CompressionRecord) -> None:
+    for name, t in (("t_step", comp.t_step), ("t_exact", comp.t_exact)):
+        if not (np.isfinite(t).all() and (t > 0).all()):
+            raise AssertionError(f"every timed step took a positive, finite time: {name} holds {t.min():.3g} s")
+
+
+def _check_local_timings(local: LocalSgdRecord) -> None:
+    """Every step took some time, its all-reduce is part of it, and it averaged exactly after every H-th step."""
+    for name, t in (("t_step_dp", local.t_step_dp), ("t_step_local", local.t_step_local)):
+        if not (np.isfinite(t).all() and (t > 0).all()):
+            raise AssertionError(f"every timed step took a positive, finite time: {name} holds {t.min():.3g} s")
+    for name, step, sync in (("plain data parallelism", local.t_step_dp, local.t_sync_dp),
+                             ("local SGD", local.t_step_local, local.t_sync_local)):
+        outside = (sync > step) | (sync < 0)
+        if outside.any():
+            at = tuple(np.argwhere(outside)[0])
+            raise AssertionError(f"a step's all-reduce is part of the step: under {name} an all-reduce was timed "
+                                 f"at {sync[at]:.3g} s inside a step of {step[at]:.3g} s")
+    if not (local.t_sync_dp > 0).all():
+        raise AssertionError("plain data parallelism all-reduces at every step: a step recorded no all-reduce time")
+    for i, H in enumerate(local.period.tolist()):
+        averaged, synced = local.averaged[i], local.synced(H)[:, None]
+        if (averaged != synced).any():
+            s, r = np.argwhere(averaged != synced)[0]
+            raise AssertionError(f"local SGD averages after every H-th step: with H = {H} rank {r} "
+                                 f"{'averaged' if averaged[s, r] else 'did not average'} after step {s}")
+        if ((local.t_sync_local[i] > 0) != averaged).any():
+            raise AssertionError(f"local SGD's all-reduce time is recorded exactly on the steps that averaged: with "
+                                 f"H = {H} it is not")
+
+
+def measured_rows(comp: CompressionRecord, local: LocalSgdRecord, local_k1: LocalSgdRecord) -> list[dict]:
+    """One row per way of syncing timed here: ``{"family", "label", "mode", "H", "k", "t_one", "t_step", "speedup",
+    "t_comm", "formula"}``, times in seconds (``mode``: the hook, or None; ``H``: local SGD's, or None).
+
+    ``t_one`` is T_step(1), the one-rank run's local step, forward and backward with no sync
+    (:meth:`LocalSgdRecord.local_step_seconds`), the same for every row; ``speedup`` = k · t_one / t_step,
+    measured; ``formula`` is chapter 06's S for T_compute = k · t_one and the measured T_comm per step (local
+    SGD: one all-reduce's median over H), or None where the run did not time the method's sync alone (the
+    compressing hooks).
+    """
+    _one_workload(comp, local, local_k1)
+    t_one, k = local_k1.local_step_seconds(), comp.k
+    rows = [dict(family="DDP comm hook", label=_hook_words(mode), mode=mode, H=None, t_step=comp.step_seconds(mode),
+                 t_comm=comp.sync_seconds() if mode == "allreduce" else None) for mode in comp.mode.tolist()]
+    for H in [None] + local.period.tolist():
+        t_comm = local.sync_seconds(H)
+        rows.append(dict(family="hand-written loop", label="plain data parallelism" if H is None else
+                         f"local SGD H = {H}", mode=None, H=H, t_step=local.step_seconds(H),
+                         t_comm=t_comm if H is None else t_comm / H))
+    for row in rows:
+        row.update(k=k, t_one=t_one, speedup=k * t_one / row["t_step"])
+        row["formula"] = None if row["t_comm"] is None else float(costmodel.speedup(k * t_one, k, row["t_comm"]))
+    return rows
+
+
+def measured_speedup_claims(comp: CompressionRecord, local: LocalSgdRecord, local_k1: LocalSgdRecord) -> list[str]:
+    """Each method's S measured here, beside chapter 06's formula on the measured parts; described, not asserted.
+
+    Asserted: ``local_k1`` is the k-rank runs' workload on one rank of the same machine (``ValueError``
+    otherwise), every timed step took a positive time, every all-reduce timed inside a step is part of it,
+    local SGD averaged after exactly every H-th step, and every S is positive.
+    """
+    _one_workload(comp, local, local_k1)
+    _check_compression_timings(comp)
+    for record in (local, local_k1):
+        _check_local_timings(record)
+    rows = measured_rows(comp, local, local_k1)
+    bad = [row for row in rows if not (np.isfinite(row["speedup"]) and row["speedup"] > 0)]
+    if bad:
+        raise AssertionError(f"a measured speedup is positive: {bad[0]['label']} has S = {bad[0]['speedup']:.3g}")
+    hooks = [row for row in rows if row["family"] == "DDP comm hook"]
+    loop = [row for row in rows if row["family"] == "hand-written loop"]
+    k, m, t_one = comp.k, comp.meta, rows[0]["t_one"]
+    threads = int(m["threads_per_rank"])
+    warmup = "step" if WARMUP_STEPS == 1 else f"{WARMUP_STEPS} steps"
+    lines = [f"Measured S = k · T_step(1) / T_step(k) at the same b = {m['b']} examples per rank (one device would "
+             f"take k steps of b for the k·b examples k ranks take at once), from medians over steps and ranks with "
+             f"each training's first {warmup} left out as warm-up (PowerSGD's first compressed step too): k = {k} "
+             f"ranks of {threads} thread{'s' if threads != 1 else ''} each, on this machine's {m['cores']} cores. "
+             f"Every S below divides by T_step(1) = {_ms(t_one)}, one rank's forward and backward of the same MLP on "
+             "b examples with no sync (the local steps of a one-rank local-SGD run), as chapter 06 leaves the "
+             f"all-reduce out at k = 1; on that rank an all-reduce with nothing to exchange took "
+             f"{_ms(local_k1.sync_seconds(None))} (median)."]
+    lines.append(f"DDP's comm hooks, a step being forward, backward and the hook's sync: "
+                 + "; ".join(f"{row['label']} {_ms(row['t_step'])}, S = {row['speedup']:.2f}" for row in hooks)
+                 + f"; ideal S = k = {k}.")
+    lines.append("The hand-written loop, local SGD's step being its period's cost shared over its H steps ((H − 1) "
+                 "local steps and one that averages): "
+                 + "; ".join(f"{row['label']} {_ms(row['t_step'])}, S = {row['speedup']:.2f}" for row in loop) + ".")
+
+    plain = hooks[0]["t_step"]
+    others = [(row, row["t_step"] / plain) for row in hooks[1:]]
+    slower = [(row, r) for row, r in others if r > 1 + SAME]
+    faster = [(row, r) for row, r in others if r < 1 - SAME]
+    same = [row["label"] for row, r in others if abs(r - 1) <= SAME]
+    M = int(m["message_bytes"])
+    work = [w for w, hit in (("the casts to and from fp16", any(row["mode"] == "fp16" for row, _ in slower)),
+                             ("PowerSGD's matrix products and orthogonalisation, and its three all-reduces in place of "
+                              "one", any(row["mode"].startswith("powersgd") for row, _ in slower))) if hit]
+    why = (f" on a {M / 1024:.1f} KiB gradient over shared memory, " + " and ".join(work)
+           + " cost more time than the bytes they save")
+    if others and len(slower) == len(others):
+        lines.append("Every compressing hook took longer per step than the plain all-reduce here ("
+                     + ", ".join(f"{row['label']} {r:.2f}×" for row, r in slower) + f"):{why}.")
+    elif others:
+        took = ", ".join(f"{row['label']} took {r:.2f}×" for row, r in slower)
+        words = [f"{took} as long as the plain all-reduce per step:{why}"] if slower else []
+        for row, r in faster:
+            saved = M - int(comp.expected_bytes(row["mode"])[0][-1])
+            words.append(f"{row['label']} took {r:.2f}× as long as the plain all-reduce, with {_bytes(saved)} fewer "
+                         "to send per step")
+        if same:
+            words.append("about as long as the plain all-reduce (within 5 %): " + ", ".join(same))
+        lines.append("Of the compressing hooks, " + "; ".join(words) + ".")
+
+    dp, by_H = loop[0], loop[1:]
+    top = max(by_H, key=lambda row: row["speedup"])
+    H = top["H"]
+    line = (f"Local SGD's highest S was {top['speedup']:.2f}, at H = {H}, "
+            f"{'above' if top['speedup'] > dp['speedup'] else 'not above'} plain data parallelism's "
+            f"{dp['speedup']:.2f} in the same loop")
+    if H > 1:
+        line += (f": its median local step took {_ms(local.median_step(H, averaged=False))} against T_step(1) = "
+                 f"{_ms(t_one)}, and one step in {H} paid for an all-reduce ({_ms(local.sync_seconds(H))} median)")
+    lines.append(line + ".")
+
+    modeled = [row for row in rows if row["formula"] is not None]
+    below = [row["label"] for row in modeled if row["speedup"] < row["formula"]]
+    line = ("Chapter 06's formula fed the measured parts, S = k · T_step(1) / (T_step(1) + T_comm) with T_comm the "
+            f"median all-reduce of the M = {_bytes(M)} timed in the same runs ({_ms(comp.sync_seconds())} beside DDP's "
+            f"steps, {_ms(local.sync_seconds(None))} in the loop, whose steps start without DDP's barrier; over H "
+            "for local SGD), gives: "
+            + "; ".join(f"{row['label']} {row['formula']:.2f} (measured {row['speedup']:.2f})" for row in modeled))
+    if below:
+        where = "every measured S is below it" if len(below) == len(modeled) else \
+            "where the measured S is below it (" + ", ".join(below) + ")"
+        line += f"; {where}, a step less its share of all-reduce took longer at k = {k} than on one rank"
+    lines.append(line + (_cores_note(comp) or _cores_note(local)) + ".")
+    room = (k - 1) * t_one  # S > 1 in the formula exactly while T_comm per step is below this
+    ddp_comm, loop_comm = comp.sync_seconds(), local.sync_seconds(None)
+    H_min = loop_comm / room
+    lines.append(f"By that formula S passes 1 only while T_comm per step is under (k − 1) · T_step(1) = {_ms(room)}: one "
+                 f"all-reduce took {_ms(ddp_comm)} beside DDP's steps, so syncing every step "
+                 f"{'can' if ddp_comm < room else 'cannot'} beat one device here, and local SGD "
+                 + (f"has to share one all-reduce ({_ms(loop_comm)} in the loop) over H > {H_min:.1f} steps."
+                    if H_min > 1 else f"passes it at every H (one all-reduce in the loop took {_ms(loop_comm)})."))
+    lines.append(f"These points are a {int(m['n_params']):,}-parameter MLP whose gradient crosses shared memory between "
+                 f"processes, not part 4's modeled {PRICED_M / 1e9:.2f} GB gradient on real links: they show how this "
+                 "machine's steps scale, not how the presets would.")
+    return lines
+
+
+def measured_title(comp: CompressionRecord, local: LocalSgdRecord, local_k1: LocalSgdRecord) -> str:
+    """The measured S of the plain all-reduce, the best compressing hook and the best H, checked by
+    :func:`measured_speedup_claims` first."""
+    measured_speedup_claims(comp, local, local_k1)
+    rows = measured_rows(comp, local, local_k1)
+    hooks = [row for row in rows if row["family"] == "DDP comm hook"]
+    words = [f"Measured here, k = {comp.k}: S = {hooks[0]['speedup']:.2f} with DDP's plain all-reduce"]
+    if len(hooks) > 1:
+        best = max(hooks[1:], key=lambda row: row["speedup"])
+        words.append(f"at best {best['speedup']:.2f} with a compressing hook ({best['label']})")
+    top = max((row for row in rows if row["H"] is not None), key=lambda row: row["speedup"])
+    words.append(f"up to {top['speedup']:.2f} with local SGD (H = {top['H']})")
+    return ", ".join(words) + f"; ideal S = {comp.k}"
+
+
 # --- the figures' titles ---------------------------------------------------------------------------------
 
 
@@ -414,5 +624,7 @@ def figure_claims(records: dict) -> str:
     """What ``./run`` prints for chapter 14's figure records: every claim of the three runs, checked."""
     lines = (compression_claims(records["cheaper_sync_compression"])
              + local_sgd_claims(records["cheaper_sync_local_sgd"])
-             + hierarchical_claims(records["cheaper_sync_hierarchical"]))
+             + hierarchical_claims(records["cheaper_sync_hierarchical"])
+             + measured_speedup_claims(records["cheaper_sync_compression"], records["cheaper_sync_local_sgd"],
+                                       records["cheaper_sync_local_sgd_k1"]))
     return "\n".join(lines)

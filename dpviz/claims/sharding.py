@@ -5,7 +5,9 @@ after every step (:func:`same_parameters`), the ranks held what the digests say 
 stage 3 equals torch's FSDP2 ``fully_shard`` (:func:`matches_fully_shard`), every rank held exactly the
 bytes :func:`dpviz.theory.sharding.bytes_held` counts (:func:`memory_claims`), sent exactly what
 :func:`dpviz.theory.sharding.bytes_sent` counts, 1.5 times plain data parallelism's at stage 3
-(:func:`bytes_claims`), and the ZeRO paper's Figure 1 (:func:`zero_paper_claim`). Described, never asserted:
+(:func:`bytes_claims`), and the ZeRO paper's Figure 1 (:func:`zero_paper_claim`); in the traced step of ZeRO-3
+every layer was gathered twice, freed after each use, and the bytes held rose to the model's peak and fell back
+to the at-rest level between layers (:func:`timeline_claims`). Described, never asserted:
 the measured step times (:func:`step_time_claims`) and the cost model's (:func:`modeled_time_claims`).
 :func:`sharding_claims` gathers the lines for records over k.
 """
@@ -184,6 +186,129 @@ def memory_over_k(runs) -> str:
             + ".")
 
 
+def _trace_fails(run, rank: int, message: str):
+    raise AssertionError(f"k = {run.k}, ZeRO-3, rank {rank}, traced step: {message}")
+
+
+def _event(e: int, action, layer) -> str:
+    """Event ``e`` in words, its layer counted from 1 as the chapter counts them: ``event 7 (free of layer 2)``."""
+    return f"event {e} ({action}{f' of layer {int(layer) + 1}' if layer >= 0 else ''})"
+
+
+def check_stage3_trace(run, rank: int) -> dict:
+    """Assert what the chapter says of one rank's traced ZeRO-3 step; return the numbers its sentences print.
+
+    Each layer gathered exactly twice, once before the backward pass starts and once after; every gather
+    freed before the next one starts; each layer's gradient made, reduce-scattered and let go once, after
+    its backward gather; the bytes held never above the model's peak (the shards at rest, one layer gathered,
+    its full gradient) and reaching it; back at the at-rest level after every use of a layer and at the
+    step's two ends; and the whole sequence of events and bytes is the one :func:`dpviz.theory.sharding.step_trace`
+    gives. Layers are counted from 1 in the messages, as in the chapter's words and figure.
+    """
+    line = run.timeline(3, rank)
+    t, held, layer, action = line["seconds"], line["bytes"], line["layer"], line["action"]
+    layers = len(run.unit_size)
+    model = run.modeled_memory(3)
+    rest, peak = int(model[-1].sum()), int(model.sum(axis=1).max())
+    if not (np.diff(t) >= 0).all() or t[0] < 0:
+        _trace_fails(run, rank, f"the event times run backwards ({np.round(t * 1e3, 3).tolist()} ms)")
+    step_time = float(run.step_seconds[run.index(3), int(run.trace_step), rank])
+    if t[-1] > step_time:
+        _trace_fails(run, rank, f"the last event came at {t[-1] * 1e3:.3f} ms, after the step's measured end, "
+                                f"{step_time * 1e3:.3f} ms")
+    turn = np.flatnonzero(action == "backward")
+    if turn.size != 1:
+        _trace_fails(run, rank, f"the backward pass started {turn.size} times")
+    turn = int(turn[0])
+    for i in range(layers):
+        gathers = np.flatnonzero((action == "gather") & (layer == i))
+        if gathers.size != 2 or not gathers[0] < turn < gathers[1]:
+            _trace_fails(run, rank, f"layer {i + 1} was gathered {gathers.size} time{'s' if gathers.size != 1 else ''} "
+                                    f"(at events {gathers.tolist()}, the backward starting at event {turn}), not once "
+                                    "for its forward and once for its backward")
+        for kind in ("grad", "reduce-scatter", "reduced"):
+            at = np.flatnonzero((action == kind) & (layer == i))
+            if at.size != 1 or not at[0] > gathers[1]:
+                _trace_fails(run, rank, f"layer {i + 1}'s gradient had {at.size} '{kind}' event{'s' if at.size != 1 else ''} "
+                                        f"(at {at.tolist()}), where one comes after its backward gather (event {gathers[1]})")
+    gathered = None
+    for e, (what, which) in enumerate(zip(action.tolist(), layer.tolist())):
+        if what == "gather":
+            if gathered is not None:
+                _trace_fails(run, rank, f"layer {which + 1} was gathered at event {e} while layer {gathered + 1} was still "
+                                        "gathered: it was not freed after its use")
+            gathered = which
+        elif what == "free":
+            if gathered != which:
+                _trace_fails(run, rank, f"event {e} freed layer {which + 1}, which was not gathered")
+            gathered = None
+    if gathered is not None:
+        _trace_fails(run, rank, f"layer {gathered + 1} was still gathered when the step ended: it was never freed")
+    top = int(held.max())
+    if top > peak:
+        e = int(held.argmax())
+        _trace_fails(run, rank, f"the rank held {top:,} B after {_event(e, action[e], layer[e])}, more than "
+                                f"the model's peak of {peak:,} B (shards at rest plus one layer and its gradient)")
+    if top != peak:
+        _trace_fails(run, rank, f"the rank held at most {top:,} B, never the model's peak of {peak:,} B")
+    between = np.flatnonzero(np.isin(action, ["begin", "end", "reduced"]) | ((action == "free") & (np.arange(len(t)) < turn)))
+    off = [int(e) for e in between if held[e] != rest]
+    if off:
+        e = off[0]
+        _trace_fails(run, rank, f"after {_event(e, action[e], layer[e])} the rank held {held[e]:,} B, not "
+                                f"the {rest:,} B it keeps at rest")
+    want_layers, want_actions, want_bytes = run.modeled_trace(3)
+    got = np.array([theory.TRACE_ACTIONS.index(a) if a in theory.TRACE_ACTIONS else -1 for a in action.tolist()])
+    if len(t) != len(want_actions) or (layer != want_layers).any() or (got != want_actions).any() or (held != want_bytes).any():
+        n = min(len(t), len(want_actions))
+        e = next((e for e in range(n) if (layer[e], got[e], held[e]) != (want_layers[e], want_actions[e], want_bytes[e])), n)
+        said = _event(e, action[e], layer[e]) if e < len(t) else f"event {e} (none traced)"
+        wanted = (_event(e, theory.TRACE_ACTIONS[want_actions[e]], want_layers[e]) + f", {want_bytes[e]:,} B"
+                  if e < len(want_actions) else "none")
+        _trace_fails(run, rank, f"{said}{f', {held[e]:,} B,' if e < len(t) else ''} is not the model's {wanted} "
+                                f"(the model has {len(want_actions)} events, the trace {len(t)})")
+    biggest = int(layer[held.argmax()])
+    uses = run.uses(3, rank)
+    gather_time = sum(t[e + 1] - t[e] for e in np.flatnonzero(action == "gather"))
+    return {"rest": rest, "peak": peak, "layer_bytes": int(theory.padded_sizes(run.unit_size, run.k)[biggest])
+            * int(run.meta["element_bytes"]), "biggest": biggest, "uses": len(uses), "events": len(t),
+            "step": float(t[-1]), "held_whole": float(sum(end - start for _, _, start, end in uses)),
+            "gathering": float(gather_time)}
+
+
+def timeline_claims(run) -> list[str]:
+    """The traced step of ZeRO-3 on every rank, against the model (:func:`check_stage3_trace`), and beside it
+    plain data parallelism's traced step, whose bytes held never moved from its at-rest level; the lines."""
+    assert run.traced, f"k = {run.k}: this record has no step traces; record it again with this dpviz"
+    k = run.k
+    found = [check_stage3_trace(run, rank) for rank in range(k)]
+    plain = int(run.modeled_memory(0)[-1].sum())
+    for rank in range(k):
+        held = run.timeline(0, rank)["bytes"]
+        assert (held == plain).all(), (
+            f"k = {k}, plain data parallelism, rank {rank}: the bytes held moved during the traced step, "
+            f"{np.unique(held).tolist()}, where the model keeps {plain:,} B throughout")
+    first = found[0]
+    rest, peak, layer_bytes = first["rest"], first["peak"], first["layer_bytes"]
+    share = "" if k <= int(run.meta["cores"]) else f", {k} ranks taking turns on {run.meta['cores']} cores"
+    padded = int(theory.padded_sizes(run.unit_size, k).sum())
+    formula = f"16P/{k}" if padded == run.n_params else f"16n/{k}, n = {padded:,} parameters padded"
+    return [
+        f"k = {k}, ZeRO-3, step {int(run.trace_step) + 1} of {run.steps} traced on all {k} ranks: each of the "
+        f"{len(run.unit_size)} layers was all-gathered twice, just before its forward and again just before its "
+        f"backward, and freed after each use; each layer's gradient was reduce-scattered once, right after its "
+        f"backward; all {first['events']} events, and the bytes held after each, are the model's.",
+        f"The bytes held peaked at {peak:,} B in layer {first['biggest'] + 1}'s backward: {rest:,} B of shards at rest "
+        f"({formula}), plus {layer_bytes:,} B for the gathered layer and {layer_bytes:,} B for its full gradient; "
+        f"after each of the {first['uses']} uses of a layer they fell back to exactly {rest:,} B.",
+        f"Plain data parallelism held a flat {plain:,} B through its traced step: ZeRO-3's peak is "
+        f"{peak / plain:.0%} of that, its level at rest {rest / plain:.0%}.",
+        f"Measured on rank 0{share}: the traced ZeRO-3 step took {first['step'] * 1e3:.1f} ms; for "
+        f"{first['held_whole'] * 1e3:.1f} ms of it the rank held a layer whole (gathered, or its full gradient), and "
+        f"the all-gathers alone took {first['gathering'] * 1e3:.1f} ms (times are described, never asserted).",
+    ]
+
+
 def sharding_claims(runs) -> list[str]:
     """Every claim of the chapter on records of one model over k (a list, or ``{k: record}``): the lines it prints."""
     runs = list(runs.values()) if isinstance(runs, dict) else list(runs)
@@ -196,6 +321,8 @@ def sharding_claims(runs) -> list[str]:
         lines += memory_claims(run)
         lines.append(bytes_claims(run))
         lines.append(step_time_claims(run))
+        if run.traced:
+            lines += timeline_claims(run)
     if len(runs) > 1:
         lines.append(memory_over_k(runs))
     lines.append(zero_paper_claim())
@@ -241,10 +368,25 @@ def bytes_title(runs) -> str:
             f"(k = {', '.join(map(str, ratios))})")
 
 
+def timeline_title(runs) -> str:
+    """The timeline figure's title, after :func:`timeline_claims` asserted it on every rank of each run."""
+    runs = sorted(runs, key=lambda r: r.k)
+    peaks = []
+    for run in runs:
+        timeline_claims(run)
+        model = run.modeled_memory(3)
+        peaks.append(f"{int(model.sum(axis=1).max()):,} B at k = {run.k}")
+    return ("ZeRO-3, one traced step: every layer all-gathered for its forward and again for its backward, and freed "
+            f"after each use; the bytes held rose only to the model's peak ({', '.join(peaks)}) and fell back to the "
+            "level at rest between layers")
+
+
 def figure_claims(records: dict) -> str:
     """The chapter's claims on its figure records (``{stem: ShardingRun}``); one line for ``./run``."""
     runs = sorted(records.values(), key=lambda r: r.k)
     parts = [same_parameters(run) for run in runs]
     parts += [matches_fully_shard(run) for run in runs if run.params_fsdp is not None]
     parts += [memory_title(runs) + ".", bytes_title(runs) + "."]
+    if all(run.traced for run in runs):
+        parts.append(timeline_title(runs) + ".")
     return "sharding: " + " ".join(parts)

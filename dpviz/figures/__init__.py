@@ -25,10 +25,11 @@ from dpviz.figures import accumulation, bigger_batch, cheaper_sync, sharding, sp
 from dpviz.figures.accumulation import figure_accumulation_memory, figure_accumulation_sync, figure_accumulation_timelines
 from dpviz.figures.bigger_batch import figure_lr_linear_rule, figure_lr_loss_curves, figure_lr_warmup
 from dpviz.figures.cheaper_sync import (
-    figure_cheaper_sync_bytes, figure_cheaper_sync_local_sgd, figure_cheaper_sync_loss, figure_cheaper_sync_two_levels,
+    figure_cheaper_sync_bytes, figure_cheaper_sync_local_sgd, figure_cheaper_sync_loss, figure_cheaper_sync_measured,
+    figure_cheaper_sync_two_levels,
 )
 from dpviz.figures.group import FigureGroup
-from dpviz.figures.sharding import figure_sharding_bytes, figure_sharding_memory
+from dpviz.figures.sharding import figure_sharding_bytes, figure_sharding_memory, figure_sharding_timeline
 from dpviz.figures.splitting import figure_pipeline_gantt, figure_tensor_parallel, figure_zero_memory
 from dpviz.figures.steps import (
     figure_step1_loss, figure_step2_gradients, figure_step3_average_of_averages, figure_step4_devices,

@@ -1,8 +1,9 @@
 """A cheaper sync's figures: compression's bytes, error and loss; local SGD's loss and drift; two levels' bytes per
-link; each method's modeled speedup beside the ring's, over this machine's measured times.
+link; each method's modeled speedup beside the ring's, over this machine's measured times; each method's speedup
+measured here, against a one-rank run of the same workload.
 
-Records: :data:`dpviz.records.compression.FIGURE_PLAN` (a compression run, a local-SGD run, a two-level
-all-reduce run), by stem. The modeled workload is :mod:`dpviz.records.compression`'s ``PRICED_*``.
+Records: :data:`dpviz.records.compression.FIGURE_PLAN` (a compression run, a local-SGD run and its one-rank
+run, a two-level all-reduce run), by stem. The modeled workload is :mod:`dpviz.records.compression`'s ``PRICED_*``.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from dpviz.figures.group import FigureGroup
 from dpviz.figures.layout import caption, figure, legend_below, lift_notes, title_of, wrap_titles
 from dpviz.plots.cheaper_sync import (
     hook_label, plot_drift, plot_hook_bytes, plot_hook_error, plot_hook_loss, plot_link_bytes, plot_local_loss,
-    plot_speedups, plot_times,
+    plot_measured_speedups, plot_speedups, plot_times,
 )
+from dpviz.plots.style import LAVENDER
 from dpviz.records import compression as plan
 from dpviz.records.compression import FIGURE_PLAN
 from dpviz.records.hierarchical import METHODS
@@ -120,15 +122,43 @@ def figure_cheaper_sync_two_levels(hier, comp) -> Figure:
     return caption(wrap_titles(fig), [n for n in notes if n], alt=alt)
 
 
+def figure_cheaper_sync_measured(comp, local, local_k1) -> Figure:
+    """S measured here for every hook and every H against one rank's step; the step times it comes from."""
+    rows = claims.measured_rows(comp, local, local_k1)
+    k = comp.k
+    fig = figure((6.8, 10.2))
+    top, bottom = fig.subplots(2, 1, height_ratios=(1.25, 1.15))
+    fig.subplots_adjust(left=0.32, right=0.95, top=0.9, bottom=0.05, hspace=0.55)
+    plot_measured_speedups(rows, k=k, ax=top,
+                           title=f"S = k · T_step(1) / T_step(k), b = {comp.meta['b']} per rank (measured)")
+    legend_below(top, gap=0.5, ncol=1, fontsize=9)
+    prefix = {"DDP comm hook": "DDP", "hand-written loop": "loop"}
+    labels = ["k = 1, forward and backward"] + [f"{prefix[row['family']]}, {row['label']}" for row in rows]
+    plot_times(labels, [rows[0]["t_one"]] + [row["t_step"] for row in rows], ax=bottom, color=LAVENDER,
+               xlabel="median ms per step, measured here (forward, backward, sync)",
+               title=f"T_step: one rank, then k = {k} ranks")
+    fig.suptitle(claims.measured_title(comp, local, local_k1), fontsize=12, x=0.01, y=0.995, ha="left", va="top")
+    hooks = ", ".join(row["label"] for row in rows if row["family"] == "DDP comm hook")
+    alt = [f"Top, horizontal bars of the speedup S measured on this machine with k = {k} ranks for each DDP comm hook "
+           f"({hooks}) and for plain data parallelism and local SGD at each H in a hand-written loop, a dashed line "
+           "at the ideal S = k, and hollow diamonds where chapter 06's formula, fed the measured one-rank step and "
+           "all-reduce, puts S. Bottom, bars of the median step times they come from, the one-rank step first",
+           title_of(fig)]
+    notes = [f"Measured: {comp.describe()}", local.describe(), local_k1.describe(), _cores(comp), _cores(local),
+             "Modeled: the diamonds, S = k·T_step(1)/(T_step(1) + T_comm), T_comm measured", *lift_notes(fig)]
+    return caption(wrap_titles(fig), [n for n in notes if n], alt=alt)
+
+
 def draw(records: dict) -> dict:
     """Each figure of the group as (Figure, the records it came from)."""
     comp, local = records["cheaper_sync_compression"], records["cheaper_sync_local_sgd"]
-    hier = records["cheaper_sync_hierarchical"]
+    local_k1, hier = records["cheaper_sync_local_sgd_k1"], records["cheaper_sync_hierarchical"]
     return {
         "cheaper_sync_bytes": (figure_cheaper_sync_bytes(comp), [comp]),
         "cheaper_sync_loss": (figure_cheaper_sync_loss(comp), [comp]),
         "cheaper_sync_local_sgd": (figure_cheaper_sync_local_sgd(local), [local]),
         "cheaper_sync_two_levels": (figure_cheaper_sync_two_levels(hier, comp), [hier, comp]),
+        "cheaper_sync_measured": (figure_cheaper_sync_measured(comp, local, local_k1), [comp, local, local_k1]),
     }
 
 

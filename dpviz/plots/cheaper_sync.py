@@ -8,6 +8,7 @@ bytes per link in two levels, and the modeled speedup of each method beside the 
     plot_drift(rec)                       # ... the replicas' drift, step by step, zero at every average
     plot_link_bytes(rec)                  # a HierarchicalRecord: bytes inside and between groups, two ways
     plot_speedups(rows, k=k)              # rows of dpviz.theory.cheaper_sync.priced per link: modeled S per method
+    plot_measured_speedups(rows, k=k)     # rows of dpviz.claims.cheaper_sync.measured_rows: S measured here
     plot_times(labels, seconds)           # measured medians, as bars
 
 Series are told apart by line style and marker as well as colour. Drawing only: every number comes from a record
@@ -20,8 +21,8 @@ import numpy as np
 from matplotlib.ticker import MaxNLocator, StrMethodFormatter
 
 from dpviz.plots.style import (
-    CORAL, GRID_LINE, IDEAL_STYLE, INK, LAVENDER, MINT, MODELED_NOTE, PURPLE, RED, REPLICA, SLATE, TEAL, AMBER,
-    BUTTER, get_ax,
+    CORAL, GRID_LINE, IDEAL_STYLE, INK, LAVENDER, MEASURED_NOTE, MINT, MODELED_NOTE, PALE_REPLICA, PURPLE, RED,
+    REPLICA, SLATE, TEAL, AMBER, BUTTER, get_ax,
 )
 
 HOOK_STYLE = {  # mode -> (colour, line style, marker)
@@ -254,12 +255,59 @@ def plot_speedups(rows_by_link: dict, *, k: int, ax=None, fontsize: float = 10, 
     return ax
 
 
-def plot_times(labels, seconds, *, ax=None, fontsize: float = 10, title: str | None = None, xlabel: str = ""):
+def plot_measured_speedups(rows, *, k: int, ax=None, fontsize: float = 10, title: str | None = None):
+    """S measured here per way of syncing, one group of bars per family (the rows of
+    :func:`dpviz.claims.cheaper_sync.measured_rows`), chapter 06's formula on the measured parts as a hollow
+    diamond where the run timed the sync alone, and the ideal S = k dashed."""
+    ax = get_ax(ax)
+    ticks, labels = [], []
+    y0 = 0.0
+    families = list(dict.fromkeys(row["family"] for row in rows))
+    formula_label = f"{MODELED_NOTE}: chapter 06's formula on the measured T_step(1), T_comm"
+    for family in families:
+        group = [row for row in rows if row["family"] == family]
+        y = y0 + np.arange(len(group))
+        values = [row["speedup"] for row in group]
+        ax.barh(y, values, height=0.68, color=PALE_REPLICA, edgecolor=REPLICA, linewidth=1.0,
+                label=f"{MEASURED_NOTE} S = k · T_step(1) / T_step(k)" if family == families[0] else None)
+        for yi, row in zip(y, group):  # the numbers right of the bar and of its diamond, clear of both
+            words = f"   {row['speedup']:.2f}" + (f"  (◇ {row['formula']:.2f})" if row["formula"] is not None else "")
+            ax.text(max(row["speedup"], row["formula"] or 0), yi, words, va="center", ha="left", fontsize=fontsize - 1,
+                    color=INK)
+        formula = [(yi, row["formula"]) for yi, row in zip(y, group) if row["formula"] is not None]
+        if formula:
+            ys, xs = zip(*formula)
+            ax.plot(xs, ys, linestyle="none", marker="D", markersize=7, markerfacecolor="white", markeredgecolor=INK,
+                    markeredgewidth=1.3, label=formula_label)
+            formula_label = None  # one legend entry for every group's diamonds
+        ax.text(0, y0 - 0.62, family, ha="left", va="bottom", fontsize=fontsize, color=INK, weight="bold")
+        ticks += list(y)
+        labels += [row["label"] for row in group]
+        y0 += len(group) + 1.3
+    ax.axvline(k, label=f"ideal S = k = {k}", **IDEAL_STYLE)
+    ax.set_yticks(ticks, labels, fontsize=fontsize - 1)
+    ax.set_ylim(y0 - 1.1, -1.4)
+    most = max([k] + [row["speedup"] for row in rows] + [row["formula"] or 0 for row in rows])
+    ax.set_xlim(0, most * 1.15)
+    ax.set_xlabel(f"speedup S on k = {k} ranks, {MEASURED_NOTE} here", fontsize=fontsize)
+    ax.tick_params(axis="x", labelsize=fontsize - 1)
+    _grid(ax, "x")
+    handles, names = ax.get_legend_handles_labels()
+    order = sorted(range(len(names)),  # measured first, modeled last
+                   key=lambda i: (not names[i].startswith(MEASURED_NOTE), names[i].startswith(MODELED_NOTE)))
+    ax.legend([handles[i] for i in order], [names[i] for i in order], fontsize=fontsize - 1, frameon=False)
+    if title:
+        ax.set_title(title, fontsize=fontsize + 1, loc="left")
+    return ax
+
+
+def plot_times(labels, seconds, *, ax=None, fontsize: float = 10, title: str | None = None, xlabel: str = "",
+               color: str = CORAL):
     """Measured median times as horizontal bars, labelled in ms."""
     ax = get_ax(ax)
     y = np.arange(len(labels))
     ms = np.asarray(seconds, float) * 1e3
-    ax.barh(y, ms, height=0.6, color=CORAL, edgecolor=INK, linewidth=0.6)
+    ax.barh(y, ms, height=0.6, color=color, edgecolor=INK, linewidth=0.6)
     for yi, v in zip(y, ms):
         ax.text(v, yi, f"  {v:.2f} ms", va="center", ha="left", fontsize=fontsize - 1, color=INK)
     ax.set_yticks(y, labels, fontsize=fontsize - 1)

@@ -2,12 +2,18 @@
 
     plot_stage_memory({0: (measured, modeled), ...}, k=4)    # stacked bars per stage: measured, then modeled (///)
     plot_stage_bytes({0: (rs, ag), ...}, modeled={0: total}, plain=plain_total, k=4)
+    plot_stage3_timeline(seconds, held, uses=uses, rings=rings, rest=rest, plain=plain, peak=peak, k=4)
 
 Memory bars stack, bottom to top, parameters (blue, solid), gradients (grey, ``||``), Adam's state (butter,
 ``..``) and the one layer a rank holds whole for a moment (lavender, ``xx``: the gathered parameters of ZeRO-3,
 the full gradient of ZeRO-2). Each stage has two bars, told apart by more than colour: the measured one, and the
 modeled one hatched ``///``. Byte bars stack each rank's reduce-scatter (coral, solid) and all-gather (butter,
 ``..``); diamonds are the model's total; the dashed line is plain data parallelism's all-reduce.
+The ZeRO-3 timeline is one rank's bytes held through one step, a solid step line, over shaded spans where a
+layer is held whole (lavender: plain for its forward, hatched ``\\`` for its backward), each labelled with
+its layer; a lane at the bottom marks each ring collective in the colours of the byte bars (all-gather ``..``,
+reduce-scatter ``-``, communication's hatch, so that it parts from the solid forward spans). Its
+levels are told apart by line style: at rest dotted, plain data parallelism dashed, the model's peak dash-dotted.
 Drawing only: the caller passes the numbers.
 """
 
@@ -18,7 +24,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from dpviz.plots.style import (
-    BUTTER, CORAL, GREY, IDEAL_STYLE, INK, LAVENDER, MEASURED_NOTE, MODELED_NOTE, REPLICA, get_ax,
+    BACKWARD_HATCH, BUTTER, COMM_HATCH, CORAL, GREY, IDEAL_STYLE, INK, LAVENDER, MEASURED_NOTE, MODELED_NOTE,
+    REPLICA, get_ax,
 )
 
 CATEGORY_COLOURS = {"params": REPLICA, "grads": GREY, "optimizer": BUTTER, "layer": LAVENDER}
@@ -99,4 +106,65 @@ def plot_stage_bytes(sent: dict, *, modeled: dict, plain: float, k: int, ax=None
                               linestyle="none", ms=8, label=f"{MODELED_NOTE}: (k−1)/k · M per ring pass"))
         handles.append(Line2D([], [], **IDEAL_STYLE, label="plain data parallelism's all-reduce, 2(k−1)/k · M"))
         ax.legend(handles=handles, fontsize=fontsize - 2, frameon=False, loc="upper left")
+    return ax
+
+
+PASS_HATCHES = {"fwd": None, "bwd": BACKWARD_HATCH * 2}
+PASS_WORDS = {"fwd": "forward", "bwd": "backward"}
+REST_STYLE = dict(color=INK, linestyle=":", linewidth=1.8)
+PEAK_STYLE = dict(color=INK, linestyle="-.", linewidth=1.3)
+RING_LANE = 0.085  # the height of the collectives' lane, a fraction of the Axes
+LANE_HATCHES = {"all-gather": RING_HATCHES["all-gather"], "reduce-scatter": COMM_HATCH * 3}  # apart from the solid spans
+PEAK_MARK = dict(marker="o", ms=10, markerfacecolor="white", markeredgecolor=REPLICA, markeredgewidth=2.2,
+                 linestyle="none")
+
+
+def plot_stage3_timeline(seconds, held, *, uses, rings, rest: float, plain: float, peak: float, k: int, rank: int = 0,
+                         ax=None, fontsize: float = 11, legend: bool = True,
+                         xlabel: str = f"time since the step began, ms ({MEASURED_NOTE})"):
+    """One rank's bytes held through one ZeRO-3 step, as a step line: ``seconds`` (each event's time) and ``held``
+    (bytes right after it); ``uses`` ``[(layer, "fwd" or "bwd", start, end)]`` the spans a layer is held whole,
+    shaded and labelled ``L1 fwd`` (layers counted from 1); ``rings`` ``[(kind, layer, start, end)]`` each ring
+    collective, in the lane at the bottom; ``rest``, ``plain`` and ``peak`` the levels drawn across: what the rank
+    keeps at rest, what plain data parallelism held (both measured) and the model's peak. Seconds and bytes in,
+    drawn in ms and KiB. Returns the Axes."""
+    ax = get_ax(ax)
+    t = np.asarray(seconds, float) * 1e3
+    kib = np.asarray(held, float) / 1024
+    top = max(float(kib.max()), plain / 1024, peak / 1024)
+    for layer, which, start, end in uses:
+        ax.axvspan(start * 1e3, end * 1e3, color=LAVENDER, alpha=0.45 if which == "fwd" else 0.3, lw=0,
+                   hatch=PASS_HATCHES[which], zorder=1)
+        level = float(kib[(t >= start * 1e3) & (t < end * 1e3)].max())
+        ax.annotate(f"L{layer + 1}\n{which}", ((start + end) / 2 * 1e3, level), xytext=(0, 4), textcoords="offset points",
+                    ha="center", va="bottom", fontsize=fontsize - 1.5, color=INK, linespacing=0.95, zorder=6)
+    for kind, layer, start, end in rings:
+        ax.axvspan(start * 1e3, end * 1e3, ymin=0, ymax=RING_LANE, facecolor=RING_COLOURS[kind], edgecolor=INK,
+                   lw=0.6, hatch=LANE_HATCHES[kind], zorder=2)
+    ax.step(t, kib, where="post", color=REPLICA, linewidth=2.4, zorder=5, label="_held")
+    at = int(np.argmax(kib))                              # the peak lasts microseconds: a ring shows where it is
+    ax.plot([(t[at] + t[at + 1]) / 2 if at + 1 < len(t) else t[at]], [kib[at]], **PEAK_MARK, zorder=7)
+    for level, style in ((rest, REST_STYLE), (plain, IDEAL_STYLE), (peak, PEAK_STYLE)):
+        ax.axhline(level / 1024, **style, zorder=4)
+    ax.set_xlim(0, t[-1] * 1.005)
+    ax.set_ylim(0, top * 1.2)
+    ax.set_xlabel(xlabel, fontsize=fontsize)
+    ax.set_ylabel("KiB held by the rank", fontsize=fontsize)
+    ax.tick_params(axis="x", labelsize=fontsize - 1)
+    _tidy(ax, fontsize)
+    ax.set_title(f"k = {k} ranks, rank {rank}", fontsize=fontsize + 1, loc="left")
+    if legend:
+        handles = [
+            Line2D([], [], color=REPLICA, linewidth=2.4, label=f"bytes the rank held, {MEASURED_NOTE}"),
+            Line2D([], [], **PEAK_MARK, label="its peak: the largest layer gathered, with its full gradient"),
+            Patch(facecolor=LAVENDER, alpha=0.45, label="a layer gathered for its forward (L1, the first layer)"),
+            Patch(facecolor=LAVENDER, alpha=0.3, hatch=PASS_HATCHES["bwd"],
+                  label="gathered again for its backward, then its full gradient until reduce-scattered"),
+            *[Patch(facecolor=RING_COLOURS[kind], edgecolor=INK, hatch=LANE_HATCHES[kind],
+                    label=f"the ring's {kind} of one layer (bottom lane)") for kind in ("all-gather", "reduce-scatter")],
+            Line2D([], [], **REST_STYLE, label=f"ZeRO-3 at rest: the shards, 16P/k, {MEASURED_NOTE}"),
+            Line2D([], [], **IDEAL_STYLE, label=f"plain data parallelism, 16P, {MEASURED_NOTE}"),
+            Line2D([], [], **PEAK_STYLE, label=f"{MODELED_NOTE} peak: 16P/k + the largest layer and its gradient"),
+        ]
+        ax.legend(handles=handles, fontsize=fontsize - 2, frameon=False, loc="upper left", handlelength=2.6)
     return ax

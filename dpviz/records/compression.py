@@ -3,7 +3,8 @@
 Written by :func:`dpviz.runs.compression.record_compression`. In each *mode* the k ranks train the same
 MLP from the same θ0 on the same batches with SGD inside ``DistributedDataParallel``; only the comm hook
 differs. Every tensor the hook all-reduced is counted (``sent_bytes``, ``sent_calls``); the exact average
-of the ranks' gradients was all-reduced beside it, uncounted, and ``grad_rel_err`` compares the two.
+of the ranks' gradients was all-reduced beside it, uncounted, and ``grad_rel_err`` compares the two; that
+all-reduce of the whole M bytes was timed on its own (``t_exact``) and left out of ``t_step``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from dpviz.records.schema import Array, Kind, Meta, RankRecord, ran_on, register
 from dpviz.theory.cheaper_sync import POWERSGD_ALLREDUCES, powersgd_elements
 
 FP16_TOLERANCE = 2e-3  # relative error of an fp16-compressed average: a few units of fp16 rounding (2^-11 ≈ 4.9e-4)
+WARMUP_STEPS = 1  # a timing median leaves out each training's first step(s) (DDP builds its buckets in the first),
+                  # and PowerSGD's first compressed step, where it allocates its P and Q
 
 
 def mode_name(hook: str, rank: int = 0) -> str:
@@ -25,11 +28,11 @@ def mode_name(hook: str, rank: int = 0) -> str:
 
 KIND = Kind(
     name="compression",
-    version=1,
+    version=2,
     doc="k ranks trained one MLP under DistributedDataParallel from the same θ0 on the same batches once per comm "
         "hook (DDP's all-reduce, fp16 compression, PowerSGD at several ranks r); the bytes each hook all-reduced per "
         "step, its averaged gradient's error against the exact average, the error-feedback memory, losses and "
-        "step times.",
+        "step times, and the time of a plain all-reduce of the whole gradient beside each step.",
     arrays=(
         Array("mode", ("R",), "str", "the comm hook: allreduce, fp16, or powersgd_r<r>"),
         Array("powersgd_rank", ("R",), "int64", "PowerSGD's matrix_approximation_rank r (0: not PowerSGD)"),
@@ -42,6 +45,8 @@ KIND = Kind(
               "‖e‖, what PowerSGD's error feedback kept after the step for the next one (0: none kept)"),
         Array("loss", ("R", "steps", "k"), "float32", "each rank's loss on its shard, before the step"),
         Array("t_step", ("R", "steps", "k"), "float64", "seconds of forward, backward and the hook's sync (the exact average beside it left out)"),
+        Array("t_exact", ("R", "steps", "k"), "float64",
+              "seconds of the uncounted dist.all_reduce of the whole float32 gradient (M bytes) beside the hook"),
         Array("param_digest", ("R", "steps+1", "k"), "bytes", "SHA-1 (hex) of each rank's parameters before each step, and after the last"),
     ),
     meta=(
@@ -102,6 +107,28 @@ class CompressionRecord(RankRecord):
         on = self.compressed_steps(mode)
         return np.where(on, 4 * sent["total"], M), np.where(on, POWERSGD_ALLREDUCES, 1)
 
+    def timed_steps(self, mode: str) -> np.ndarray:
+        """(steps,) True on the steps ``mode``'s time is read from: its own kind of step (PowerSGD: the compressed
+        ones) after the first :data:`WARMUP_STEPS`, PowerSGD's first compressed step left out too (warm-up)."""
+        own = np.ones(self.steps, bool)
+        if mode.startswith("powersgd"):
+            own = self.compressed_steps(mode)
+            own[np.flatnonzero(own)[:1]] = False
+        own[:WARMUP_STEPS] = False
+        if not own.any():
+            raise ValueError(f"mode {mode!r} has no step left to time after its warm-up in {self.steps} steps; record "
+                             "more steps.")
+        return own
+
+    def step_seconds(self, mode: str = "allreduce") -> float:
+        """Median seconds of a step (forward, backward, the hook's sync) under ``mode``, over its timed steps and
+        every rank."""
+        return float(np.median(self.t_step[self.index(mode)][self.timed_steps(mode)]))
+
+    def sync_seconds(self) -> float:
+        """Median seconds of the plain all-reduce of the M-byte gradient timed beside the plain hook's steps."""
+        return float(np.median(self.t_exact[self.index("allreduce")][self.timed_steps("allreduce")]))
+
     def mean_loss(self, mode: str) -> np.ndarray:
         """(steps,) the loss on each whole global batch: the mean of the ranks' equal shards' losses."""
         return self.loss[self.index(mode)].astype(np.float64).mean(axis=1)
@@ -111,15 +138,20 @@ class CompressionRecord(RankRecord):
 
 # Three kinds, one plan: this module holds it because compression comes first in the chapter. The recorder is
 # dpviz.runs.local_sgd.record_figure_records (the one front that may import the other two).
+# The k = 1 local-SGD run is the same workload on one rank (same b, model, seed, one thread) with H = steps: its
+# local steps, forward and backward with no sync, are the T_step(1) that chapter 14's measured speedups
+# k · T_step(1) / T_step(k) divide by, the DDP hooks' and the hand-written loop's alike.
 FIGURE_PLAN = FigurePlan(
     name="cheaper_sync",
     settings={
         "cheaper_sync_compression": dict(k=2, steps=16, ranks=(1, 2, 4)),     # dpviz.runs.compression
         "cheaper_sync_local_sgd": dict(k=2, steps=24, periods=(1, 2, 4, 8)),  # dpviz.runs.local_sgd
+        "cheaper_sync_local_sgd_k1": dict(k=1, steps=24, periods=(24,), oracle=False),
         "cheaper_sync_hierarchical": dict(k=4, group_size=2),                  # dpviz.runs.hierarchical
     },
     quick={"cheaper_sync_compression": dict(steps=4, ranks=(1,)), "cheaper_sync_local_sgd": dict(steps=8),
-           "cheaper_sync_hierarchical": dict(sizes=(1001,), repeats=2)},
+           "cheaper_sync_local_sgd_k1": dict(steps=8, periods=(8,)), "cheaper_sync_hierarchical": dict(sizes=(1001,),
+                                                                                                     repeats=2)},
 )
 
 # The modeled workload the chapter prices each method on: the recorded MLP's 6 KiB gradient is far too small for

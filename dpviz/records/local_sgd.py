@@ -5,21 +5,24 @@ the same θ0 on the same batches with plain SGD. Plain data parallelism all-redu
 step; local SGD with period H lets every rank step alone and averages the parameters after every H-th
 step; the oracle does the same with torch's ``PeriodicModelAverager``. Every rank's parameters are kept
 before each step and after the last (after that step's average, if any), and also just before each
-step's average, so the replicas' drift can be measured at every step.
+step's average, so the replicas' drift can be measured at every step. Each step of plain data parallelism and
+of the hand-written local SGD is timed, with the all-reduce in it alone, and each rank noted which steps it
+averaged after.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from dpviz.records.compression import WARMUP_STEPS
 from dpviz.records.schema import Array, Kind, Meta, RankRecord, ran_on, register
 
 KIND = Kind(
     name="local_sgd",
-    version=1,
+    version=2,
     doc="k ranks trained one MLP with SGD from the same θ0 on the same batches, as plain data parallelism and as "
         "local SGD averaging the parameters every H steps (by hand, and with torch's PeriodicModelAverager); every "
-        "rank's parameters at every step, before and after each average, and every rank's loss.",
+        "rank's parameters at every step, before and after each average, every rank's loss, and step times.",
     arrays=(
         Array("period", ("N",), "int64", "H, local steps between two averages, one training each"),
         Array("params_dp", ("steps+1", "k", "P"), "float32", "every rank's parameters under plain data parallelism"),
@@ -29,6 +32,15 @@ KIND = Kind(
         Array("before_average", ("N", "steps", "k", "P"), "float32",
               "every rank's parameters right after each local step, before that step's average (if any)"),
         Array("loss_local", ("N", "steps", "k"), "float32", "each rank's loss on its shard under local SGD"),
+        Array("t_step_dp", ("steps", "k"), "float64",
+              "seconds of forward, backward and the gradient's all-reduce, plain data parallelism (SGD update left out)"),
+        Array("t_sync_dp", ("steps", "k"), "float64", "seconds of that all-reduce alone"),
+        Array("t_step_local", ("N", "steps", "k"), "float64",
+              "seconds of forward, backward and, after every H-th step, the parameters' average, under local SGD "
+              "(SGD update left out)"),
+        Array("t_sync_local", ("N", "steps", "k"), "float64",
+              "seconds of the average's all-reduce alone (0 on a step that did not average)"),
+        Array("averaged", ("N", "steps", "k"), "bool", "True where the rank averaged the parameters after the step"),
         Array("params_torch", ("N", "steps+1", "k", "P"), "float32",
               "the same under torch's PeriodicModelAverager(period=H, warmup_steps=H−1)", optional="when oracle is set"),
     ),
@@ -91,6 +103,50 @@ class LocalSgdRecord(RankRecord):
         """(steps,) all-reduces made up to and including each step: one per step for plain DP (H None), else one per H."""
         steps = np.arange(1, self.steps + 1)
         return steps if H is None else steps // H
+
+    def _timed(self, kind: np.ndarray) -> np.ndarray:
+        """(steps,) True on the steps of one kind (a mask) whose times count: the training's first
+        :data:`~dpviz.records.compression.WARMUP_STEPS` left out as warm-up."""
+        return kind & (np.arange(self.steps) >= WARMUP_STEPS)
+
+    def median_step(self, H: int, *, averaged: bool) -> float:
+        """Median seconds of local SGD's steps at ``H`` that averaged (or, ``averaged=False``, that did not), over
+        every rank, the training's warm-up left out."""
+        timed = self._timed(self.synced(H) if averaged else ~self.synced(H))
+        if not timed.any():
+            raise ValueError(f"H = {H} leaves no {'averaging' if averaged else 'local'} step to time after "
+                             f"{WARMUP_STEPS} warm-up step(s) of {self.steps}; record more steps.")
+        return float(np.median(self.t_step_local[self.index(H)][timed]))
+
+    def step_seconds(self, H: int | None = None) -> float:
+        """Seconds per step, from medians over every rank (plain data parallelism for H None): under local SGD,
+        ((H − 1) · the median local step + the median step that averaged) / H, the cost of a period shared over
+        its steps. The training's first step is left out as warm-up."""
+        if H is None:
+            return float(np.median(self.t_step_dp[self._timed(np.ones(self.steps, bool))]))
+        local = (H - 1) * self.median_step(H, averaged=False) if H > 1 else 0.0
+        return (local + self.median_step(H, averaged=True)) / H
+
+    def local_step_seconds(self) -> float:
+        """Median seconds of the local steps (forward and backward, no sync) of every H > 1, over every rank, the
+        warm-up left out. On one rank it is what one device does in a step: a measured speedup's T_step(1)."""
+        steps = [self.t_step_local[self.index(H)][self._timed(~self.synced(H))] for H in self.period.tolist() if H > 1]
+        steps = np.concatenate(steps) if steps else np.zeros(0)
+        if not steps.size:
+            raise ValueError(f"a record with H = {self.period.tolist()} and {self.steps} steps has no local step to "
+                             "time; record one with an H > 1 (a one-rank run: H = steps).")
+        return float(np.median(steps))
+
+    def sync_seconds(self, H: int | None = None) -> float:
+        """Median seconds of one all-reduce of the M bytes (the gradient for H None, else the parameters), over the
+        steps that made one, the warm-up left out."""
+        if H is None:
+            return float(np.median(self.t_sync_dp[self._timed(np.ones(self.steps, bool))]))
+        timed = self._timed(self.synced(H))
+        if not timed.any():
+            raise ValueError(f"H = {H} leaves no averaging step to time after {WARMUP_STEPS} warm-up step(s) of "
+                             f"{self.steps}; record more steps.")
+        return float(np.median(self.t_sync_local[self.index(H)][timed]))
 
     def examples(self) -> np.ndarray:
         """(steps,) examples seen by all ranks together up to and including each step."""

@@ -2,8 +2,13 @@
 
 Written by :func:`dpviz.runs.sharding.record_sharding`. Per stage: the full parameters after every step,
 a digest of what each rank held, the peak bytes each rank held in each phase by category (counted from
-its tensors), the bytes each rank sent in the ring's reduce-scatter and all-gather, and each step's time.
+its tensors), the bytes each rank sent in the ring's reduce-scatter and all-gather, and each step's time;
+and a trace of one step (the last) per stage and rank: each event (a phase starting, a layer gathered or
+freed, a gradient made or reduce-scattered), when it happened and the bytes held right after it.
 Optionally the same training under torch's own FSDP2 (``fully_shard``), the oracle.
+
+The trace arrays are optional so that records made before the trace was added still load; every record
+made now has them, and the timeline figure needs them.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dpviz.records.tolerance import GRAD_TOLERANCE
 from dpviz.theory import sharding as theory
 
 PHASES, CATEGORIES, STAGE_NAMES = theory.PHASES, theory.CATEGORIES, theory.STAGE_NAMES
+TRACED = "in records made since the step trace was added (the timeline figure needs them)"
 
 KIND = Kind(
     name="sharding",
@@ -40,6 +46,20 @@ KIND = Kind(
         Array("step_seconds", ("S", "steps", "k"), "float64", "each rank's wall time of each step, communication included"),
         Array("params_fsdp", ("steps+1", "P"), "float32", "the full parameters after each step under torch's "
               "fully_shard (FSDP2) and torch.optim.Adam", optional="when recorded with fsdp=True"),
+        Array("trace_step", (), "int64", "the step traced at every stage (counted from 0): the last", optional=TRACED),
+        Array("trace_count", ("S",), "int64", "events in each stage's trace, the same on every rank; the trace "
+                                              "arrays are padded past it (seconds and bytes 0, layer and action -1)",
+              optional=TRACED),
+        Array("trace_seconds", ("S", "k", "E"), "float64", "each event's time since the traced step began "
+                                                           "(time.perf_counter on the rank)", optional=TRACED),
+        Array("trace_bytes", ("S", "k", "E"), "int64", "bytes the rank held right after each event, every "
+                                                       "category together", optional=TRACED),
+        Array("trace_layer", ("S", "k", "E"), "int64", "the layer of each event, or -1 for an event of no one "
+                                                       "layer (a phase starting)", optional=TRACED),
+        Array("trace_action", ("S", "k", "E"), "int64", "what each event was: its index in "
+                                                        "dpviz.theory.sharding.TRACE_ACTIONS (begin, forward, "
+                                                        "backward, step, end, gather, gathered, free, grad, "
+                                                        "reduce-scatter, reduced)", optional=TRACED),
     ),
     meta=(
         Meta("k", "int", "ranks"),
@@ -100,6 +120,60 @@ class ShardingRun(RankRecord):
     def sent(self) -> np.ndarray:
         """(S, steps, k): bytes each rank sent in each step, both ring phases."""
         return self.rs_bytes + self.ag_bytes
+
+    @property
+    def traced(self) -> bool:
+        """Whether this record carries the step traces (every record made since they were added)."""
+        return self.trace_count is not None
+
+    def timeline(self, zero_stage: int, rank: int = 0) -> dict:
+        """The traced step of ``zero_stage`` on ``rank``: ``{"seconds", "bytes", "layer", "action"}``, one entry
+        per event (padding dropped), ``action`` as words from :data:`dpviz.theory.sharding.TRACE_ACTIONS`."""
+        if not self.traced:
+            raise ValueError("this sharding record has no step traces; record it again with this dpviz.")
+        row = self.index(zero_stage)
+        if not (isinstance(rank, (int, np.integer)) and 0 <= rank < self.k):
+            raise ValueError(f"rank must be an integer from 0 to {self.k - 1}; got {rank!r}.")
+        n = int(self.trace_count[row])
+        codes = self.trace_action[row, rank, :n]
+        return {"seconds": self.trace_seconds[row, rank, :n], "bytes": self.trace_bytes[row, rank, :n],
+                "layer": self.trace_layer[row, rank, :n],
+                "action": np.array([theory.TRACE_ACTIONS[c] if 0 <= c < len(theory.TRACE_ACTIONS) else "?"
+                                    for c in codes.tolist()])}
+
+    def uses(self, zero_stage: int, rank: int = 0) -> list:
+        """Each time ``rank`` held a layer whole in the traced step: ``(layer, pass, start, end)``, seconds from
+        the step's start, pass ``"fwd"`` or ``"bwd"``. At ZeRO-3 a forward use runs from the layer's gather to its
+        free, a backward use from its gather to the end of its gradient's reduce-scatter (the gathered parameters,
+        then the full gradient); at ZeRO-2 only backward uses, from each gradient made to its reduce-scatter's end."""
+        line = self.timeline(zero_stage, rank)
+        opens = "gather" if zero_stage == 3 else "grad"
+        out, open_at, backward = [], {}, False
+        for t, layer, action in zip(line["seconds"].tolist(), line["layer"].tolist(), line["action"].tolist()):
+            backward = backward or action == "backward"
+            if action == opens and layer not in open_at:
+                open_at[layer] = t
+            elif layer in open_at and action == ("reduced" if backward else "free"):
+                out.append((layer, "bwd" if backward else "fwd", open_at.pop(layer), t))
+        return out
+
+    def rings(self, zero_stage: int, rank: int = 0) -> list:
+        """Each ring collective of one layer ``rank`` traced in the step: ``(kind, layer, start, end)``, seconds,
+        ``kind`` ``"all-gather"`` (from "gather" to "gathered") or ``"reduce-scatter"`` (to "reduced")."""
+        line = self.timeline(zero_stage, rank)
+        ends = {"gather": ("gathered", "all-gather"), "reduce-scatter": ("reduced", "reduce-scatter")}
+        out, open_at = [], {}
+        for t, layer, action in zip(line["seconds"].tolist(), line["layer"].tolist(), line["action"].tolist()):
+            if action in ends:
+                open_at[(ends[action][0], layer)] = (ends[action][1], t)
+            elif (action, layer) in open_at:
+                kind, start = open_at.pop((action, layer))
+                out.append((kind, layer, start, t))
+        return out
+
+    def modeled_trace(self, zero_stage: int) -> tuple:
+        """``(layers, actions, bytes)`` of one step by :func:`dpviz.theory.sharding.step_trace`."""
+        return theory.step_trace(self.unit_size, self.k, zero_stage=zero_stage, element_bytes=int(self.meta["element_bytes"]))
 
     def check(self, tol: float = GRAD_TOLERANCE) -> str:
         """Assert that every stage trained the same parameters as plain data parallelism; say what was checked.

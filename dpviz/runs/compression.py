@@ -13,7 +13,8 @@ on the same batches, with a different comm hook (see :mod:`dpviz.records.compres
   keeps what compression lost this step and adds it to next step's gradient.
 
 Every tensor a hook hands to ``dist.all_reduce`` is counted as it goes; the exact average of the ranks'
-gradients is all-reduced beside it (uncounted), so each step's compressed gradient can be compared with it.
+gradients is all-reduced beside it (uncounted, timed on its own, left out of the step's time), so each step's
+compressed gradient can be compared with it.
 
 This module is the torch-free front: the config, checked here, and the record assembled with numpy. The
 ranks run :mod:`dpviz.runs.ranks.compression`.
@@ -99,7 +100,7 @@ def assemble(config: CompressionConfig, results: list[dict]) -> CompressionRecor
     """The record from the ranks' results, in rank order (axis 2 is the rank)."""
     arrays = {name: np.stack([r[key] for r in results], axis=2) for name, key in (
         ("sent_bytes", "bytes"), ("sent_calls", "calls"), ("grad_rel_err", "err"), ("error_norm", "feedback"),
-        ("loss", "loss"), ("t_step", "seconds"), ("param_digest", "digest"))}
+        ("loss", "loss"), ("t_step", "seconds"), ("t_exact", "exact"), ("param_digest", "digest"))}
     modes = config.modes()
     arrays["mode"] = np.array([mode_name(m, r) for m, r in modes], dtype=str)
     arrays["powersgd_rank"] = np.array([r for _, r in modes], dtype=np.int64)

@@ -16,7 +16,9 @@ In the same k ranks, from the same θ0 and on the same batches (the data-paralle
   called after every step on the same loop.
 
 Between averages the replicas drift apart; the record keeps every rank's parameters before and after each
-average, so the drift is measured, not modeled.
+average, so the drift is measured, not modeled. Every step of plain data parallelism and of the hand-written
+local SGD is timed (forward, backward, sync), and the record says which steps averaged; with ``k=1`` the same
+loop on one rank gives the T_step(1) a measured speedup divides by.
 
 This module is the torch-free front; the ranks run :mod:`dpviz.runs.ranks.local_sgd`.
 """
@@ -84,11 +86,11 @@ class LocalSgdConfig:
 def assemble(config: LocalSgdConfig, results: list[dict]) -> LocalSgdRecord:
     """The record from the ranks' results, in rank order (the rank axis comes just before P)."""
     names = ["params_dp", "loss_dp", "params_local", "before_average", "loss_local"]
+    names += ["t_step_dp", "t_sync_dp", "t_step_local", "t_sync_local", "averaged"]
     names += ["params_torch"] if config.oracle else []
     arrays = {}
-    for name in names:
-        stacked = np.stack([r[name] for r in results], axis=-1 if name.startswith("loss") else -2)
-        arrays[name] = stacked
+    for name in names:  # parameters (..., k, P); per-step values (..., steps, k)
+        arrays[name] = np.stack([r[name] for r in results], axis=-2 if name.startswith(("params", "before")) else -1)
     arrays["period"] = np.array(config.periods, dtype=np.int64)
     n_params = int(arrays["params_dp"].shape[-1])
     meta = dict(
@@ -119,7 +121,8 @@ def record_figure_records(*, quick: bool = False, progress: bool = False) -> dic
     """The records behind chapter 14's figures, {stem: record} (:data:`dpviz.records.compression.FIGURE_PLAN`).
 
     All three kinds of the chapter (compression, local SGD, two levels) are recorded here, the one front that
-    imports the other two. About 20 s on 2 cores, most of it the compression run's start; ``quick`` shortens it.
+    imports the other two, and local SGD's k = 1 run. About 25 s on 2 cores, most of it the runs' starts;
+    ``quick`` shortens it.
     """
     settings = FIGURE_PLAN.settings_for(quick=quick)
     with warnings.catch_warnings():
@@ -128,6 +131,7 @@ def record_figure_records(*, quick: bool = False, progress: bool = False) -> dic
         return {
             "cheaper_sync_compression": record_compression(progress=progress, **settings["cheaper_sync_compression"]),
             "cheaper_sync_local_sgd": record_local_sgd(progress=progress, **settings["cheaper_sync_local_sgd"]),
+            "cheaper_sync_local_sgd_k1": record_local_sgd(progress=progress, **settings["cheaper_sync_local_sgd_k1"]),
             "cheaper_sync_hierarchical": record_hierarchical(progress=progress,
                                                              **settings["cheaper_sync_hierarchical"]),
         }

@@ -19,7 +19,9 @@ which count it:
 
 Each rank counts the bytes of the tensors it holds at each phase (forward, backward, step) by category
 (parameters, gradients, Adam's state, one layer's transient full tensors): :mod:`dpviz.theory.sharding`
-predicts every one of those counts. ``fsdp=True`` trains once more with torch's own FSDP2
+predicts every one of those counts. For the last step of each stage each rank also keeps a trace: every
+gather, free, gradient made and reduce-scatter (and each phase's start), when it happened and the bytes it
+held right after (:func:`dpviz.theory.sharding.step_trace` is the model of that sequence). ``fsdp=True`` trains once more with torch's own FSDP2
 (``torch.distributed.fsdp.fully_shard``) and ``torch.optim.Adam``, the oracle; its imports cost each rank
 seconds.
 
@@ -108,6 +110,7 @@ def assemble(config: ShardingConfig, results: list[dict], backend: str) -> Shard
         "ag_bytes": per_stage("ag_bytes", np.int64).transpose(0, 2, 1).copy(),
         "step_seconds": per_stage("seconds", np.float64).transpose(0, 2, 1).copy(),
     }
+    arrays.update(trace_arrays(results))
     if config.fsdp:
         arrays["params_fsdp"] = results[0]["fsdp"].astype(np.float32)
     meta = dict(
@@ -120,6 +123,35 @@ def assemble(config: ShardingConfig, results: list[dict], backend: str) -> Shard
         **where_it_ran(ShardingRun, backend=backend, threads_per_rank=results[0]["threads"]),
     )
     return ShardingRun(meta, arrays)
+
+
+def trace_arrays(results: list[dict]) -> dict:
+    """The ranks' traces of one step per stage as the record's ``trace_*`` arrays, padded to the longest stage.
+
+    Every rank runs the same code, so at each stage every rank's trace has the same events in the same order;
+    a rank whose trace differs would make the padded arrays lie, so it is refused here.
+    """
+    traces = [[r["stages"][stage]["trace"] for r in results] for stage in STAGES]   # [stage][rank] -> events
+    for stage, ranks in zip(STAGES, traces):
+        what = [[(layer, action) for _, _, layer, action in events] for events in ranks]
+        for rank, events in enumerate(what):
+            if events != what[0]:
+                raise RuntimeError(f"at ZeRO stage {stage} rank {rank} traced {len(events)} events and rank 0 "
+                                   f"{len(what[0])}, or the same number in another order; every rank runs the same step.")
+    steps = {r["stages"][stage]["trace_step"] for r in results for stage in STAGES}
+    if len(steps) != 1:
+        raise RuntimeError(f"the ranks traced different steps, {sorted(steps)}; each traces its last.")
+    count = np.array([len(ranks[0]) for ranks in traces], np.int64)
+    shape = (len(STAGES), len(results), int(count.max()))
+    seconds, held = np.zeros(shape, np.float64), np.zeros(shape, np.int64)
+    layer, action = np.full(shape, -1, np.int64), np.full(shape, -1, np.int64)
+    for s, ranks in enumerate(traces):
+        for r, events in enumerate(ranks):
+            n = len(events)
+            columns = list(zip(*events))
+            seconds[s, r, :n], held[s, r, :n], layer[s, r, :n], action[s, r, :n] = columns
+    return {"trace_step": np.array(steps.pop(), np.int64), "trace_count": count, "trace_seconds": seconds,
+            "trace_bytes": held, "trace_layer": layer, "trace_action": action}
 
 
 def record_sharding(config: ShardingConfig | None = None, **overrides) -> ShardingRun:

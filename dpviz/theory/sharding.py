@@ -19,6 +19,7 @@ with the layer's full gradient (backward). The first three columns are the ZeRO 
 Activations, autograd's temporaries and the ring's two receive buffers are not counted.
 
     bytes_held(unit_sizes=(496, 992, 32), k=4, zero_stage=3)   # (3 phases, 4 categories) of bytes
+    step_trace((496, 992, 32), k=4, zero_stage=3)               # the events of one step, and the bytes after each
     t_comm_zero(4, 6080, alpha=1e-5, beta=1e9, zero_stage=3, layers=3)
 
 numpy only.
@@ -40,6 +41,21 @@ CATEGORIES = ("params", "grads", "optimizer", "layer")
 STAGE_NAMES = {0: "plain data parallelism", 1: "ZeRO-1", 2: "ZeRO-2", 3: "ZeRO-3 (FSDP)"}
 ADAM_COPIES = 2  # m and v, each the size of what the rank updates
 RING_PASSES = {0: 2, 1: 2, 2: 2, 3: 3}  # ring phases over the whole model per step: each sends (k-1)/k of it
+# What a rank's trace of one step records (dpviz.runs.ranks.sharding.Meter.mark), in the order of the codes:
+TRACE_ACTIONS = (
+    "begin",           # the step starts
+    "forward",         # the forward pass starts
+    "backward",        # the backward pass starts
+    "step",            # Adam's step starts
+    "end",             # the step ends (after the stage's last collective)
+    "gather",          # a layer's full parameters are allocated and their all-gather starts (ZeRO-3)
+    "gathered",        # that all-gather is done: the layer computes with them
+    "free",            # the gathered parameters are let go
+    "grad",            # a layer's full gradient is allocated, for its backward to fill (ZeRO-2, ZeRO-3)
+    "reduce-scatter",  # its reduce-scatter starts
+    "reduced",         # it is done: the rank keeps its chunk, the full gradient is let go
+)
+NO_LAYER = -1  # the layer of an event that concerns no one layer (begin, forward, backward, step, end)
 
 
 def owned_chunk(rank: int, k: int) -> int:
@@ -71,6 +87,41 @@ def bytes_held(unit_sizes, k: int, *, zero_stage: int, element_bytes: int = 4) -
     table[:, :3] = (params, grads, state)
     table[0, 3], table[1, 3] = layer
     return table * element_bytes
+
+
+def step_trace(unit_sizes, k: int, *, zero_stage: int, element_bytes: int = 4) -> tuple:
+    """The events of one training step at ``zero_stage`` as the ranks trace them, and the bytes held after each.
+
+    Returns ``(layers, actions, held)``, three int64 vectors of one length: the layer of each event
+    (:data:`NO_LAYER` for none), its code in :data:`TRACE_ACTIONS`, and the bytes one rank holds right after
+    it, every category of :func:`bytes_held` together. At rest a rank holds ``bytes_held(...)[-1].sum()``;
+    ZeRO-3 gathers layer 0, 1, ... for the forward and frees each after its use, then, from the last layer
+    back, gathers each again, allocates its full gradient, frees the parameters and reduce-scatters the
+    gradient; ZeRO-2 makes and reduce-scatters each layer's gradient the same way, its parameters held whole.
+    """
+    stage = check_choice("zero_stage", zero_stage, ZERO_STAGES)
+    element_bytes = check_int("element_bytes", element_bytes, low=1)
+    padded = padded_sizes(unit_sizes, k) * element_bytes
+    rest = int(bytes_held(unit_sizes, k, zero_stage=stage, element_bytes=element_bytes)[-1].sum())
+    events = [(NO_LAYER, "begin", rest), (NO_LAYER, "forward", rest)]
+    if stage == 3:
+        for i, n in enumerate(padded.tolist()):
+            events += [(i, "gather", rest + n), (i, "gathered", rest + n), (i, "free", rest)]
+    events.append((NO_LAYER, "backward", rest))
+    if stage >= 2:
+        for i in reversed(range(len(padded))):
+            n = int(padded[i])
+            gathered = n if stage == 3 else 0
+            if stage == 3:
+                events += [(i, "gather", rest + n), (i, "gathered", rest + n)]
+            events += [(i, "grad", rest + gathered + n)]
+            if stage == 3:
+                events += [(i, "free", rest + n)]
+            events += [(i, "reduce-scatter", rest + n), (i, "reduced", rest)]
+    events += [(NO_LAYER, "step", rest), (NO_LAYER, "end", rest)]
+    layers, actions, held = zip(*events)
+    return (np.array(layers, np.int64), np.array([TRACE_ACTIONS.index(a) for a in actions], np.int64),
+            np.array(held, np.int64))
 
 
 def bytes_sent(unit_sizes, k: int, *, zero_stage: int, element_bytes: int = 4) -> dict:

@@ -4,7 +4,9 @@ Every mode trains its own DistributedDataParallel copy of the MLP from θ0 on th
 hook is wrapped twice over:
 
 * before the real hook runs, the wrapper copies the bucket (this rank's own gradient, untouched) and
-  all-reduces the copy exactly, so each step knows the average the compressed one stands for;
+  all-reduces the copy exactly, so each step knows the average the compressed one stands for; that
+  all-reduce of the whole uncompressed gradient is timed on its own (the machine's T_comm for M bytes)
+  and left out of the step's time;
 * while the real hook and its callbacks run, ``torch.distributed.all_reduce`` is replaced in this process
   by :class:`_CountingAllReduce`, which adds up the bytes of every tensor handed to it: what the hook
   actually put on the wire (fp16 casts, PowerSGD's P and Q factors and its uncompressed tensors).
@@ -78,11 +80,14 @@ class _Mode:
         self.state, hook = _hook_for(mode, rank_r, config)
         self.exact, self.counter, self.world_size = {}, counter, world_size
         self.reference_seconds = 0.0  # spent on the exact average: not part of the mode's own step
+        self.exact_seconds = 0.0      # of which the all-reduce of the M bytes alone: this machine's T_comm
 
         def wrapped(state, bucket):
             t0 = time.perf_counter()
             mine = bucket.buffer().clone()  # this rank's gradient, before the hook adds error feedback to it
+            t_sent = time.perf_counter()
             _REAL_ALL_REDUCE(mine)          # the exact sum, never counted
+            self.exact_seconds += time.perf_counter() - t_sent
             mine /= self.world_size
             self.reference_seconds += time.perf_counter() - t0
             offset = 0
@@ -99,7 +104,7 @@ class _Mode:
         for p in self.params:
             p.grad = None
         self.counter.bytes, self.counter.calls = 0, 0
-        self.reference_seconds = 0.0
+        self.reference_seconds = self.exact_seconds = 0.0
         t0 = time.perf_counter()
         loss = mse(self.ddp(x), y)
         loss.backward()  # DDP waits here for every bucket's future, so every counted call is in
@@ -113,7 +118,7 @@ class _Mode:
             feedback = float(sum(e.double().pow(2).sum().item() for e in self.state.error_dict.values())) ** 0.5
         self.sgd.step()
         return dict(loss=loss.item(), bytes=self.counter.bytes, calls=self.counter.calls, err=err,
-                    feedback=feedback, seconds=t1 - t0 - self.reference_seconds)
+                    feedback=feedback, seconds=t1 - t0 - self.reference_seconds, exact=self.exact_seconds)
 
 
 def compression_worker(rank: int, world_size: int, config) -> dict:
@@ -128,7 +133,7 @@ def compression_worker(rank: int, world_size: int, config) -> dict:
     batches = [batch_indices(train, step)[start:start + config.b] for step in range(config.steps)]
     names = config.modes()
     R, steps = len(names), config.steps
-    out = {name: np.zeros((R, steps)) for name in ("err", "feedback", "seconds")}
+    out = {name: np.zeros((R, steps)) for name in ("err", "feedback", "seconds", "exact")}
     out.update(loss=np.zeros((R, steps), np.float32), bytes=np.zeros((R, steps), np.int64),
                calls=np.zeros((R, steps), np.int64), digest=np.zeros((R, steps + 1), "S40"))
     with _CountingAllReduce() as counter:

@@ -1,8 +1,14 @@
 """The rank side of :mod:`dpviz.runs.local_sgd`: plain data parallelism, local SGD by hand, and torch's
-``PeriodicModelAverager``, each from θ0 on the same batches, in torch."""
+``PeriodicModelAverager``, each from θ0 on the same batches, in torch.
+
+Each step of plain data parallelism and of the hand-written local SGD is timed: forward, backward and the sync
+(the gradient's all-reduce, or the parameters' average after the step that ends a period), the SGD update and
+the copies kept for the record left out, as in :mod:`dpviz.runs.ranks.compression`. The all-reduce itself is
+also timed alone."""
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import numpy as np
@@ -19,23 +25,31 @@ def _flat(model) -> torch.Tensor:
     return torch.nn.utils.parameters_to_vector(model.parameters()).detach()
 
 
-def average_parameters(model) -> None:
-    """θ ← (1/k) Σ_r θ_r: one all-reduce of the flat parameters, the whole of local SGD's communication."""
+def average_parameters(model) -> float:
+    """θ ← (1/k) Σ_r θ_r: one all-reduce of the flat parameters, the whole of local SGD's communication.
+
+    Returns the seconds the all-reduce took."""
     flat = _flat(model).clone()
+    t0 = time.perf_counter()
     dist.all_reduce(flat)
+    seconds = time.perf_counter() - t0
     flat /= dist.get_world_size()
     torch.nn.utils.vector_to_parameters(flat, model.parameters())
+    return seconds
 
 
 class _History:
     """A training's parameters before each step and after the last (after any average), the parameters each
-    local step left before that step's average, and the losses."""
+    local step left before that step's average, the losses, and each step's times and whether it averaged."""
 
     def __init__(self, model, steps: int):
         n = sum(p.numel() for p in model.parameters())
         self.params = np.zeros((steps + 1, n), np.float32)
         self.before_average = np.zeros((steps, n), np.float32)
         self.loss = np.zeros(steps, np.float32)
+        self.seconds = np.zeros(steps)       # forward, backward and sync
+        self.sync_seconds = np.zeros(steps)  # the all-reduce alone (0: none this step)
+        self.averaged = np.zeros(steps, bool)
         self.params[0] = _flat(model).numpy()
 
 
@@ -55,19 +69,26 @@ def _train(config, batches, x_all, y_all, *, period: int | None, how: str, progr
             averager = PeriodicModelAverager(period=period, warmup_steps=period - 1)
     for step, rows in enumerate(batches):
         model.zero_grad(set_to_none=False)
+        t0 = time.perf_counter()
         loss = mse(model(x_all[rows]), y_all[rows])
         loss.backward()
         if how == "dp":
             g = flat_grad(model)
+            t_sent = time.perf_counter()
             dist.all_reduce(g)
+            history.sync_seconds[step] = time.perf_counter() - t_sent
             g /= dist.get_world_size()
             set_flat_grad(model, g)
+        t1 = time.perf_counter()
         sgd.step()
         history.before_average[step] = _flat(model).numpy()
+        t2 = time.perf_counter()
         if how == "hand" and (step + 1) % period == 0:
-            average_parameters(model)
+            history.sync_seconds[step] = average_parameters(model)
+            history.averaged[step] = True
         elif how == "torch":
             averager.average_parameters(model.parameters())
+        history.seconds[step] = (t1 - t0) + (time.perf_counter() - t2)
         history.params[step + 1] = _flat(model).numpy()
         history.loss[step] = loss.item()
         progress()
@@ -90,10 +111,13 @@ def local_sgd_worker(rank: int, world_size: int, config) -> dict:
     oracle = [_train(config, batches, x_all, y_all, period=H, how="torch", progress=progress) if config.oracle else None
               for H in config.periods]
     out = {
-        "params_dp": dp.params, "loss_dp": dp.loss,
+        "params_dp": dp.params, "loss_dp": dp.loss, "t_step_dp": dp.seconds, "t_sync_dp": dp.sync_seconds,
         "params_local": np.stack([h.params for h in hand]),
         "before_average": np.stack([h.before_average for h in hand]),
         "loss_local": np.stack([h.loss for h in hand]),
+        "t_step_local": np.stack([h.seconds for h in hand]),
+        "t_sync_local": np.stack([h.sync_seconds for h in hand]),
+        "averaged": np.stack([h.averaged for h in hand]),
         "threads": torch.get_num_threads(),
     }
     if config.oracle:

@@ -13,7 +13,9 @@ zeros to a multiple of k, so that the ring cuts it into k equal chunks and rank 
 * stage 3: the parameters too live as chunks; each layer is all-gathered just before its forward, freed
   after it, gathered again for its backward, freed, and its gradient reduce-scattered.
 
-A :class:`Meter` counts the bytes of the tensors the rank holds, by category, and keeps each phase's peak.
+A :class:`Meter` counts the bytes of the tensors the rank holds, by category, and keeps each phase's peak;
+for one step (the last) it also keeps a trace: each event's time, the bytes held after it, its layer and what
+it was (:data:`~dpviz.theory.sharding.TRACE_ACTIONS`).
 """
 
 from __future__ import annotations
@@ -29,35 +31,59 @@ from dpviz.runs import launch as launcher
 from dpviz.runs import optim
 from dpviz.runs.collectives import owned_chunk, ring_all_gather, ring_reduce_scatter
 from dpviz.runs.ranks.training import batch_indices, digest, load_data, make_model, mse
-from dpviz.theory.sharding import CATEGORIES, PHASES
+from dpviz.theory.sharding import CATEGORIES, NO_LAYER, PHASES, TRACE_ACTIONS
 
 
 class Meter:
     """Bytes this rank holds by category (:data:`~dpviz.theory.sharding.CATEGORIES`), counted from the tensors.
 
     ``hold`` names a tensor the rank keeps, ``drop`` lets it go, ``look`` adds the present counts to the
-    peak of the present phase (:data:`~dpviz.theory.sharding.PHASES`).
+    peak of the present phase (:data:`~dpviz.theory.sharding.PHASES`). Between ``trace(t0)`` and ``untrace()``
+    every phase entered, and every hold or drop given an ``action``, appends one event to ``events``:
+    (seconds since ``t0``, bytes held after it, layer, action code).
     """
 
     def __init__(self):
         self.held = {category: {} for category in CATEGORIES}
         self.peak = np.zeros((len(PHASES), len(CATEGORIES)), np.int64)
         self.phase = 0
+        self.events, self.t0 = None, 0.0
 
     def enter(self, phase: str) -> None:
         self.phase = PHASES.index(phase)
         self.look()
+        self.mark(phase)
 
-    def hold(self, category: str, name: str, tensor: torch.Tensor) -> None:
+    def hold(self, category: str, name: str, tensor: torch.Tensor, *, action: str | None = None,
+             layer: int = NO_LAYER) -> None:
         self.held[category][name] = tensor
         self.look()
+        if action is not None:
+            self.mark(action, layer)
 
-    def drop(self, category: str, name: str) -> None:
+    def drop(self, category: str, name: str, *, action: str | None = None, layer: int = NO_LAYER) -> None:
         del self.held[category][name]
+        if action is not None:
+            self.mark(action, layer)
 
     def look(self) -> None:
-        now = [sum(t.numel() * t.element_size() for t in tensors.values()) for tensors in self.held.values()]
-        np.maximum(self.peak[self.phase], now, out=self.peak[self.phase])
+        np.maximum(self.peak[self.phase], self.now(), out=self.peak[self.phase])
+
+    def now(self) -> list:
+        return [sum(t.numel() * t.element_size() for t in tensors.values()) for tensors in self.held.values()]
+
+    def trace(self, t0: float) -> None:
+        """Start a trace, its times counted from ``t0`` (a ``time.perf_counter()``)."""
+        self.events, self.t0 = [], t0
+
+    def untrace(self) -> list:
+        events, self.events = self.events, None
+        return events
+
+    def mark(self, action: str, layer: int = NO_LAYER) -> None:
+        """One event of the trace, if one is running: a list append and a sum over the dozen tensors held."""
+        if self.events is not None:
+            self.events.append((time.perf_counter() - self.t0, sum(self.now()), layer, TRACE_ACTIONS.index(action)))
 
 
 class Unit:
@@ -140,22 +166,23 @@ class Sharded(torch.autograd.Function):
         weight, bias = layer.parameters("backward")
         grad_x = grad_y @ weight if ctx.needs_input_grad[0] else None   # (b, in), as autograd's linear does
         full = torch.zeros(layer.unit.padded)             # the layer's whole gradient, until its reduce-scatter
-        layer.meter.hold("layer", "grad", full)
+        layer.meter.hold("layer", "grad", full, action="grad", layer=layer.index)
         grad_w, grad_b = layer.unit.views(full)
         torch.mm(grad_y.t(), x, out=grad_w)
         torch.sum(grad_y, 0, out=grad_b)
         layer.release("backward")
+        layer.meter.mark("reduce-scatter", layer.index)
         layer.rs_bytes += ring_reduce_scatter(full)
         mine = layer.unit.mine(full).div_(layer.unit.k)   # the average over ranks, of this rank's chunk only
-        layer.meter.drop("layer", "grad")                 # the rest of the full gradient goes with `full`
+        layer.meter.drop("layer", "grad", action="reduced", layer=layer.index)  # the rest goes with `full`
         return grad_x, mine, None
 
 
 class Layer:
     """What :class:`Sharded` needs of one layer: its full parameters (held, or gathered from the shards)."""
 
-    def __init__(self, unit: Unit, meter: Meter, *, full: torch.Tensor | None, shard: torch.Tensor):
-        self.unit, self.meter, self.held, self.shard = unit, meter, full, shard
+    def __init__(self, unit: Unit, meter: Meter, *, index: int, full: torch.Tensor | None, shard: torch.Tensor):
+        self.unit, self.meter, self.index, self.held, self.shard = unit, meter, index, full, shard
         self.gathered = None
         self.rs_bytes = self.ag_bytes = 0
 
@@ -163,15 +190,16 @@ class Layer:
         if self.held is not None:                         # ZeRO-2: every rank keeps all parameters
             return self.unit.views(self.held)
         self.gathered = torch.zeros(self.unit.padded)     # ZeRO-3: gathered for this pass only
+        self.meter.hold("layer", "params", self.gathered, action="gather", layer=self.index)
         self.unit.mine(self.gathered).copy_(self.shard.detach())
         self.ag_bytes += ring_all_gather(self.gathered)
-        self.meter.hold("layer", "params", self.gathered)
+        self.meter.mark("gathered", self.index)
         return self.unit.views(self.gathered)
 
     def release(self, phase: str) -> None:
         if self.gathered is not None:
             self.meter.look()
-            self.meter.drop("layer", "params")
+            self.meter.drop("layer", "params", action="free", layer=self.index)
             self.gathered = None
 
 
@@ -216,19 +244,23 @@ def train_stage(stage: int, rank: int, k: int, config, batches, progress_from: i
         meter.hold("optimizer", f"state{i}", state)
     layers = None
     if stage >= 2:
-        layers = [Layer(u, meter, full=u.of(params) if stage == 2 else None, shard=s) for u, s in zip(units, updated)]
+        layers = [Layer(u, meter, index=i, full=u.of(params) if stage == 2 else None, shard=s)
+                  for i, (u, s) in enumerate(zip(units, updated))]
 
     def held() -> torch.Tensor:
         """What this rank holds of the parameters: the full padded vector, or (stage 3) its chunks end to end."""
         return params if stage <= 2 else torch.cat([s.detach() for s in updated])
 
     history, digests = [held().numpy().copy()], [digest([held()])]
-    losses, seconds, rs_bytes, ag_bytes = [], [], [], []
+    losses, seconds, rs_bytes, ag_bytes, trace = [], [], [], [], []
     start = rank * config.b
     for step, rows in enumerate(batches):
         rows = rows[start:start + config.b]
         x, y = x_all[rows], y_all[rows]
         t0 = time.perf_counter()
+        if step == len(batches) - 1:                      # the last step is traced: warm, like every step but the first
+            meter.trace(t0)
+            meter.mark("begin")
         for g in updated_grads if stage >= 2 else [grads]:
             g.zero_()
         rs = ag = 0
@@ -259,7 +291,10 @@ def train_stage(stage: int, rank: int, k: int, config, batches, progress_from: i
             ag += sum(layer.ag_bytes for layer in layers)
             for layer in layers:
                 layer.rs_bytes = layer.ag_bytes = 0
+        meter.mark("end")
         seconds.append(time.perf_counter() - t0)
+        if meter.events is not None:
+            trace = meter.untrace()
         rs_bytes.append(rs)
         ag_bytes.append(ag)
         losses.append(loss.item())
@@ -267,7 +302,8 @@ def train_stage(stage: int, rank: int, k: int, config, batches, progress_from: i
         digests.append(digest([held()]))
         launcher.report_progress(progress_from + step)
     return {"held": np.stack(history), "digest": np.array(digests, dtype="S40"), "loss": np.array(losses, np.float32),
-            "memory": meter.peak.copy(), "rs_bytes": rs_bytes, "ag_bytes": ag_bytes, "seconds": seconds}
+            "memory": meter.peak.copy(), "rs_bytes": rs_bytes, "ag_bytes": ag_bytes, "seconds": seconds,
+            "trace": trace, "trace_step": len(batches) - 1}
 
 
 def forward(model: torch.nn.Module, layers: list, x: torch.Tensor) -> torch.Tensor:
