@@ -30,6 +30,14 @@ def live_children(pid: int | None = None):
     return alive
 
 
+@pytest.fixture(scope="session")
+def wheel_python(tmp_path_factory):
+    """The python of a fresh environment holding the wheel built from this checkout (built once per session)."""
+    from wheel_support import install_wheel
+
+    return install_wheel(tmp_path_factory.mktemp("wheel-install"))
+
+
 @pytest.fixture
 def no_leftover_processes():
     """Fails the test if it leaves any child process behind."""

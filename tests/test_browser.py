@@ -35,6 +35,7 @@ from pathlib import Path
 
 import pytest
 
+from wheel_support import write_kernelspec
 from browser_support import (
     OUTPUT,
     PANEL_MAX_PX,
@@ -162,14 +163,17 @@ def browser(chromium):
 
 @pytest.fixture(scope="module")
 def served_copy(tmp_path_factory):
-    """A temporary copy of the notebooks folder: the servers' root, so no run writes into the repository.
+    """A temporary copy of the notebooks folder alone: the servers' root, so no run writes into the repository,
+    and a chapter that reads anything else of the checkout fails here (its kernel is the wheel's, see ``lab``).
 
-    What the chapters read from beside notebooks/ (a quoted "../figures/records" in a code cell) is copied to
-    the same place beside the copy, so relative paths still resolve.
+    Only for a development folder (DPVIZ_BROWSER_NOTEBOOKS) is what its notebooks read from beside it (a quoted
+    "../figures/records" in a code cell) copied to the same place beside the copy, so relative paths resolve.
     """
     base = tmp_path_factory.mktemp("browser")
     copy = base / "notebooks"
     shutil.copytree(NOTEBOOKS, copy, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    if not os.environ.get("DPVIZ_BROWSER_NOTEBOOKS"):
+        return copy
     for relative in sorted(sibling_paths(copy)):
         source, target = NOTEBOOKS.parent / relative, base / relative
         if source.is_dir():
@@ -193,10 +197,18 @@ def sibling_paths(folder: Path) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def lab(served_copy, tmp_path_factory, browser, timing):
-    """JupyterLab on 127.0.0.1 with a token and folders of its own; stopped (and checked) on every exit path."""
+def lab(served_copy, tmp_path_factory, browser, timing, wheel_python):
+    """JupyterLab on 127.0.0.1 with a token and folders of its own; stopped (and checked) on every exit path.
+
+    Its ``python3`` kernel is the built wheel's environment (conftest's ``wheel_python``), so every chapter runs
+    here as a student's install runs it, from the package alone; each chapter's test checks the kernel's python.
+    """
     base = tmp_path_factory.mktemp("lab")
     env = jupyter_env(base)
+    write_kernelspec(Path(env["JUPYTER_DATA_DIR"]) / "kernels", wheel_python)
+    env["JUPYTER_PREFER_ENV_PATH"] = "0"  # else this venv's own python3 kernelspec is found before the data dir's
+    env.pop("PYTHONPATH", None)
+    env.pop("VIRTUAL_ENV", None)
     labconfig = Path(env["JUPYTER_CONFIG_DIR"]) / "labconfig"
     labconfig.mkdir(parents=True, exist_ok=True)
     (labconfig / "default_setting_overrides.json").write_text(json.dumps(LAB_SETTINGS, indent=1))
@@ -216,6 +228,7 @@ def lab(served_copy, tmp_path_factory, browser, timing):
     server, port, _ = start_listening("JupyterLab", cmd, lambda port: rf"http://127\.0\.0\.1:{port}/lab",
                                       cwd=served_copy, env=env, log=OUTPUT / "jupyterlab.log", timeout=START_TIMEOUT)
     server.url, server.token = f"http://127.0.0.1:{port}", token
+    server.kernel_python = str(wheel_python)
     try:
         http_json(f"{server.url}/api/status", token=token)
         yield server
@@ -429,6 +442,25 @@ def _check_page(page, root: str, expect: dict, name: str, app: str, *, widget_wa
     return failures
 
 
+def kernel_pythons(server) -> set[str]:
+    """The python executables of the server's running ipykernel processes (argv[0] of each)."""
+    import psutil
+
+    found = set()
+    try:
+        children = psutil.Process(server.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return found
+    for child in children:
+        try:
+            argv = child.cmdline()
+        except psutil.Error:
+            continue
+        if "ipykernel_launcher" in argv[1:3]:
+            found.add(argv[0])
+    return found
+
+
 def one_kernel(server, name: str, *, settle: float = 0.3, timeout: float = 60) -> str:
     """The id of the one kernel JupyterLab runs, for notebook ``name``, once that has held for ``settle`` s;
     fails if there is another kernel or none within ``timeout`` s."""
@@ -525,6 +557,10 @@ def test_chapter_in_jupyterlab(name, lab, lab_page, timing, served_copy):
         failures = []
         if one_kernel(lab, name, settle=0) != kernel:
             failures.append(f"the notebook's kernel changed during Run All (was {kernel}): JupyterLab started another")
+        pythons = kernel_pythons(lab)
+        if pythons != {lab.kernel_python}:
+            failures.append(f"the chapter's kernel ran {sorted(pythons) or 'no python'}, not the wheel's environment "
+                            f"{lab.kernel_python}")
         if state["dialog"]:
             failures.append(f"JupyterLab showed a dialog: {state['dialog'][:500]!r}")
         if state["done"] < state["cells"]:
@@ -556,13 +592,17 @@ def test_chapter_in_jupyterlab(name, lab, lab_page, timing, served_copy):
 
 
 @pytest.fixture
-def voila(chromium, served_copy, tmp_path_factory, timing):
-    """Voilà serving chapter 06 from the temporary copy; stopped (and checked) on every exit path."""
+def voila(chromium, served_copy, tmp_path_factory, timing, wheel_python):
+    """Voilà serving chapter 06 from the temporary copy, on the wheel's kernel; stopped (and checked) on every exit path."""
     notebook = served_copy / VOILA_CHAPTER
     if not notebook.exists():
         pytest.skip(f"{VOILA_CHAPTER} is not in {NOTEBOOKS} yet, so there is nothing for Voilà to serve")
     env = jupyter_env(tmp_path_factory.mktemp("voila"))
     env["JUPYTER_PATH"] = str(ROOT / "share" / "jupyter")  # dpviz's Voilà template: the lab one, nothing from a CDN
+    write_kernelspec(Path(env["JUPYTER_DATA_DIR"]) / "kernels", wheel_python)
+    env["JUPYTER_PREFER_ENV_PATH"] = "0"  # else this venv's own python3 kernelspec is found before the data dir's
+    env.pop("PYTHONPATH", None)
+    env.pop("VIRTUAL_ENV", None)
     token = secrets.token_hex(16)
 
     def cmd(port: int) -> list[str]:
@@ -584,7 +624,7 @@ def voila(chromium, served_copy, tmp_path_factory, timing):
 
 
 @pytest.mark.timeout(900)
-def test_chapter_06_in_voila(voila, browser, timing, served_copy):
+def test_chapter_06_in_voila(voila, browser, timing, served_copy, wheel_python):
     """The chapter that displays the costs panel, served by Voilà (one request, one kernel).
 
     Under load, Voilà's page once drew "Error displaying widget: model not found" for every widget of the run:
@@ -609,6 +649,10 @@ def test_chapter_06_in_voila(voila, browser, timing, served_copy):
             page.wait_for_selector(".jp-OutputArea-output", timeout=RUN_TIMEOUT * 1000)
             voila.remember_children()
             failures = _check_page(page, VOILA_ROOT, expect, VOILA_CHAPTER, "Voilà")
+            pythons = kernel_pythons(voila)
+            if pythons != {str(wheel_python)}:
+                failures.append(f"Voilà's kernel ran {sorted(pythons) or 'no python'}, not the wheel's environment "
+                                f"{wheel_python}")
             lost = any(MODEL_NOT_FOUND in f for f in failures)
             if not (lost and loads == 1):
                 break
