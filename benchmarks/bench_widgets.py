@@ -11,7 +11,8 @@ What it does:
    each widget from real records: ``eta_widget`` on the line data, ``batch_widget``
    and ``average_widget`` on shipped grid runs (plus the biased run), ``costs_widget``
    with the sweep and the shipped k = 1, 2, 4 runs as measured speedups, and
-   ``devices_widget`` / ``all_reduce_widget`` on the shipped grid;
+   ``devices_widget`` / ``all_reduce_widget`` on the shipped grid, ``straggler_widget`` on the shipped
+   straggler sweeps, and the modeled ``sharding_widget`` (chapter 13) and ``cheaper_sync_widget`` (chapter 14);
 3. moves every control of every widget about ``--moves`` times with ``sf.set(...)``
    and reads ``sf.timings`` (the callback plus the redraw and the PNG handed to the
    Image widget, whose comm message the kernel sends out as it would to a browser).
@@ -19,10 +20,12 @@ What it does:
 A move that triggers more than one redraw counts the sum of them; the "full" column
 is the share of moves that drew the whole figure rather than only the artists that
 change over a cached background (backgrounds drawn while the widget was built do not
-count), "best" the fastest move (the least disturbed by other work on the machine), and
+count), "best" the fastest move (the least disturbed by other work on the machine),
 "cpu" the median CPU time the kernel's thread spent per move: on a machine busy with other
-work the wall times grow, the CPU time much less. The costs widget's preset and formula menus move α
-and β through observers of their own, so for those two a browser click
+work the wall times grow, the CPU time much less; and "new" the median of the "n" moves to a
+setting not shown before in the run, which a widget keeping the frames of settings it has shown
+(``SliderFigure(repeat_frames=True)``) has to draw: what a first pass over a slider costs. The costs
+widget's preset and formula menus move α and β through observers of their own, so for those two a browser click
 (``control.value = ...``, no ``sf.set``) is measured as well.
 
 Prints the machine (cores, load average) and a speed reference first, then for each widget
@@ -52,7 +55,7 @@ from pathlib import Path
 TARGET_MEDIAN_MS = 15.0  # every control's median move
 TARGET_P90_MS = 30.0  # ... and its 90th percentile
 WIDGETS = ("eta_widget", "batch_widget", "average_widget", "costs_widget", "devices_widget", "all_reduce_widget",
-           "straggler_widget")
+           "straggler_widget", "sharding_widget", "cheaper_sync_widget")
 
 # Runs in the kernel once: the helpers that move controls and summarise sf.timings.
 KERNEL_SETUP = r'''
@@ -93,9 +96,10 @@ def _measure(widget, sf, moves, *, click=()):
     start_values = dict(sf.values)
     counter = _count_full_redraws(sf)
     rows = []
+    seen = {tuple(sf.values.items())}  # the settings shown so far: a widget may keep the frames they gave
     for name, control in sf.controls.items():
         for how in ("set",) + (("click",) if name in click else ()):
-            times, cpu, redraws, full = [], [], [], 0
+            times, cpu, redraws, full, new = [], [], [], 0, []
             for value in _values(control, moves, rng):
                 n, f, c = len(sf.timings), counter["full"], time.thread_time()
                 if how == "set":
@@ -106,9 +110,12 @@ def _measure(widget, sf, moves, *, click=()):
                 times.append(sum(sf.timings[n:]))
                 redraws.append(len(sf.timings) - n)
                 full += counter["full"] > f
+                setting = tuple(sf.values.items())
+                new.append(setting not in seen)
+                seen.add(setting)
             sf.set(**start_values)
             rows.append(dict(widget=widget, control=name, how=how, ms=[1e3 * t for t in times],
-                             cpu_ms=[1e3 * t for t in cpu], redraws=redraws, full=full))
+                             cpu_ms=[1e3 * t for t in cpu], redraws=redraws, full=full, new=new))
     print("RESULT " + json.dumps(rows))
 '''
 
@@ -154,6 +161,14 @@ KERNEL_CELLS = {
         from dpviz.records.straggler import shipped_straggler
         from dpviz.widgets.waiting import straggler_widget
         _measure("straggler_widget", straggler_widget(shipped_straggler()), MOVES)
+    """,
+    "sharding_widget": """
+        from dpviz.widgets.sharding import sharding_widget
+        _measure("sharding_widget", sharding_widget(), MOVES)
+    """,
+    "cheaper_sync_widget": """
+        from dpviz.widgets.cheaper_sync import cheaper_sync_widget
+        _measure("cheaper_sync_widget", cheaper_sync_widget(), MOVES)
     """,
 }
 
@@ -241,9 +256,11 @@ def summary(widget: str, control: str, rows: list[dict]) -> str:
     redraws = [n for row in rows for n in row["redraws"]]
     full = sum(row["full"] for row in rows) / len(ms)
     median, p90 = statistics.median(ms), statistics.quantiles(ms, n=10)[-1] if len(ms) > 1 else ms[0]
+    first = [t for row in rows for t, new in zip(row["ms"], row["new"]) if new]
+    first_words = f"{statistics.median(first):6.1f}ms {len(first):3d}" if first else f"{'-':>8} {0:3d}"
     verdict = "met" if meets_target(rows) else "MISSED"
-    return (f"  {widget:<18} {control:<16} {len(ms):5d} {median:6.1f}ms {p90:6.1f}ms {min(ms):6.1f}ms {cpu:6.1f}ms "
-            f"{statistics.mean(redraws):7.2g} {full:5.0%}  {verdict}")
+    return (f"  {widget:<19} {control:<16} {len(ms):5d} {median:6.1f}ms {p90:6.1f}ms {min(ms):6.1f}ms {cpu:6.1f}ms "
+            f"{first_words} {statistics.mean(redraws):7.2g} {full:5.0%}  {verdict}")
 
 
 def main(argv=None) -> int:
@@ -265,8 +282,8 @@ def main(argv=None) -> int:
 
     print(f"\ncallback + redraw per move, inside a python3 kernel "
           f"(target: every control's median <= {TARGET_MEDIAN_MS:.0f} ms and p90 <= {TARGET_P90_MS:.0f} ms)")
-    print(f"  {'widget':<18} {'control':<16} {'moves':>5} {'median':>8} {'p90':>8} {'best':>8} {'cpu':>8} {'redraws':>7} "
-          f"{'full':>5}  target")
+    print(f"  {'widget':<19} {'control':<16} {'moves':>5} {'median':>8} {'p90':>8} {'best':>8} {'cpu':>8} "
+          f"{'new':>8} {'n':>3} {'redraws':>7} {'full':>5}  target")
     for widget in args.only:
         mine = [row for row in rows if row["widget"] == widget]
         pooled = [row for row in mine if row["how"] == "set"]  # every control moved with sf.set, pooled

@@ -252,3 +252,77 @@ def test_the_glyph_cache_draws_what_agg_draws_and_falls_back_to_it(monkeypatch):
         plain = imread(io.BytesIO(PANELS[name]().png()))
         assert cached.shape == plain.shape, name
         assert np.abs(cached - plain).max() <= 1 / 255 + 1e-6, name
+
+
+def test_the_glyph_cache_lays_out_and_measures_text_as_freetype_does():
+    """A text's glyph positions and size come from its words' cached layouts (a number's from its characters'):
+    the same, bit for bit, as FT2Font laying the whole string out, for labels such as the panels write."""
+    import random
+
+    from matplotlib.backends.backend_agg import RendererAgg, get_hinting_flag
+    from matplotlib.font_manager import FontProperties
+
+    import dpviz.widgets.agg as agg
+
+    if not agg._SUPPORTED:
+        pytest.skip("this matplotlib lacks the private FreeType calls the cache uses; Agg draws as it does")
+    rng = random.Random(0)
+    numbers = "0123456789.,:;+-−=()[]%/×·<>± "
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZθαβηµ_'→≈…Δ&"
+    strings = ["S = 7.19 at k = 8", "θ = (w -1.000, c +2.000)", "g_0 = (+0.12, −0.40)", "  0.139 s at k = 8", "",
+               " ", "fi fl ffi AV To Wa 7. 1,", "S = 0.32, T_comm = 1.5 s", "(90% of k), capped by 37.1"]
+    strings += ["".join(rng.choice(numbers if rng.random() < 0.7 else letters) for _ in range(rng.randint(1, 24)))
+                for _ in range(300)]
+    flags = get_hinting_flag()
+    for dpi in (80, 100):
+        plain, cached = RendererAgg(10, 10, dpi), agg.GlyphCacheRenderer(10, 10, dpi)
+        for family, size, weight in (("DejaVu Sans", 9, "normal"), ("DejaVu Sans", 12, "bold"),
+                                     ("DejaVu Sans Mono", 13, "normal")):
+            prop = FontProperties(family=family, size=size, weight=weight)
+            key = (hash(prop), prop.get_size_in_points(), dpi, flags, None, None)
+            for s in strings:
+                font = plain._prepare_font(prop)
+                expected = [(item.glyph_index, item.x, item.y) for item in font._layout(s, flags=flags)]
+                laid = [(index, x, y) for _, index, x, y in cached._layout(s, prop, key, flags, None, None)]
+                assert laid == expected, (s, family, size, weight, dpi)
+                assert cached.get_text_width_height_descent(s, prop, False) == \
+                    plain.get_text_width_height_descent(s, prop, False), (s, family, size, weight, dpi)
+
+
+def test_png_writer_reuses_unchanged_rows_and_writes_what_a_fresh_writer_writes():
+    """Each frame's PNG, written after other frames (bands of rows unchanged since reused), is the file a fresh
+    writer gives for it, and decodes to its pixels."""
+    import numpy as np
+
+    from dpviz.widgets.base import BAND_ROWS, PngWriter, png_bytes
+
+    rng = np.random.default_rng(0)
+    first = np.full((3 * BAND_ROWS + 5, 70, 4), 255, np.uint8)
+    first[4:9, 10:60, :3] = rng.integers(0, 256, (5, 50, 3))
+    second = first.copy()
+    second[2 * BAND_ROWS + 1, 33] = (1, 2, 3, 255)  # one pixel, in one band
+    writer = PngWriter()
+    for frame in (first, second, first, first):
+        png = writer(frame)
+        assert png == png_bytes(frame)
+        assert np.array_equal(np.asarray(Image.open(io.BytesIO(png)).convert("RGBA")), frame)
+
+
+@pytest.mark.parametrize("name, moves", [("devices_widget", ({"step": 3}, {"k": 2}, {"b": 16})),
+                                         ("costs_widget", ({"k": 32}, {"alpha": 1e-4}, {"formula": "notes"}))])
+def test_a_setting_shown_again_shows_the_picture_it_drew(name, moves):
+    """A slider back at a setting sends the PNG that setting gave, which is the frame drawing it now gives."""
+    from widget_checks import assert_blit_is_right
+
+    sf = PANELS[name]()
+    start, first = dict(sf.values), sf.image.value
+    shown = []
+    for move in moves:
+        sf.set(**move)
+        shown.append((dict(sf.values), sf.image.value))
+    for values, png in reversed(shown):
+        sf.set(**values)
+        assert sf.image.value == png and sf.png(full=False) == png, (name, values)
+    sf.set(**start)
+    assert sf.image.value == first
+    assert_blit_is_right(sf, f"{name} back at its first setting")

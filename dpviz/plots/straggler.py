@@ -114,18 +114,33 @@ class OnePathBars(PolyCollection):
     overlap, so the pixels are those of drawing them one by one.
     """
 
+    _patch = None  # the PathPatch that draws the bars, made on the first draw: a slider draws them on every move
+
     def draw(self, renderer):
         paths = self.get_paths()
         if not self.get_visible() or not paths:
             return
-        patch = PathPatch(Path.make_compound_path(*paths), facecolor=self.get_facecolor()[0],
-                          edgecolor=self.get_edgecolor()[0], linewidth=self.get_linewidth()[0], hatch=self.get_hatch(),
-                          hatchcolor=self.get_hatchcolor()[0], hatch_linewidth=self.get_hatch_linewidth(),
-                          transform=self.get_transform(), clip_box=self.get_clip_box(), clip_on=self.get_clip_on(),
-                          clip_path=self.get_clip_path(), antialiased=self.get_antialiased()[0])
-        patch.set_figure(self.get_figure(root=False))
-        patch.draw(renderer)
+        style = dict(facecolor=self.get_facecolor()[0], edgecolor=self.get_edgecolor()[0],
+                     linewidth=self.get_linewidth()[0], hatch=self.get_hatch(), hatchcolor=self.get_hatchcolor()[0],
+                     hatch_linewidth=self.get_hatch_linewidth(), transform=self.get_transform(),
+                     clip_box=self.get_clip_box(), clip_on=self.get_clip_on(), clip_path=self.get_clip_path(),
+                     antialiased=self.get_antialiased()[0])
+        if self._patch is None:
+            self._patch = PathPatch(Path.make_compound_path(*paths), **style)
+            self._patch.set_figure(self.get_figure(root=False))
+            self._style = style
+        else:
+            self._patch.set_path(Path.make_compound_path(*paths))
+            if not _same_style(style, self._style):
+                self._patch.set(**style)
+                self._style = style
+        self._patch.draw(renderer)
         self.stale = False
+
+
+def _same_style(a: dict, b: dict) -> bool:
+    return all(np.array_equal(a[name], b[name]) if isinstance(a[name], np.ndarray) else a[name] is b[name]
+               or a[name] == b[name] for name in a)
 
 
 def _box(rank: int, x: float, width: float) -> list:

@@ -104,4 +104,4 @@ def accumulation_widget(grid: dict, *, k: int = 2, m: int = 4) -> SliderFigure:
         "k": widgets.SelectionSlider(options=figure.ks, value=k, description="k (ranks)", style=style),
         "m": widgets.SelectionSlider(options=figure.ms, value=m, description="m (micro-batches per rank)", style=style),
     }
-    return SliderFigure(figure, controls, title="")
+    return SliderFigure(figure, controls, title="", repeat_frames=True)

@@ -8,7 +8,8 @@ word; a new number in a label is one new word, not a new string to lay out), a g
 per (font, size, glyph, its offset in 1/64 pixel), and a whole text's bitmap, its glyphs put together,
 which Agg then blends in one call instead of one per glyph. A glyph moved by whole pixels is the same
 bitmap moved, so the pixels drawn are those of :class:`~matplotlib.backends.backend_agg.RendererAgg`, to
-a level in 255 where two glyphs overlap (a kerned pair may, by a pixel).
+a level in 255 where two glyphs overlap (a kerned pair may, by a pixel). A text's size (which places it, and
+which Agg measures by laying the whole string out again) is put together from its words' layouts too.
 
     FastCanvas(fig)     # as FigureCanvasAgg(fig); SliderFigure does this for every widget
 """
@@ -23,7 +24,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg, get_hi
 from matplotlib.font_manager import fontManager, get_font
 
 try:  # the FreeType calls used here are matplotlib's own, private ones (3.11); without them Agg draws as it does
-    from matplotlib.ft2font import FT2Font, RenderMode
+    from matplotlib.ft2font import FaceFlags, FT2Font, Kerning, RenderMode
 
     _SUPPORTED = all(hasattr(FT2Font, name) for name in ("_layout", "_set_transform", "_render_glyph")) \
         and hasattr(RendererAgg, "_prepare_font") and hasattr(fontManager, "_find_fonts_by_props")
@@ -35,8 +36,10 @@ MAX_ENTRIES = 50_000  # glyph bitmaps (a few hundred bytes each) and layouts kep
 # dx and dy is a whole number of 1/64 pixel)
 _layouts: dict = {}
 _WORDS = re.compile(r"\S+\s*|\s+")  # a word and the spaces after it (or the spaces a string starts with)
-_words: dict = {}  # (word, font properties, dpi, hinting) -> ([(font, glyph index, dx, dy)], advance)
+_NUMERIC = frozenset("0123456789.,:;+-−=()[]%/×·<>± ")  # what numbers are written with: laid out by character
+_words: dict = {}  # (word, font properties, dpi, hinting) -> ([(font, glyph index, dx, dy)], advance, bottom, top)
 _texts: dict = {}  # (layout key, angle, render mode, where its glyphs sit within a pixel) -> (bitmap, left, top)
+_boxes: dict = {}  # (font, size, dpi, glyph index, hinting) -> the bottom and top of its box, in 1/64 pixel
 _heights: dict = {}  # (font properties, size, dpi) -> (ascent, descent, line gap) in pixels
 _glyphs: dict = {}  # (font, size, dpi, glyph index, angle, hinting, antialiased, x % 64, y % 64) -> (bitmap, left, top)
 
@@ -114,6 +117,29 @@ class GlyphCacheRenderer(RendererAgg):
             _remember(_heights, key, metrics)
         return _heights[key]
 
+    def get_text_width_height_descent(self, s, prop, ismath):
+        """What :meth:`RendererAgg.get_text_width_height_descent` gives, from the cached layouts of ``s``'s words.
+
+        Agg lays the whole string out again for every new string (a number that changed), for about as long
+        as drawing it; this is Agg's width (the advance), height and descent (the extent of the glyphs' boxes)
+        put together from each word's, each word laid out once.
+        """
+        global _SUPPORTED
+        if ismath or not _SUPPORTED:
+            return super().get_text_width_height_descent(s, prop, ismath)
+        try:
+            flags = get_hinting_flag()
+            font_key = (hash(prop), prop.get_size_in_points(), self.dpi, flags, None, None)
+            advance, low, high = 0.0, 0, 0
+            for i, word in enumerate(_WORDS.findall(s)):
+                _, word_advance, word_low, word_high = self._word(word, prop, font_key, flags)
+                advance += word_advance
+                low, high = (word_low, word_high) if i == 0 else (min(low, word_low), max(high, word_high))
+            return advance, (high - low) / 64, -low / 64
+        except (AttributeError, TypeError, ValueError):
+            _SUPPORTED = False  # another matplotlib: measure as Agg does, from now on
+            return super().get_text_width_height_descent(s, prop, ismath)
+
     def _layout(self, s, prop, font_key, flags, features, language) -> list:
         """[(font, glyph index, x, y)] of ``s``, as FT2Font lays it out, put together from its words.
 
@@ -127,18 +153,68 @@ class GlyphCacheRenderer(RendererAgg):
                     for item in font._layout(s, flags=flags, features=features, language=language)]
         items, x0 = [], 0.0
         for word in _WORDS.findall(s):
-            key = (word, *font_key)
-            laid = _words.get(key)
-            if laid is None:
-                font = self._prepare_font(prop)
-                # a bar after the word says where the next one starts: the advance of its trailing space
-                *glyphs, bar = font._layout(word + "|", flags=flags)
-                laid = ([(item.ft_object, item.glyph_index, item.x, item.y) for item in glyphs], bar.x)
-                _remember(_words, key, laid)
-            glyphs, advance = laid
+            glyphs, advance, _, _ = self._word(word, prop, font_key, flags)
             items.extend((font, index, x0 + x, y) for font, index, x, y in glyphs)
             x0 += advance
         return items
+
+    def _word(self, word, prop, font_key, flags) -> tuple:
+        """A word's glyphs [(font, glyph index, x, y)], its advance, and the bottom and top of its glyphs' boxes
+        (1/64 pixel, upwards), laid out once."""
+        key = (word, *font_key)
+        laid = _words.get(key)
+        if laid is None and len(word) > 1 and _NUMERIC.issuperset(word):
+            laid = self._number(word, prop, font_key, flags)
+            if laid is not None:
+                _remember(_words, key, laid)
+        if laid is None:
+            font = self._prepare_font(prop)  # sets the size, and the transform a rotated glyph's rendering changed
+            # a bar after the word says where the next one starts: the advance of its trailing space
+            *glyphs, bar = font._layout(word + "|", flags=flags)
+            boxes = [(self._box(item.ft_object, item.glyph_index, font_key[1], flags), round(0x40 * item.y))
+                     for item in glyphs]
+            laid = ([(item.ft_object, item.glyph_index, item.x, item.y) for item in glyphs], bar.x,
+                    min((low + y for (low, _), y in boxes), default=0),
+                    max((high + y for (_, high), y in boxes), default=0))
+            _remember(_words, key, laid)
+        return laid
+
+    def _number(self, word, prop, font_key, flags):
+        """A number's layout put together from its characters', kerned pair by pair as FreeType kerns them.
+
+        Every move writes new numbers, and each new word costs a layout (hundreds of µs); a number's
+        characters are a few dozen, each laid out once. Between these characters DejaVu, matplotlib's font,
+        kerns but forms no ligatures, and FT2Font's layout of such a word is its characters' advances plus the
+        kerning of each pair (tests/test_widget_panels.py checks it against whole layouts). None (lay the word
+        out whole) when a character comes from a fallback font or the font has no kerning table to read.
+        """
+        font = self._prepare_font(prop)
+        if not font.face_flags & FaceFlags.KERNING:  # any kerning is in tables only the whole layout reads
+            return None
+        glyphs, x, previous, low, high = [], 0.0, None, None, None
+        for char in word:
+            items, advance, char_low, char_high = self._word(char, prop, font_key, flags)
+            if len(items) != 1 or items[0][0] is not font:
+                return None
+            item = items[0]
+            if previous is not None:
+                x += font.get_kerning(previous, item[1], Kerning.UNFITTED) / 64
+            glyphs.append((font, item[1], x, 0.0))
+            x += advance
+            previous = item[1]
+            low = char_low if low is None else min(low, char_low)
+            high = char_high if high is None else max(high, char_high)
+        return glyphs, x, low, high
+
+    def _box(self, font, glyph_index, size, flags) -> tuple:
+        """The bottom and top of a glyph's box, in 1/64 pixel from its origin, upwards (the font's size is set)."""
+        key = (font, size, self.dpi, glyph_index, flags)
+        box = _boxes.get(key)
+        if box is None:
+            bbox = font.load_glyph(glyph_index, flags).bbox
+            box = (bbox[1], bbox[3])
+            _remember(_boxes, key, box)
+        return box
 
     def _compose(self, items, origins, bx, by, size, cos, sin, angle, flags, mode):
         """The coverage bitmap of a whole text, its glyphs placed at ``origins`` less (bx, by) whole pixels."""
@@ -190,6 +266,35 @@ def _remember(cache: dict, key, value) -> None:
     if len(cache) >= MAX_ENTRIES:
         cache.clear()  # a figure's texts come back on the next move and fill it again
     cache[key] = value
+
+
+class FixedLayer:
+    """Artists that never change, drawn once onto a transparent canvas of the figure's size and blended onto each frame.
+
+    For what a figure draws above the artists a move changes (a measured point over a curve that moves, and its
+    note): redrawn on every move, such an artist costs as long as drawing it, an annotation's arrow a few
+    milliseconds; blended from here, as long as the few pixels it covers. Blending is Agg's over a frame whose
+    pixels are opaque, as a slider figure's are, to a level in 255.
+    """
+
+    def __init__(self, artists, figure):
+        width, height = figure.canvas.get_width_height(physical=True)
+        renderer = (GlyphCacheRenderer if _SUPPORTED else RendererAgg)(width, height, figure.dpi)
+        renderer.clear()  # transparent
+        for artist in artists:
+            if artist.get_visible():
+                artist.draw(renderer)
+        layer = np.asarray(renderer.buffer_rgba())
+        self._where = np.nonzero(layer[..., 3])  # the pixels the artists cover: rows, columns
+        colour = layer[self._where].astype(np.float32)
+        alpha = colour[:, 3:] / 255
+        self._over = colour[:, :3] * alpha + 0.5  # premultiplied, plus a half for rounding down
+        self._under = 1 - alpha
+
+    def blend(self, frame: np.ndarray) -> None:
+        """Draw the artists over ``frame`` (height, width, 4 uint8, opaque), in place."""
+        under = frame[self._where][:, :3]
+        frame[self._where + (slice(0, 3),)] = (under * self._under + self._over).astype(np.uint8)
 
 
 class FastCanvas(FigureCanvasAgg):

@@ -18,7 +18,13 @@ depends on a control (k boxes out of a pool of eight, say), ``update`` returns a
 naming it; a SliderFigure keeps one
 background per key, drawn once, ahead of time for the layouts the figure lists in its optional
 ``layouts()``. ``update`` returns None when the background is unchanged. An optional ``caption``
-attribute (HTML) becomes the status line above the figure after each move.
+attribute (HTML) becomes the status line above the figure after each move. Artists that never change but are
+drawn above ones that do (a measured point over a moving curve) are listed by the figure's optional
+``fixed_artists()``: they are drawn once per layout into a transparent layer, which each move blends in at their
+place in the drawing order (:class:`~dpviz.widgets.agg.FixedLayer`). The PNG is written by a
+:class:`PngWriter`, which compresses again only the bands of rows a move changed; and a widget whose picture
+depends on its controls alone (``repeat_frames=True``) sends the PNG a setting gave before when a slider comes
+back to it.
 
 What a room sees is fixed here too. The figure is shown at its own size (never scaled up, which blurs it),
 no wider than JupyterLab's output area on a 1366×768 laptop; every text in it is at least 10 px there
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+from collections import OrderedDict
 import struct
 import re
 import time
@@ -46,7 +53,7 @@ from matplotlib.path import Path
 from matplotlib.text import Text
 
 from dpviz.figures.layout import describe, sentences
-from dpviz.widgets.agg import FastCanvas
+from dpviz.widgets.agg import FastCanvas, FixedLayer
 
 DPI = 80  # pixels per inch of the PNG sent to the browser; small enough to redraw fast
 # What a room can read, and what a laptop's screen holds. JupyterLab 4 at 1366×768, file browser open, gives an
@@ -57,6 +64,7 @@ WIDTH_IN = 11.5  # inches: 920 px at DPI
 MIN_POINTS = 9  # the smallest font size in a slider figure: 9 pt at 80 dpi is 10 px
 COLUMNS = 3  # controls per row
 CONTROL_PX = 300  # the width of one control: a slider with its label and readout
+FRAMES = 96  # PNGs a SliderFigure with ``repeat_frames`` keeps for settings seen before (about 50 kB each)
 
 
 class SliderFigure:
@@ -68,11 +76,13 @@ class SliderFigure:
     control ``name`` implies, such as a link preset's α and β; they move with it, in one redraw.
     ``readouts`` (optional) maps a control's name to a function that writes its value in words
     (:func:`seconds_readout`, :func:`bytes_readout`, :func:`rate_readout`): shown beside it instead of
-    its own readout. ``columns``: controls per row above a wide figure.
+    its own readout. ``columns``: controls per row above a wide figure. ``repeat_frames``: the picture
+    is a function of the controls' values (and of the view's optional ``frame_state()``, for what else it
+    depends on), so a setting seen before sends the PNG it gave then, after ``update``, without drawing it again.
     """
 
     def __init__(self, view, controls: dict[str, widgets.Widget], *, title: str = "", linked=None,
-                 readouts: dict | None = None, columns: int = COLUMNS):
+                 readouts: dict | None = None, columns: int = COLUMNS, repeat_frames: bool = False):
         self.view = view
         self.fig = fig = view.fig
         fig.set_dpi(DPI)
@@ -80,12 +90,29 @@ class SliderFigure:
         fig.set_layout_engine("none")  # a layout engine would lay the figure out again on every draw
         at_least(fig, MIN_POINTS)
         wrap_to_figure(fig)
+        fixed_artists = list(getattr(view, "fixed_artists", lambda: ())())
+        animate(*fixed_artists)
+        fixed = {id(a) for a in fixed_artists}
         self._animated = sorted(
             (a for a in fig.findobj() if a.get_animated() and a is not fig), key=lambda a: (_depth(a), a.get_zorder())
         )
+        # What a frame draws over its background, in drawing order: an artist, or a run of fixed artists (a list),
+        # which are drawn once per layout into a layer and blended from it
+        self._plan: list = []
+        for artist in self._animated:
+            if id(artist) not in fixed:
+                self._plan.append(artist)
+            elif self._plan and isinstance(self._plan[-1], list):
+                self._plan[-1].append(artist)
+            else:
+                self._plan.append([artist])
+        self._layers: dict = {}  # (layout key, place in the plan) -> FixedLayer
         self._backgrounds: dict = {}  # layout key -> the figure without its animated artists, drawn once
         self._background = None
+        self._key = None  # the layout key of the background in use
         self._held = False
+        self._png = PngWriter()  # compresses only the rows a move changed
+        self._frames = OrderedDict() if repeat_frames else None  # (values, view's state) -> PNG, the latest last
         self.controls = controls
         self._linked = linked
         self._names = {id(control): name for name, control in controls.items()}
@@ -165,10 +192,15 @@ class SliderFigure:
         else:
             canvas.restore_region(self._background)
         renderer = canvas.get_renderer()
-        for artist in self._animated:
-            if artist.get_visible():  # a hidden Quiver still lays its arrows out before it finds it draws nothing
-                artist.draw(renderer)
-        return png_bytes(np.asarray(canvas.buffer_rgba()))
+        frame = np.asarray(canvas.buffer_rgba())
+        for i, step in enumerate(self._plan):
+            if isinstance(step, list):
+                if (self._key, i) not in self._layers:
+                    self._layers[(self._key, i)] = FixedLayer(step, self.fig)
+                self._layers[(self._key, i)].blend(frame)
+            elif step.get_visible():  # a hidden Quiver still lays its arrows out before it finds it draws nothing
+                step.draw(renderer)
+        return self._png(frame)
 
     def _use_background(self, key) -> None:
         """Switch to the background of layout ``key`` (None: keep the current one), drawing it the first time."""
@@ -178,6 +210,7 @@ class SliderFigure:
             self.fig.canvas.draw()
             self._backgrounds[key] = self.fig.canvas.copy_from_bbox(self.fig.bbox)
         self._background = self._backgrounds[key]
+        self._key = key
 
     def _on_change(self, change) -> None:
         with self.hold():  # a change and the moves it implies: one update, one redraw
@@ -196,11 +229,25 @@ class SliderFigure:
             values = self.values
             for name, (words, label) in self._readouts.items():
                 label.value = words(values[name])
-            self.image.value = self.png(full=not self._animated)
+            self.image.value = self._frame(values)
         except Exception:
             self.errors.append_stdout(traceback.format_exc())
             raise
         self.timings.append(time.perf_counter() - start)
+
+    def _frame(self, values: dict) -> bytes:
+        """The PNG of the figure as ``update`` left it: drawn, or the one this setting gave before."""
+        if self._frames is None:
+            return self.png(full=not self._animated)
+        key = (tuple(values.items()), getattr(self.view, "frame_state", lambda: None)())
+        frame = self._frames.get(key)
+        if frame is None:
+            frame = self._frames[key] = self.png(full=not self._animated)
+            if len(self._frames) > FRAMES:
+                self._frames.popitem(last=False)
+        else:
+            self._frames.move_to_end(key)
+        return frame
 
     def _repr_mimebundle_(self, **kwargs):
         bundle = self.widget._repr_mimebundle_(**kwargs)
@@ -290,23 +337,66 @@ def rate_readout(bytes_per_second: float) -> str:
     return bytes_readout(bytes_per_second, "/s")
 
 
-def png_bytes(rgba: np.ndarray) -> bytes:
-    """A PNG file of an (height, width, 4) uint8 image, written for speed: no row filters, zlib level 1.
+BAND_ROWS = 16  # rows of a frame compressed together; a move redraws a few bands, and only those are compressed again
 
-    A figure's flat colours compress well without PNG's per-row filters, and skipping them makes the
-    file several times faster to write than Pillow's (which tries every filter on every row).
+
+class PngWriter:
+    """PNG files of the successive frames of one figure, written for speed: no row filters, zlib level 1, and each
+    band of :data:`BAND_ROWS` rows compressed on its own, so that a band unchanged since the last frame is reused.
+
+    A figure's flat colours compress well without PNG's per-row filters, and skipping them makes the file several
+    times faster to write than Pillow's (which tries every filter on every row). A move changes a few bands (the
+    rows a moved bar or label crosses), and compressing is most of the time a frame takes to write. The IDAT is one
+    zlib stream: its header, each band's deflate blocks (a fresh compressor per band, flushed to a byte boundary, so
+    that bands join in any combination), an empty last block and the Adler-32 of all rows, combined from the bands'.
+    A file depends on its pixels alone: the same frame gives the same bytes, whatever frame came before.
     """
-    height, width, _ = rgba.shape
-    rows = np.empty((height, 1 + 4 * width), np.uint8)
-    rows[:, 0] = 0  # filter type "none" for every row
-    rows[:, 1:] = rgba.reshape(height, -1)
 
-    def chunk(tag: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
+    def __init__(self):
+        self._bands: list[tuple[bytes, bytes, int]] = []  # the last frame's bands: (rows, deflate blocks, Adler-32)
 
-    header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)  # 8 bits per channel, RGBA, no interlace
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows.tobytes(), 1))
-            + chunk(b"IEND", b""))
+    def __call__(self, rgba: np.ndarray) -> bytes:
+        """The PNG file of an (height, width, 4) uint8 image."""
+        height, width, _ = rgba.shape
+        rows = np.empty((height, 1 + 4 * width), np.uint8)
+        rows[:, 0] = 0  # filter type "none" for every row
+        rows[:, 1:] = rgba.reshape(height, -1)
+        last, bands, adler = self._bands, [], 1
+        for i, top in enumerate(range(0, height, BAND_ROWS)):
+            raw = rows[top:top + BAND_ROWS].tobytes()
+            if i < len(last) and last[i][0] == raw:
+                band = last[i]
+            else:
+                compressor = zlib.compressobj(1, zlib.DEFLATED, -15)  # raw deflate: the zlib framing is written here
+                band = (raw, compressor.compress(raw) + compressor.flush(zlib.Z_SYNC_FLUSH), zlib.adler32(raw))
+            bands.append(band)
+            adler = _adler32_combine(adler, band[2], len(raw))
+        self._bands = bands
+        stream = b"".join([_ZLIB_HEADER, *(band[1] for band in bands), _LAST_BLOCK, struct.pack(">I", adler)])
+        header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)  # 8 bits per channel, RGBA, no interlace
+        return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", stream) + _chunk(b"IEND", b"")
+
+
+_ZLIB_HEADER = b"\x78\x01"  # deflate with a 32 kB window, "fastest" compression
+_LAST_BLOCK = zlib.compressobj(1, zlib.DEFLATED, -15).flush()  # an empty block marked last
+
+
+def _chunk(tag: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
+
+
+def _adler32_combine(adler1: int, adler2: int, length2: int) -> int:
+    """The Adler-32 of two byte strings joined, from each one's and the second's length (zlib's adler32_combine)."""
+    base = 65521
+    rem = length2 % base
+    low = ((adler1 & 0xFFFF) + (adler2 & 0xFFFF) + base - 1) % base
+    high = (rem * (adler1 & 0xFFFF) + (adler1 >> 16) + (adler2 >> 16) + base - rem) % base
+    return low | (high << 16)
+
+
+def png_bytes(rgba: np.ndarray) -> bytes:
+    """A PNG file of an (height, width, 4) uint8 image, written for speed (:class:`PngWriter`)."""
+    return PngWriter()(rgba)
 
 
 def find(ax, gid: str):

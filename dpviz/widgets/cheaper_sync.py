@@ -105,4 +105,4 @@ def cheaper_sync_widget(*, r: int = plan.PRICED_RANK, H: int = plan.PRICED_PERIO
                                      continuous_update=True),
         "link": widgets.ToggleButtons(options=SPEED_ORDER, value=link, description="link"),
     }
-    return SliderFigure(figure, controls)
+    return SliderFigure(figure, controls, repeat_frames=True)

@@ -140,11 +140,21 @@ class CostsFigure:
         # What update() changes is drawn on each move over a cached background, and so is what is drawn
         # above it: the left spine over the bars; the measured points and their notes over the curves.
         # The time axis moves with the bars, so it is redrawn too rather than making the background stale.
+        # The measured points and their notes never move: they are drawn once, into a layer (fixed_artists).
         above = [a for a in ax_speed.get_children()
                  if (a.get_gid() or "").startswith(("speedup.measured", "speedup.oversubscribed", "speedup.superlinear"))]
+        self._fixed = [a for a in above if a is not self.own_line]  # the dash-dot curve changes with the formula
         animate(*self.bars.compute, *self.bars.comm, *self.bars.labels, ax_time.spines["left"], self.ticks,
                 *self.tick_labels,
                 *self.lines.values(), *above, self.marker, self.k_line, self.k_text, self.headline)
+
+    def frame_state(self) -> tuple:
+        """What the picture depends on besides the controls: where the time axis ends, kept over moves."""
+        return self._time.get("end"), self._time.get("unit")
+
+    def fixed_artists(self) -> list:
+        """The measured points, their line and notes: drawn over the curves, the same on every move."""
+        return self._fixed
 
     def link_for(self, name: str, formula: str) -> Link:
         """The link of preset ``name``; this machine's is fitted with ``formula``."""
@@ -163,9 +173,9 @@ class CostsFigure:
         self.bars.show(rows, unit=self._time["unit"], suffix=f" at k = {k}")
 
         for name, curve in curves.curves.items():
-            self.lines[name].set_ydata(curve.speedup)
+            _set_ydata(self.lines[name], curve.speedup)
         if self.own_line is not None:
-            self.own_line.set_ydata(self.own[formula].curves[MACHINE].speedup)
+            _set_ydata(self.own_line, self.own[formula].curves[MACHINE].speedup)
         s_now = float(curves.curves[YOURS].speedup[k - 1])
         bottom = self.ax_speed.get_ylim()[0]
         shown = max(s_now, bottom * 1.15)  # below the axis, the marker sits on its floor and points down
@@ -336,7 +346,13 @@ def costs_widget(
 
     # The sliders hold SI values (s, B/s, B), which update() takes; their readouts are in the units people read.
     readouts = {"alpha": seconds_readout, "beta": rate_readout, "M": bytes_readout, "t_compute": seconds_readout}
-    return SliderFigure(figure, controls, linked=linked, readouts=readouts)
+    return SliderFigure(figure, controls, linked=linked, readouts=readouts, repeat_frames=True)
+
+
+def _set_ydata(line, y) -> None:
+    """New y data for a curve, only if it changed: a line keeps its path on the log axes drawn, until its data moves."""
+    if not np.array_equal(line.get_ydata(orig=True), y):
+        line.set_ydata(y)
 
 
 def _round_end(x: float) -> float:

@@ -136,4 +136,4 @@ def speedup_widget(*, k: int = 4, ratio: float = 0.05, figsize=(11.5, 4.4)) -> S
         "ratio": widgets.SelectionSlider(options=list(RATIOS), value=ratio, description="T_comm / T_compute",
                                          continuous_update=True),
     }
-    return SliderFigure(figure, controls, title=figure.caption)
+    return SliderFigure(figure, controls, title=figure.caption, repeat_frames=True)

@@ -145,4 +145,5 @@ def lr_widget(grids: dict, *, model: str = "line", k: int = 4, rule: str = "line
         return {}
 
     return SliderFigure(figure, controls, linked=linked,
-                        title="<b>Chapter 09</b>: pick k, a learning-rate rule and a warm-up; every curve is a real run.")
+                        title="<b>Chapter 09</b>: pick k, a learning-rate rule and a warm-up; every curve is a real run.",
+                        repeat_frames=True)

@@ -124,7 +124,7 @@ def pipeline_widget(grid: dict, *, p: int = 2, m: int = 4, schedule: str = "gpip
         "schedule": widgets.ToggleButtons(options=[(SCHEDULE_LABELS[s], s) for s in schedules], value=schedule,
                                           description="schedule", style=style),
     }
-    return SliderFigure(PipelineFigure(grid, figsize=figsize), controls)
+    return SliderFigure(PipelineFigure(grid, figsize=figsize), controls, repeat_frames=True)
 
 
 __all__ = ["PipelineFigure", "pipeline_widget"]

@@ -98,7 +98,9 @@ class ShardingFigure:
 
     def update(self, *, k: int, zero_stage: int, n_params: int, precision: str, device_gb: float):
         for s, line in self.lines.items():
-            line.set_ydata([held_bytes(n_params, j, s, precision)["total"] / 1e9 for j in KS])
+            y = [held_bytes(n_params, j, s, precision)["total"] / 1e9 for j in KS]
+            if not np.array_equal(line.get_ydata(orig=True), y):  # a line keeps its path on the log axes drawn
+                line.set_ydata(y)
             line.set_linewidth(3.2 if s == zero_stage else 1.6)
         self.device.set_ydata([device_gb, device_gb])
         held = held_bytes(n_params, k, zero_stage, precision)
@@ -147,7 +149,7 @@ def sharding_widget(*, k: int = 64, zero_stage: int = 0, n_params: int = 7_500_0
         "precision": widgets.ToggleButtons(options=[(w, p) for p, w in PRECISION_LABELS.items()], value=precision,
                                            description="precision", style=style),
     }
-    return SliderFigure(ShardingFigure(), controls)
+    return SliderFigure(ShardingFigure(), controls, repeat_frames=True)
 
 
 __all__ = ["ShardingFigure", "sharding_widget"]

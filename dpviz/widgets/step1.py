@@ -97,4 +97,5 @@ def eta_widget(x, y, *, knob: int = 0, steps: int = 8, start=LINE_START, eta: fl
                                     max=float(np.log10(etas[-1])), step=exponent_step, description="η",
                                     readout_format=".3f", continuous_update=True)
     return SliderFigure(figure, {"eta": slider},
-                        title=f"One training step: gradient descent on one machine, {steps} steps, knob {figure.base.knob_name}")
+                        title=f"One training step: gradient descent on one machine, {steps} steps, knob {figure.base.knob_name}",
+                        repeat_frames=True)

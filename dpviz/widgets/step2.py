@@ -96,4 +96,5 @@ def batch_widget(run, *, biased=None, step: int = 0, rank: int = 0, b: int = 8, 
     controls = {"b": widgets.IntSlider(value=b, min=1, max=n, description="b", continuous_update=True)}
     if biased is not None:
         controls["grab"] = widgets.ToggleButtons(options=["random", "biased"], value="random", description="grab")
-    return SliderFigure(figure, controls, title="A mini-batch: its gradient is the mean of the examples' gradients")
+    return SliderFigure(figure, controls, title="A mini-batch: its gradient is the mean of the examples' gradients",
+                        repeat_frames=True)

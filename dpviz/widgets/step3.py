@@ -101,4 +101,5 @@ def average_widget(run, *, step: int = 0, k: int | None = None, b: int | None = 
         "k": widgets.IntSlider(value=k, min=1, max=k_max, description="k (groups)", continuous_update=True),
         "b": widgets.IntSlider(value=b, min=1, max=total, description="b (per group)", continuous_update=True),
     }
-    return SliderFigure(figure, controls, title="The average of averages: the mean of all examples equals the mean of the group means")
+    return SliderFigure(figure, controls, title="The average of averages: the mean of all examples equals the mean of the group means",
+                        repeat_frames=True)

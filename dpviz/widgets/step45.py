@@ -92,7 +92,8 @@ def devices_widget(grid_runs: dict, *, k: int = 4, b: int = 8, step: int = 0, fi
     figure = GridFigure(grid_runs, lambda ax, slots: DeviceBoxes(ax, slots=slots, y_range=y_range(any_run), dots=True),
                         figsize=figsize, margins=dict(left=0.01, right=0.99, top=0.91, bottom=0.14))
     return SliderFigure(figure, _controls(ks, bs, steps, k, b, step),
-                        title="<b>Step 4</b>: every rank holds the same θ and sees its own slice; move k, b and the step.")
+                        title="<b>Step 4</b>: every rank holds the same θ and sees its own slice; move k, b and the step.",
+                        repeat_frames=True)
 
 
 def all_reduce_widget(grid_runs: dict, *, k: int = 4, b: int = 8, step: int = 0, figsize=(9, 6)) -> SliderFigure:
@@ -101,4 +102,5 @@ def all_reduce_widget(grid_runs: dict, *, k: int = 4, b: int = 8, step: int = 0,
     figure = GridFigure(grid_runs, lambda ax, slots: AllReduceFunnel(ax, slots=slots),
                         figsize=figsize, margins=dict(left=0.01, right=0.99, top=0.93, bottom=0.13))
     return SliderFigure(figure, _controls(ks, bs, steps, k, b, step),
-                        title="<b>Step 5</b>: the all-reduce averages the k arrows and hands the result to every rank.")
+                        title="<b>Step 5</b>: the all-reduce averages the k arrows and hands the result to every rank.",
+                        repeat_frames=True)

@@ -136,4 +136,5 @@ def summary_widget(run, times, *, step: int = 0, figsize=(7.4, 7.4)) -> SliderFi
     figure = SummaryFigure(run, times, step=step, figsize=figsize)
     slider = widgets.IntSlider(value=step, min=0, max=run.steps - 1, description="step", continuous_update=True)
     return SliderFigure(figure, {"step": slider},
-                        title=f"The whole picture, step by step: {run.steps} steps of a real run on k = {run.k} ranks")
+                        title=f"The whole picture, step by step: {run.steps} steps of a real run on k = {run.k} ranks",
+                        repeat_frames=True)

@@ -143,7 +143,8 @@ class StragglerFigure:
         for name, segments in (("measured", measured), ("modeled", modeled)):
             self.bars[name].show(segments)
             self.ticks[name].set(end_ms)
-            self.bars[name].ax.set_ylim(k - 0.4, -0.6)
+            if self.bars[name].ax.get_ylim() != (k - 0.4, -0.6):  # k's rows; setting limits costs
+                self.bars[name].ax.set_ylim(k - 0.4, -0.6)
             for r, label in enumerate(self.rank_labels[name]):
                 label.set_visible(r < k)
         wait = float(medians["wait"][s])
@@ -188,4 +189,4 @@ def straggler_widget(sweeps: dict, *, k: int | None = None, delay: float = 0.05,
             return {"k": min(kk for kk in ks if kk > values["slow_rank"])}
         return {}
 
-    return SliderFigure(figure, controls, linked=linked)
+    return SliderFigure(figure, controls, linked=linked, repeat_frames=True)
