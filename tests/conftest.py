@@ -38,6 +38,26 @@ def wheel_python(tmp_path_factory):
     return install_wheel(tmp_path_factory.mktemp("wheel-install"))
 
 
+@pytest.fixture(scope="session")
+def book_build(tmp_path_factory):
+    """One full build of the book (``book/build.py --clean``, as ``./run book`` makes it) for the whole session,
+    from notebooks/ or DPVIZ_BOOK_NOTEBOOKS: the finished process (its output), its site folder and its wall time."""
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    notebooks = Path(os.environ.get("DPVIZ_BOOK_NOTEBOOKS", root / "notebooks")).resolve()
+    base = tmp_path_factory.mktemp("book")
+    out = base / "site"
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, str(root / "book" / "build.py"), "--out", str(out), "--work", str(base / "work"),
+                           "--clean", "--notebooks", str(notebooks)], cwd=root, capture_output=True, text=True, timeout=900)
+    proc.site, proc.wall = out, time.perf_counter() - start
+    return proc
+
+
 @pytest.fixture
 def no_leftover_processes():
     """Fails the test if it leaves any child process behind."""

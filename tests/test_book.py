@@ -24,8 +24,6 @@ import html
 import json
 import os
 import re
-import subprocess
-import sys
 import threading
 import time
 import urllib.parse
@@ -39,7 +37,6 @@ from browser_support import find_chromium, launched_chromium
 from dpviz.teaching.questionbank import ALL_CARDS
 
 ROOT = Path(__file__).resolve().parents[1]
-BUILD = ROOT / "book" / "build.py"
 # the chapters to build: notebooks/, or a copy executed elsewhere (DPVIZ_BOOK_NOTEBOOKS=/tmp/x/notebooks)
 NOTEBOOK_DIR = Path(os.environ.get("DPVIZ_BOOK_NOTEBOOKS", ROOT / "notebooks")).resolve()
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
@@ -71,21 +68,15 @@ def summary(request):
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory, summary) -> Path:
-    """A full build (``--clean``) into a temporary folder, as ``./run book`` makes it."""
-    base = tmp_path_factory.mktemp("book")
-    out = base / "site"
-    start = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(BUILD), "--out", str(out), "--work", str(base / "work"), "--clean",
-                           "--notebooks", str(NOTEBOOK_DIR)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
-    wall = time.perf_counter() - start
+def site(book_build, summary) -> Path:
+    """A full build (``--clean``) into a temporary folder, as ``./run book`` makes it (conftest's, once a session)."""
+    proc = book_build
     assert proc.returncode == 0, f"book/build.py failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     built = [line for line in proc.stdout.splitlines() if line.startswith("book:")]
-    summary.lines.append((built[-1] if built else "book: built") + f" [{wall:.1f} s with interpreter start]")
+    summary.lines.append((built[-1] if built else "book: built") + f" [{proc.wall:.1f} s with interpreter start]")
     if proc.stderr.strip():
         summary.lines.append("build messages:\n" + proc.stderr.strip())
-    return out
+    return proc.site
 
 
 def test_site_has_a_page_for_every_notebook(site):

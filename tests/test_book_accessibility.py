@@ -3,15 +3,13 @@ an alt text, and no request to any host but the local server.
 
 axe-core comes from npm (``npm install --no-save axe-core@4`` in the repository: node_modules/ is git-ignored;
 .ci/run installs it); the module skips, saying so, where it or Chromium is missing. The site is site/ when that is
-newer than every chapter and every file of book/ (``./run book`` made it from what is committed now), otherwise a
-fresh build into a temporary folder (book/build.py, about a minute on 2 cores).
+newer than every chapter and every file of book/ (``./run book`` made it from what is committed now), otherwise the
+session's one fresh build into a temporary folder (conftest's ``book_build``, shared with test_book.py).
 """
 
 from __future__ import annotations
 
 import functools
-import subprocess
-import sys
 import threading
 import time
 import urllib.parse
@@ -37,15 +35,12 @@ def _fresh(site: Path) -> bool:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
+def site(request) -> Path:
     if _fresh(SITE):
         return SITE
-    base = tmp_path_factory.mktemp("book-a11y")
-    proc = subprocess.run([sys.executable, str(ROOT / "book" / "build.py"), "--out", str(base / "site"),
-                           "--work", str(base / "work"), "--clean"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=900)
+    proc = request.getfixturevalue("book_build")  # conftest's: the one build test_book.py opens too
     assert proc.returncode == 0, f"book/build.py failed:\n{proc.stdout}\n{proc.stderr}"
-    return base / "site"
+    return proc.site
 
 
 class _Quiet(SimpleHTTPRequestHandler):
