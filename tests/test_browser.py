@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from wheel_support import write_kernelspec
+from wheel_support import use_wheel_kernel
 from browser_support import (
     OUTPUT,
     PANEL_MAX_PX,
@@ -205,10 +205,7 @@ def lab(served_copy, tmp_path_factory, browser, timing, wheel_python):
     """
     base = tmp_path_factory.mktemp("lab")
     env = jupyter_env(base)
-    write_kernelspec(Path(env["JUPYTER_DATA_DIR"]) / "kernels", wheel_python)
-    env["JUPYTER_PREFER_ENV_PATH"] = "0"  # else this venv's own python3 kernelspec is found before the data dir's
-    env.pop("PYTHONPATH", None)
-    env.pop("VIRTUAL_ENV", None)
+    use_wheel_kernel(env, wheel_python)
     labconfig = Path(env["JUPYTER_CONFIG_DIR"]) / "labconfig"
     labconfig.mkdir(parents=True, exist_ok=True)
     (labconfig / "default_setting_overrides.json").write_text(json.dumps(LAB_SETTINGS, indent=1))
@@ -599,10 +596,7 @@ def voila(chromium, served_copy, tmp_path_factory, timing, wheel_python):
         pytest.skip(f"{VOILA_CHAPTER} is not in {NOTEBOOKS} yet, so there is nothing for Voilà to serve")
     env = jupyter_env(tmp_path_factory.mktemp("voila"))
     env["JUPYTER_PATH"] = str(ROOT / "share" / "jupyter")  # dpviz's Voilà template: the lab one, nothing from a CDN
-    write_kernelspec(Path(env["JUPYTER_DATA_DIR"]) / "kernels", wheel_python)
-    env["JUPYTER_PREFER_ENV_PATH"] = "0"  # else this venv's own python3 kernelspec is found before the data dir's
-    env.pop("PYTHONPATH", None)
-    env.pop("VIRTUAL_ENV", None)
+    use_wheel_kernel(env, wheel_python)
     token = secrets.token_hex(16)
 
     def cmd(port: int) -> list[str]:

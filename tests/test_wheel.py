@@ -23,28 +23,23 @@ ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
-@pytest.fixture(scope="module")
-def installed(wheel_python):
-    return wheel_python  # conftest's: built once per session, shared with the browser test
-
-
 def run_in(python, code: str, cwd) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     return subprocess.run([str(python), "-c", code], capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
 
 
-def test_the_wheel_is_what_imports_and_it_holds_no_solutions(installed, tmp_path):
-    where = run_in(installed, "import dpviz, dpviz.records.paths as p; print(dpviz.__file__); "
+def test_the_wheel_is_what_imports_and_it_holds_no_solutions(wheel_python, tmp_path):
+    where = run_in(wheel_python, "import dpviz, dpviz.records.paths as p; print(dpviz.__file__); "
                               "print(len(list(p.FIGURE_RECORDS.glob('*.json'))))", tmp_path)
     assert where.returncode == 0, where.stderr
     path, count = where.stdout.split()
     assert not Path(path).resolve().is_relative_to(ROOT), f"dpviz came from the checkout: {path}"
     assert int(count) == len(list((ROOT / "figures" / "records").glob("*.json")))  # the figure records, packaged
-    solutions = run_in(installed, "from dpviz.exercises.solutions import sgd_step", tmp_path)
+    solutions = run_in(wheel_python, "from dpviz.exercises.solutions import sgd_step", tmp_path)
     assert solutions.returncode != 0 and "ModuleNotFoundError" in solutions.stderr
 
 
-def test_every_chapter_runs_from_the_wheel_with_the_notebooks_alone(installed, tmp_path, request):
+def test_every_chapter_runs_from_the_wheel_with_the_notebooks_alone(wheel_python, tmp_path, request):
     if find_chromium() and any(item.path.name == "test_browser.py" and item.name.startswith("test_chapter_in_jupyterlab")
                                for item in request.session.items):
         pytest.skip("the browser test in this session runs every chapter in JupyterLab on this wheel's kernel, from "
@@ -55,10 +50,10 @@ def test_every_chapter_runs_from_the_wheel_with_the_notebooks_alone(installed, t
         shutil.copy(chapter, copy / chapter.name)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["JUPYTER_PATH"] = str(tmp_path / "jupyter")  # this environment's kernel, not one registered elsewhere
-    write_kernelspec(tmp_path / "jupyter" / "kernels", installed)
+    write_kernelspec(tmp_path / "jupyter" / "kernels", wheel_python)
 
     def execute(chapter: Path):
-        done = subprocess.run([str(installed), "-m", "nbconvert", "--to", "notebook", "--execute",
+        done = subprocess.run([str(wheel_python), "-m", "nbconvert", "--to", "notebook", "--execute",
                                "--ExecutePreprocessor.timeout=300", "--ExecutePreprocessor.kernel_name=python3",
                                "--output", f"{chapter.stem}.run.ipynb", chapter.name],
                               capture_output=True, text=True, cwd=copy, env=env, timeout=900)

@@ -51,3 +51,16 @@ def write_kernelspec(kernels: Path, python: Path, name: str = "python3") -> Path
         "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "Python 3 (the dpviz wheel)", "language": "python"}))
     return folder
+
+
+def use_wheel_kernel(env: dict, python: Path) -> None:
+    """Make a Jupyter server started with ``env`` run its ``python3`` kernels on ``python`` (the wheel's).
+
+    The kernelspec goes under ``env``'s JUPYTER_DATA_DIR, which Jupyter must search before this virtual
+    environment's own ``share/jupyter`` (JUPYTER_PREFER_ENV_PATH=0); nothing of this environment's paths is
+    passed on to the kernel.
+    """
+    write_kernelspec(Path(env["JUPYTER_DATA_DIR"]) / "kernels", python)
+    env["JUPYTER_PREFER_ENV_PATH"] = "0"
+    env.pop("PYTHONPATH", None)
+    env.pop("VIRTUAL_ENV", None)
