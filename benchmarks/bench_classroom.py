@@ -46,6 +46,10 @@ SETUP = "import dpviz.runs\ndpviz.runs.warm_up()\nfrom dpviz.runs.training impor
 LIVE_RUN = "run = record_run(k=2, b=8, steps=5)\nprint('CHECK', run.check())\n"
 
 
+def usable_cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
 def alive(p: psutil.Process) -> bool:
     try:
         return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
@@ -142,7 +146,7 @@ def main(argv=None) -> int:
     if args.chapter is not None:
         return run_all_chapter(args)
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = usable_cores()
     print(f"{cores} cores, load average {os.getloadavg()[0]:.2f}; {args.kernels} kernels x 2 ranks", flush=True)
     with tempfile.TemporaryDirectory(prefix="dpviz-bench-classroom-") as tmp:
         begin = time.perf_counter()
@@ -212,7 +216,7 @@ def chapter_cells(chapter: str) -> tuple[Path, list[str]]:
 def run_all_chapter(args) -> int:
     """Every kernel runs the whole chapter at once; each must finish every cell without an error."""
     path, cells = chapter_cells(args.chapter)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = usable_cores()
     print(f"{cores} cores, load average {os.getloadavg()[0]:.2f}; {args.kernels} kernels, each running all "
           f"{len(cells)} code cells of {path.name}", flush=True)
     with tempfile.TemporaryDirectory(prefix="dpviz-bench-classroom-") as tmp:
