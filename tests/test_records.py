@@ -79,6 +79,35 @@ def test_round_trip_keeps_every_array_and_field(run, tmp_path):
         assert set(z.files) == set(run.arrays)
 
 
+def test_large_arrays_are_read_from_their_file_at_each_use_and_survive_a_replaced_path(tmp_path):
+    import copy
+    import pickle
+
+    from dpviz.records import schema
+
+    big = Run.load(FIGURE_RECORDS / "mlp_k2")
+    stored = {name for name, a in big.arrays.items() if a.nbytes > schema.HELD_BYTES}
+    assert {"local_grad", "reduced_grad", "big_grad"} <= stored  # the MLP gradients: every rank at every step
+    assert stored == set(big.arrays._stored) and not stored & set(big.arrays._held)
+    first = big.local_grad
+    assert first is not big.local_grad and np.array_equal(first, big.local_grad)
+    with pytest.raises(ValueError, match="read-only"):
+        first[0, 0, 0] = 1.0  # a change that the next read would lose is refused
+    assert big.check().startswith("every rank received")
+
+    stem = big.save(tmp_path / "big")
+    again = Run.load(stem)
+    want = np.array(again.local_grad)
+    small = Run.load(FIGURE_RECORDS / "line_k4")
+    small.save(tmp_path / "big")  # the path now names another record, written by an atomic rename
+    np.testing.assert_array_equal(again.local_grad, want)  # the open file is the one that was loaded and checked
+
+    for clone in (pickle.loads(pickle.dumps(big)), copy.deepcopy(big)):
+        assert type(clone.arrays) is dict and np.array_equal(clone.local_grad, first)
+    big.arrays["local_grad"] = np.zeros_like(first)  # an assigned array is held
+    assert not big.local_grad.any() and "local_grad" in big.arrays and len(big.arrays) == len(clone.arrays)
+
+
 def test_declared_arrays_are_attributes(run):
     assert run.local_grad.shape == (run.steps, run.k, 2)
     assert Run.local_grad.__doc__.startswith("(steps, k, P)")

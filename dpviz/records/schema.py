@@ -30,6 +30,7 @@ import os
 import re
 import tempfile
 import zipfile
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +39,7 @@ import numpy as np
 DTYPES = ("float32", "float64", "int64", "bool", "str", "bytes")  # "str": numpy unicode; "bytes": numpy S
 MAX_HEADER_BYTES = 16 << 20   # a record's .json is metadata: kilobytes; refuse anything near this
 MAX_ARRAY_BYTES = 2 << 30     # what a load may decompress, from the shapes the .npz declares, before it reads a byte
+HELD_BYTES = 1 << 20          # a loaded array larger than this is read from its file at each use instead of kept in memory
 
 
 @dataclass(frozen=True)
@@ -372,11 +374,14 @@ def load(path) -> Record:
             f"path {str(json_path)!r} holds a {kind!r} record of schema_version {version!r}; this dpviz reads "
             f"schema_version {cls.KIND.version} (record it again with this dpviz)."
         )
+    z = None
     try:
-        with np.load(npz_path, allow_pickle=False) as z:
-            _check_sizes(z, npz_path)
-            arrays = {name: z[name] for name in z.files}
+        z = np.load(npz_path, allow_pickle=False)
+        _check_sizes(z, npz_path)
+        arrays = {name: z[name] for name in z.files}
     except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as e:
+        if z is not None:
+            z.close()
         if isinstance(e, ValueError) and str(e).startswith("path "):
             raise
         raise ValueError(f"path {str(npz_path)!r} is truncated or damaged and cannot be read ({type(e).__name__}).") from None
@@ -387,10 +392,73 @@ def load(path) -> Record:
     if sorted(arrays) != sorted(names):
         odd = sorted(set(arrays) ^ set(names))[0]
         raise ValueError(f"path {str(npz_path)!r} and its header disagree about the array {odd!r}.")
+    try:
+        cls.KIND.validate(meta, arrays, f"path {str(npz_path)!r}")
+    except ValueError:
+        z.close()
+        raise
     record = cls.__new__(cls)
-    record.meta, record.arrays = meta, arrays
-    cls.KIND.validate(meta, arrays, f"path {str(npz_path)!r}")
+    record.meta, record.arrays = meta, StoredArrays(arrays, z)
     return record
+
+
+class StoredArrays(MutableMapping):
+    """A loaded record's arrays, by name: each one over :data:`HELD_BYTES` is read again from its file at each use.
+
+    A chapter's set-up loads every record its figures need, and a few of them (the MLP runs' gradients, every
+    rank at every step) are tens of MB that a check reads once; holding them would double what an idle kernel
+    costs. Each large array was read and validated by :func:`load` like the others; it is then dropped, and the
+    ``.npz`` stays open, so a later read comes from the same file even if the path now names a newer record.
+    A large array comes back read-only (a change to it would be lost at the next read); assigning a new array
+    to a name keeps that one in memory. A pickled or copied record carries plain arrays.
+    """
+
+    def __init__(self, arrays: dict, npz):
+        self._held = {name: a for name, a in arrays.items() if a.nbytes <= HELD_BYTES}
+        self._stored = [name for name in arrays if name not in self._held]
+        self._npz = npz if self._stored else None
+        self._order = list(arrays)
+        if self._npz is None:
+            npz.close()
+
+    def __getitem__(self, name):
+        if name in self._held:
+            return self._held[name]
+        if name not in self._stored:
+            raise KeyError(name)
+        array = self._npz[name]
+        array.setflags(write=False)
+        return array
+
+    def __setitem__(self, name, value):
+        self._held[name] = value
+        if name in self._stored:
+            self._stored.remove(name)
+        elif name not in self._order:
+            self._order.append(name)
+
+    def __delitem__(self, name):
+        if name not in self._held and name not in self._stored:
+            raise KeyError(name)
+        self._held.pop(name, None)
+        if name in self._stored:
+            self._stored.remove(name)
+        self._order.remove(name)
+
+    def __iter__(self):
+        return iter(list(self._order))
+
+    def __len__(self):
+        return len(self._order)
+
+    def __contains__(self, name):
+        return name in self._held or name in self._stored
+
+    def __reduce__(self):
+        return dict, (dict(self.items()),)
+
+    def __repr__(self):
+        return f"StoredArrays({', '.join(self._order)}; read at each use: {', '.join(self._stored) or 'none'})"
 
 
 def _check_sizes(z, npz_path) -> None:
