@@ -23,7 +23,11 @@ import warnings
 from dpviz.checks import check_choice
 
 START_METHODS = ("forkserver", "spawn")  # DPVIZ_START_METHOD; forkserver is the default where the OS has one
-FORK_SERVER_PRELOAD = ("numpy", "torch", "torch.distributed")  # imported once, by the fork server
+# Imported once, by the fork server, so that every rank starts with them imported. The last one is what torch
+# imports, with sympy, the first time a process calls backward with a given gradient (a pipeline stage's
+# backward(grad_out), tensor parallelism's y.backward(dy)): 0.6-0.8 s of a rank's first step on 2 cores, and
+# 40 MB of each rank's memory, paid here once instead (the ranks share the server's pages).
+FORK_SERVER_PRELOAD = ("numpy", "torch", "torch.distributed", "torch.fx.experimental.symbolic_shapes")
 FORK_SERVER_IDLE = 600.0  # seconds without a run after which the fork server exits
 
 _runs_lock = threading.Lock()

@@ -98,6 +98,7 @@ class PipelineConfig:
 def assemble(config: PipelineConfig, results: list[dict], backend: str) -> PipelineRun:
     """Stack the stages' results into one :class:`PipelineRun`, with the unsplit model's outputs and gradient."""
     big_output, big_grad, big_loss = results[0]["unsplit"]  # the whole model, run by rank 0
+    big_output, big_grad = big_output.copy(), big_grad.copy()  # configs with one model share it: a record owns its own
     grads = [r["grad"] for r in results]
     bounds = np.cumsum([0] + [len(g) for g in grads])
     grad = np.concatenate(grads)

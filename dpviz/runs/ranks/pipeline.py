@@ -121,7 +121,8 @@ def pipeline_worker(rank: int, world_size: int, configs: list) -> list[dict]:
 
     Numpy results; None for a config with fewer stages than ranks on the ranks it leaves out, which
     wait in a barrier (asleep, so the stages have the cores) until its timed steps are done. Rank 0's
-    results also hold each config's :func:`unsplit` reference, computed once every step is timed.
+    results also hold each config's :func:`unsplit` reference, computed once every step is timed (once
+    for all the configs with the same model and batch).
     """
     out, step = [], 0
     for config in configs:
@@ -160,8 +161,12 @@ def pipeline_worker(rank: int, world_size: int, configs: list) -> list[dict]:
         })
         dist.barrier()  # the next config's warm-up starts together
     if rank == 0:
+        references = {}  # configs that differ only in p, m or schedule share one model and batch: one reference
         for config, result in zip(configs, out):
-            result["unsplit"] = unsplit(config)
+            key = (config.width, config.depth, config.batch, config.seed)
+            if key not in references:
+                references[key] = unsplit(config)
+            result["unsplit"] = references[key]
     return out
 
 
