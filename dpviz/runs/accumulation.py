@@ -116,8 +116,9 @@ def micro_batches_of(global_batch: int, m: int) -> int:
 
 def assemble(config: AccumConfig, results: list, launched: int, backend: str) -> AccumulationRun:
     """Stack the ranks' results for one configuration into an :class:`AccumulationRun`, with the big-batch check."""
+    shares = {step: grad for r in results for step, grad in r["big_share"].items()}  # the ranks took turns
+    big = np.stack([shares[step] for step in range(config.steps)])  # each update's examples in one backward pass
     results = results[: config.k]
-    big = results[0]["big_grad"]  # rank 0's: each update's examples in one backward pass
     grads = np.stack([r["grad"] for r in results], axis=1)  # (steps, k, P)
     arrays = {
         name: np.stack([r[name] for r in results], axis=1)

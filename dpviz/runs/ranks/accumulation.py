@@ -1,7 +1,9 @@
 """The rank side of :mod:`dpviz.runs.accumulation`: every configuration's micro-batches, syncs and steps, in torch.
 
-After each configuration, rank 0 also computes the gradient of each update's examples in one backward
-pass on a fresh model (:func:`big_batch_grad`), the reference the accumulated gradients are checked against.
+Once every configuration has run, the ranks compute the gradient of each update's examples in one
+backward pass on a fresh model (:func:`big_batch_grad`), the reference the accumulated gradients are
+checked against: rank 0 hands every rank the parameters each update started from, and rank r takes the
+updates r, r + k, r + 2k, ... (one thread each, so every rank gives the bits one process would).
 """
 
 from __future__ import annotations
@@ -156,8 +158,9 @@ def _run_one(rank: int, config: AccumConfig, x_all, y_all, step_offset: int) -> 
 
 
 def accumulation_worker(rank: int, world_size: int, configs: list) -> list:
-    """What one rank does: every configuration in turn (those with k = 1 in rank 0 only). Returns numpy data;
-    rank 0's also holds each configuration's big-batch reference (:func:`big_batch_check`)."""
+    """What one rank does: every configuration in turn (those with k = 1 in rank 0 only), then its share of
+    every configuration's big-batch references (:func:`big_batch_share`). Returns numpy data, one dict per
+    configuration (a rank left out of a k = 1 configuration holds only its references)."""
     if dist.get_backend() == "nccl":
         raise ValueError("backend must be gloo: these runs time CPU processes.")
     threads = torch.get_num_threads()
@@ -174,11 +177,21 @@ def accumulation_worker(rank: int, world_size: int, configs: list) -> list:
                 data[key] = tuple(map(torch.from_numpy, teacher_data(config.dataset_size, config.d_in, seed=config.seed)))
             result = _run_one(rank, config, *data[key], offset)
             result["threads"] = threads
-            if rank == 0:
-                result["big_grad"], result["batch_index"] = big_batch_check(config, result["history"], *data[key])
             results.append(result)
             done = offset + config.steps - 1
         offset += config.steps
+    _barrier(done)  # every configuration has run on every rank
+    for i, config in enumerate(configs):
+        key = (config.dataset_size, config.d_in, config.seed)
+        if key not in data:
+            data[key] = tuple(map(torch.from_numpy, teacher_data(config.dataset_size, config.d_in, seed=config.seed)))
+        history = results[i]["history"] if rank == 0 else None
+        share, rows = big_batch_share(config, history, *data[key], rank, world_size)
+        if results[i] is None:
+            results[i] = {}
+        results[i]["big_share"] = share
+        if rank == 0:
+            results[i]["batch_index"] = rows
     return results
 
 
@@ -197,12 +210,19 @@ def _barrier(step: int) -> None:
 
 
 
-def big_batch_check(config: AccumConfig, history: np.ndarray, x_all: torch.Tensor, y_all: torch.Tensor):
-    """Each update's rows, (steps, global_batch), and the gradient of all its examples at the parameters it
-    started from, (steps, P): in this rank, with the ranks' one thread, so one process gives the very same bits."""
+def big_batch_share(config: AccumConfig, history, x_all: torch.Tensor, y_all: torch.Tensor, rank: int,
+                    world_size: int) -> tuple[dict, np.ndarray]:
+    """This rank's share of one configuration's references: {update: the gradient of all its examples at the
+    parameters it started from, (P,)} for updates rank, rank + world_size, ...; and every update's rows,
+    (steps, global_batch). ``history`` (steps + 1, P) is rank 0's record of the parameters; rank 0 sends it."""
+    n_params = sum(q.numel() for q in make_model(config).parameters())
+    start = torch.from_numpy(history) if rank == 0 else torch.empty(config.steps + 1, n_params)
+    if world_size > 1:
+        dist.broadcast(start, src=0)
     rows = [batch_rows(config, step) for step in range(config.steps)]
-    big = np.stack([big_batch_grad(config, history[s], x_all[r], y_all[r]) for s, r in enumerate(rows)])
-    return big, np.stack([r.numpy() for r in rows])
+    share = {s: big_batch_grad(config, start[s].numpy(), x_all[rows[s]], y_all[rows[s]])
+             for s in range(rank, config.steps, world_size)}
+    return share, np.stack([r.numpy() for r in rows])
 
 
 def big_batch_grad(config: AccumConfig, flat: np.ndarray, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
