@@ -19,6 +19,7 @@ import matplotlib as mpl
 
 from dpviz.figures import GROUPS
 from dpviz.records import provenance
+from dpviz.widgets.agg import FastCanvas
 
 
 def regenerate(out="figures", *, quick: bool = False, progress: bool = True, records=None) -> list[Path]:
@@ -46,6 +47,7 @@ def regenerate(out="figures", *, quick: bool = False, progress: bool = True, rec
     written, manifest = [], {}
     for group in GROUPS:
         for name, (fig, sources) in group.draw(recorded[group.plan.name]).items():
+            FastCanvas(fig)  # the PNG is Agg's, its text drawn from layouts and glyphs kept across the figures
             for suffix in ("png", "svg"):
                 path = out / f"{name}.{suffix}"
                 with mpl.rc_context({"svg.hashsalt": name}):  # stable element ids: an unchanged figure, an unchanged file
