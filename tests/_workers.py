@@ -76,3 +76,10 @@ def all_reduce_loop(rank, world_size, pid_dir, steps, pause):
         dist.all_reduce(t)
         report_progress(step)
         time.sleep(pause)
+
+
+def imported(rank, world_size, names):
+    """Which of the modules ``names`` this rank found imported when it started (inherited from the fork server)."""
+    import sys
+
+    return [name in sys.modules for name in names]

@@ -191,6 +191,23 @@ def test_warm_up_starts_the_server_that_the_first_run_uses(no_leftover_processes
     assert [r["ppid"] for r in ranks] == [server] * 2
 
 
+def test_warm_up_for_backward_with_a_gradient_has_the_server_import_it_once(no_leftover_processes, monkeypatch):
+    from dpviz.runs import forkserver
+
+    monkeypatch.delenv("DPVIZ_START_METHOD", raising=False)
+    monkeypatch.setattr(forkserver, "_extra_preload", [])
+    names = list(forkserver.BACKWARD_WITH_GRADIENT)
+    launcher.stop_fork_server()
+    launcher.warm_up()
+    assert launch(_workers.imported, 1, args=(names,)) == [[False] * len(names)]  # a plain server: not imported
+    launcher.stop_fork_server()
+    launcher.warm_up(backward_with_gradient=True)
+    assert launch(_workers.imported, 2, args=(names,)) == [[True] * len(names)] * 2  # every rank starts with it
+    launcher.stop_fork_server()
+    with pytest.raises(TypeError, match="backward_with_gradient must be True or False; got 'yes'"):
+        launcher.warm_up(backward_with_gradient="yes")
+
+
 def test_warm_up_with_spawn_or_a_bad_start_method_starts_nothing(no_leftover_processes, monkeypatch):
     launcher.stop_fork_server()
     monkeypatch.setenv("DPVIZ_START_METHOD", "spawn")

@@ -23,13 +23,15 @@ import warnings
 from dpviz.checks import check_choice
 
 START_METHODS = ("forkserver", "spawn")  # DPVIZ_START_METHOD; forkserver is the default where the OS has one
-# Imported once, by the fork server, so that every rank starts with them imported. The last one is what torch
-# imports, with sympy, the first time a process calls backward with a given gradient (a pipeline stage's
-# backward(grad_out), tensor parallelism's y.backward(dy)): 0.6-0.8 s of a rank's first step on 2 cores, and
-# 40 MB of each rank's memory, paid here once instead (the ranks share the server's pages).
-FORK_SERVER_PRELOAD = ("numpy", "torch", "torch.distributed", "torch.fx.experimental.symbolic_shapes")
+FORK_SERVER_PRELOAD = ("numpy", "torch", "torch.distributed")  # imported once, by the fork server
+# What torch imports, with sympy, the first time a process calls backward with a given gradient (a pipeline
+# stage's out.backward(grad_out), tensor parallelism's y.backward(dy)): 0.6-0.8 s of each such rank's first
+# step on 2 cores. warm_up(backward_with_gradient=True) has the server import it once for all its ranks, for
+# about 40 MB more in the server (and so in an idle chapter's memory), which the ranks then share.
+BACKWARD_WITH_GRADIENT = ("torch.fx.experimental.symbolic_shapes",)
 FORK_SERVER_IDLE = 600.0  # seconds without a run after which the fork server exits
 
+_extra_preload: list = []  # modules warm_up was asked to add to FORK_SERVER_PRELOAD for the next server
 _runs_lock = threading.Lock()
 _runs_in_flight = 0
 _idle_timer = None
@@ -85,7 +87,7 @@ def _context():
         method = "spawn"  # Windows has no fork server
     ctx = multiprocessing.get_context(method)  # a local context: the global start method is left alone
     if method == "forkserver":
-        ctx.set_forkserver_preload(list(FORK_SERVER_PRELOAD))
+        ctx.set_forkserver_preload(list(FORK_SERVER_PRELOAD) + _extra_preload)
     return ctx
 
 
@@ -109,7 +111,7 @@ def start_fork_server() -> bool:
     return True
 
 
-def warm_up() -> None:
+def warm_up(*, backward_with_gradient: bool = False) -> None:
     """Start the fork server in the background, so that the first run finds torch imported there.
 
     A chapter's set-up cell calls this: while the student reads, the server imports torch, and the
@@ -117,7 +119,15 @@ def warm_up() -> None:
     import. It returns at once, and does nothing where a server runs already or ranks are spawned
     (DPVIZ_START_METHOD=spawn). Only a head start: if the server cannot start now, a warning says
     why and the first run tries again (and raises what stops it).
+
+    ``backward_with_gradient=True``, for a chapter whose ranks call ``backward`` with a given gradient
+    (pipeline stages, tensor parallelism), has the server also import :data:`BACKWARD_WITH_GRADIENT`,
+    which each such rank would otherwise import on its first step; it applies to a server not yet started.
     """
+    if not isinstance(backward_with_gradient, bool):
+        raise TypeError(f"backward_with_gradient must be True or False; got {backward_with_gradient!r}.")
+    if backward_with_gradient:
+        _extra_preload.extend(m for m in BACKWARD_WITH_GRADIENT if m not in _extra_preload)
     try:
         start_fork_server()
     except Exception as e:  # noqa: BLE001 - shown in the warning; the first run raises it properly
