@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import html
 
+from matplotlib.backend_bases import FigureCanvasBase
 from matplotlib.figure import Figure
 
 from dpviz.plots.style import is_source_note
@@ -45,7 +46,7 @@ class CaptionedFigure(Figure):
 
         from dpviz.widgets.agg import FastCanvas
 
-        if type(self.canvas).__name__ == "FigureCanvasBase":
+        if type(self.canvas) is FigureCanvasBase:  # not yet given a canvas of its own
             FastCanvas(self)  # Agg, with each word's layout and each glyph kept for the chapter's later figures
         alt = self.alt or describe(self)
         png = base64.b64encode(print_figure(self, "png", bbox_inches="tight")).decode("ascii")

@@ -165,28 +165,29 @@ def accumulation_worker(rank: int, world_size: int, configs: list) -> list:
         raise ValueError("backend must be gloo: these runs time CPU processes.")
     threads = torch.get_num_threads()
     results, offset, done = [], 0, -1
-    data = {}
+    data = {}  # (dataset_size, d_in, seed) -> the data set as tensors, made once per rank
+
+    def data_for(config):
+        key = (config.dataset_size, config.d_in, config.seed)
+        if key not in data:
+            data[key] = tuple(map(torch.from_numpy, teacher_data(config.dataset_size, config.d_in, seed=config.seed)))
+        return data[key]
+
     for config in configs:
         _barrier(done)  # nobody starts a configuration before everyone has finished the last one
         if config.k == 1 and rank > 0:
             results.append(None)
             done = offset + config.steps - 1  # where rank 0 is heading while this rank waits
         else:
-            key = (config.dataset_size, config.d_in, config.seed)
-            if key not in data:
-                data[key] = tuple(map(torch.from_numpy, teacher_data(config.dataset_size, config.d_in, seed=config.seed)))
-            result = _run_one(rank, config, *data[key], offset)
+            result = _run_one(rank, config, *data_for(config), offset)
             result["threads"] = threads
             results.append(result)
             done = offset + config.steps - 1
         offset += config.steps
     _barrier(done)  # every configuration has run on every rank
     for i, config in enumerate(configs):
-        key = (config.dataset_size, config.d_in, config.seed)
-        if key not in data:
-            data[key] = tuple(map(torch.from_numpy, teacher_data(config.dataset_size, config.d_in, seed=config.seed)))
         history = results[i]["history"] if rank == 0 else None
-        share, rows = big_batch_share(config, history, *data[key], rank, world_size)
+        share, rows = big_batch_share(config, history, *data_for(config), rank, world_size)
         if results[i] is None:
             results[i] = {}
         results[i]["big_share"] = share
