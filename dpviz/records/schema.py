@@ -438,7 +438,7 @@ class StoredArrays(MutableMapping):
             self._order.append(name)
 
     def __delitem__(self, name):
-        if name not in self._held and name not in self._stored:
+        if name not in self._order:
             raise KeyError(name)
         self._held.pop(name, None)
         if name in self._stored:
@@ -451,8 +451,8 @@ class StoredArrays(MutableMapping):
     def __len__(self):
         return len(self._order)
 
-    def __contains__(self, name):
-        return name in self._held or name in self._stored
+    def __contains__(self, name):  # by name: Mapping's own would read a large array to answer
+        return name in self._order
 
     def __reduce__(self):
         return dict, (dict(self.items()),)
