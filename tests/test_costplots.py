@@ -453,6 +453,34 @@ def test_widget_blitted_frames_match_full_redraws(bench, runs):
         assert_blit_is_right(sf, str(move))  # the legends sit under the Axes: nothing runs into them
 
 
+def test_widget_frames_replayed_from_kept_drawings_are_those_a_fresh_widget_draws(bench, runs):
+    """Each move redraws only the artists it changed and replays the others' last drawing calls: after moves away
+    and back (the time axis moving, a frame sent again instead of drawn, a full draw elsewhere that marks every
+    artist drawn), the frame is the one a fresh widget draws at that setting, byte for byte."""
+    sf = costs_widget(measured_bench=bench, measured_runs=runs)
+    start = dict(sf.values)
+    there = dict(k=40, t_compute=0.02, M=5e8, alpha=3e-4, beta=2e7, formula="notes", preset="NVLink")
+    for name, value in there.items():
+        sf.set(**{name: value})  # one control at a time: what it leaves alone is replayed
+        sf.set(**{name: start[name]})  # back: a frame sent again, not drawn
+        animated = [a for a in sf.fig.findobj() if a.get_animated() and a is not sf.fig]
+        for artist in animated:
+            artist.set_animated(False)
+        sf.fig.canvas.draw()  # marks every artist drawn, as a savefig would
+        for artist in animated:
+            artist.set_animated(True)
+        sf.set(k=sf.values["k"] % 64 + 1)  # a move that leaves most artists alone
+        fresh = costs_widget(measured_bench=bench, measured_runs=runs, **_start_values(sf.values))
+        assert sf.png(full=False) == fresh.image.value, name
+        sf.set(**start)
+    assert sf._kept is not None and len(sf._kept._kept) > 20  # most artists were replayed, not drawn
+
+
+def _start_values(values: dict) -> dict:
+    """costs_widget's keyword arguments that start it at ``values`` (α and β come from the preset)."""
+    return {name: values[name] for name in ("k", "t_compute", "M", "formula", "preset")}
+
+
 def test_widget_moves_never_draw_the_whole_figure(bench, runs):
     """The axes stay put (or, for the time axis, are artists moved like the bars): every move is a blit."""
     sf = costs_widget(measured_bench=bench, measured_runs=runs)

@@ -289,6 +289,77 @@ def test_the_glyph_cache_lays_out_and_measures_text_as_freetype_does():
                     plain.get_text_width_height_descent(s, prop, False), (s, family, size, weight, dpi)
 
 
+def test_texts_drawn_with_their_layout_kept_are_what_text_draw_draws():
+    """agg.draw_text (a text's layout kept by string and style, then Text.draw's steps) gives Text.draw's pixels, bit
+    for bit, for the kinds of text the panels animate; a text it does not cover (an arrow, a box) it leaves alone."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    import dpviz.widgets.agg as agg
+
+    fig = Figure(figsize=(4, 3), dpi=80)
+    agg.FastCanvas(fig)
+    ax = fig.add_subplot()
+    texts = [ax.text(0.2, 0.5, "  0.139 s at k = 8", fontsize=9), fig.text(0.01, 0.98, "S = 7.19 (90% of k)", va="top"),
+             ax.text(0.5, 0.4, "two\nlines", ha="center", va="top", rotation=30, color="C1"),
+             ax.text(0.9, 0.1, "clipped at the Axes", clip_on=True, ha="right", va="bottom", alpha=0.5),
+             ax.annotate("S = 21.3 at k = 32", (0.5, 0.5), xytext=(-12, 12), textcoords="offset points", ha="right",
+                         va="center", weight="bold", annotation_clip=False)]
+    for _ in range(2):  # the second time from the kept layouts
+        for text in texts:
+            drawn = []
+            for draw in (text.draw, lambda renderer: agg.draw_text(text, renderer)):
+                renderer = agg.GlyphCacheRenderer(*fig.canvas.get_width_height(physical=True), fig.dpi)
+                assert draw(renderer) in (None, True)
+                drawn.append(np.asarray(renderer.buffer_rgba()).copy())
+            assert drawn[0].any() and np.array_equal(drawn[0], drawn[1]), text.get_text()
+    arrow = ax.annotate("k", (0.5, 0.5), xytext=(0.1, 0.1), arrowprops=dict(arrowstyle="->"), annotation_clip=False)
+    boxed = ax.text(0.5, 0.5, "boxed", bbox=dict(facecolor="white"))
+    assert not agg.draw_text(arrow, fig.canvas.get_renderer()) and not agg.draw_text(boxed, fig.canvas.get_renderer())
+
+
+def test_kept_drawings_replay_what_drawing_draws_and_draw_again_what_changed():
+    """An unchanged artist's replayed calls give the pixels its draw gives, bit for bit; one changed through a
+    setter, or whose Axes moved, is drawn again; forget_changed drops what a changed artist drew before."""
+    import numpy as np
+    from matplotlib.figure import Figure
+
+    import dpviz.widgets.agg as agg
+
+    fig = Figure(figsize=(4, 3), dpi=80)
+    agg.FastCanvas(fig)
+    ax = fig.add_subplot(yscale="log")
+    line, = ax.plot([1, 2, 3], [1, 4, 2], marker="o", markevery=(0.1, 0.3), linewidth=2)
+    bar = ax.barh(2, 1.5, height=0.5, hatch="//", edgecolor="k")[0]
+    label = ax.annotate("S = 4", (2, 4), xytext=(6, 6), textcoords="offset points", annotation_clip=False)
+    kept = agg.KeptDrawings()
+    size = fig.canvas.get_width_height(physical=True)
+
+    def frame(draw):
+        renderer = agg.GlyphCacheRenderer(*size, fig.dpi)
+        for artist in (line, bar, label):
+            draw(artist, renderer)
+        return np.asarray(renderer.buffer_rgba()).copy()
+
+    def state():
+        return ax.viewLim.bounds, ax.bbox.bounds
+
+    def direct(artist, renderer):
+        artist.draw(renderer)
+
+    for change in (lambda: None, lambda: line.set_ydata([2, 1, 3]), lambda: bar.set_width(0.5),
+                   lambda: label.set_text("S = 2"), lambda: ax.set_xlim(0, 5)):
+        change()
+        kept.forget_changed()
+        assert np.array_equal(frame(lambda a, r: kept.draw(a, r, state())), frame(direct))  # kept drawings made
+        replayed = frame(lambda a, r: kept.draw(a, r, state()))  # ... and replayed: none of them is stale
+        assert np.array_equal(replayed, frame(direct)) and len(kept._kept) == 3
+    line.set_ydata([3, 3, 1])  # changed, then marked drawn by a draw elsewhere: forget_changed came first
+    kept.forget_changed()
+    line.draw(fig.canvas.get_renderer())
+    assert np.array_equal(frame(lambda a, r: kept.draw(a, r, state())), frame(direct))
+
+
 def test_png_writer_reuses_unchanged_rows_and_writes_what_a_fresh_writer_writes():
     """Each frame's PNG, written after other frames (bands of rows unchanged since reused), is the file a fresh
     writer gives for it, and decodes to its pixels."""

@@ -125,13 +125,17 @@ class TimelineBars:
         if unit is not None:
             self.unit, self.scale = unit, UNITS[unit]
         scale = self.scale
+        # Only what changed is set: a setter marks its artist changed even when the value is the same, and a
+        # widget redraws the artists marked changed.
         for compute, comm, label, row in zip(self.compute, self.comm, self.labels, rows):
-            compute.set_width(row.t_compute / scale)
-            comm.set_x(row.t_compute / scale)
-            comm.set_width(row.t_comm / scale)
+            for now, value, set_ in ((compute.get_width(), row.t_compute / scale, compute.set_width),
+                                     (comm.get_x(), row.t_compute / scale, comm.set_x),
+                                     (comm.get_width(), row.t_comm / scale, comm.set_width),
+                                     (label.get_position()[0], row.t_step / scale, label.set_x)):
+                if now != value:
+                    set_(value)
             if compute.get_hatch() != self._hatch(row):  # a row that turned from measured to modeled, or back
                 compute.set_hatch(self._hatch(row))
                 comm.set_hatch(_comm(self._hatch(row)))
-            label.set_x(row.t_step / scale)
-            label.set_text("  " + row_label(row, self.unit, scale, tag=self.mark_source))
-        self.labels[-1].set_text(self.labels[-1].get_text() + suffix)
+            words = "  " + row_label(row, self.unit, scale, tag=self.mark_source)
+            label.set_text(words + suffix if label is self.labels[-1] else words)  # set_text leaves equal words be

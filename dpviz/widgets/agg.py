@@ -11,17 +11,26 @@ bitmap moved, so the pixels drawn are those of :class:`~matplotlib.backends.back
 a level in 255 where two glyphs overlap (a kerned pair may, by a pixel). A text's size (which places it, and
 which Agg measures by laying the whole string out again) is put together from its words' layouts too.
 
+A move also draws again artists it did not change, and most of an artist's drawing time is matplotlib working
+out in Python what to ask the renderer: :class:`KeptDrawings` keeps the renderer calls each artist made and makes
+them again while the artist is unchanged, and :func:`draw_text` draws a text with its layout kept.
+
     FastCanvas(fig)     # as FigureCanvasAgg(fig); SliderFigure does this for every widget
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 
 import numpy as np
+from matplotlib import colors as mcolors
+from matplotlib.backend_bases import GraphicsContextBase
 from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg, get_hinting_flag
 from matplotlib.font_manager import fontManager, get_font
+from matplotlib.text import Annotation, Text
+from matplotlib.transforms import Affine2DBase, Transform
 
 try:  # the FreeType calls used here are matplotlib's own, private ones (3.11); without them Agg draws as it does
     from matplotlib.ft2font import FaceFlags, FT2Font, Kerning, RenderMode
@@ -42,6 +51,8 @@ _texts: dict = {}  # (layout key, angle, render mode, where its glyphs sit withi
 _boxes: dict = {}  # (font, size, dpi, glyph index, hinting) -> the bottom and top of its box, in 1/64 pixel
 _heights: dict = {}  # (font properties, size, dpi) -> (ascent, descent, line gap) in pixels
 _glyphs: dict = {}  # (font, size, dpi, glyph index, angle, hinting, antialiased, x % 64, y % 64) -> (bitmap, left, top)
+# (string, font properties, size, alignments, rotation, line spacing, dpi, hinting) -> Text._get_layout's lines
+_text_layouts: dict = {}
 
 
 class GlyphCacheRenderer(RendererAgg):
@@ -295,6 +306,146 @@ class FixedLayer:
         """Draw the artists over ``frame`` (height, width, 4 uint8, opaque), in place."""
         under = frame[self._where][:, :3]
         frame[self._where + (slice(0, 3),)] = (under * self._under + self._over).astype(np.uint8)
+
+
+class KeptDrawings:
+    """What each artist last drew, as the renderer calls it made, replayed instead of drawing it while it is unchanged.
+
+    Most of the time an artist takes to draw goes to matplotlib working out in Python what to ask the renderer
+    (layouts, transforms, marker positions); the calls themselves take a fifth of it. An artist whose ``stale``
+    flag is still down since it drew (every setter raises it) and whose Axes and figure are where they were
+    (``state``) would make the same calls again: they are made again, on the same renderer, so the pixels are
+    the ones drawing gives, bit for bit. An artist changed other than through a setter (an ``Annotation``'s
+    ``xy``, assigned) must have its ``stale`` raised by whoever changed it. Any draw lowers ``stale``, a full
+    draw or ``savefig`` included, so :meth:`forget_changed` must follow every change (a SliderFigure calls it
+    after each ``update``), before anything else can draw the artist. Calls whose arguments this cannot keep (a
+    collection's, an image's) leave that artist drawn every time.
+    """
+
+    # the drawing calls kept, and where among their arguments (after the gc) their transforms are
+    TRANSFORMS = {"draw_path": (1,), "draw_markers": (1, 3), "draw_text": ()}
+
+    def __init__(self):
+        self._kept: dict = {}  # artist -> (state, [(renderer method's name, gc, args, kwargs)])
+        self._recorders: dict = {}  # id(renderer) -> (renderer, its _Recorder)
+
+    def forget_changed(self) -> None:
+        """Drop what the artists changed since they drew (``stale`` up) drew: it is no longer their picture."""
+        for artist in [a for a in self._kept if a.stale]:
+            del self._kept[artist]
+
+    def draw(self, artist, renderer, state) -> None:
+        """Draw ``artist`` on ``renderer``, or replay its last calls if it and ``state`` are unchanged since."""
+        kept = self._kept.get(artist)
+        if kept is not None and not artist.stale and kept[0] == state:
+            for name, gc, args, kwargs in kept[1]:
+                getattr(renderer, name)(gc, *args, **kwargs)
+            return
+        self._kept.pop(artist, None)
+        if artist.get_rasterized() or artist.get_agg_filter() is not None:
+            artist.draw(renderer)  # these set state on the renderer itself
+            return
+        entry = self._recorders.get(id(renderer))
+        if entry is None or entry[0] is not renderer:
+            entry = self._recorders[id(renderer)] = (renderer, _Recorder(renderer))
+        recorder = entry[1]
+        recorder.calls, recorder.complete = [], True
+        if not draw_text(artist, recorder):
+            artist.draw(recorder)
+        if recorder.complete and not artist.stale:  # drawn through and marked drawn: what it drew is what it is
+            self._kept[artist] = (state, recorder.calls)
+
+
+def draw_text(text, renderer) -> bool:
+    """``text.draw(renderer)`` for a plain Text or an Annotation without arrow, its layout worked out once; False
+    (nothing drawn) for a text this does not cover: a box, path effects, TeX, wrapping, a rotation that follows its
+    transform, an annotation that checks its point is inside the Axes, no text or a position that is not finite.
+
+    Where a text's lines go relative to its position depends on its string and style alone, and working that out
+    (:meth:`matplotlib.text.Text._get_layout`) is half of what ``Text.draw`` takes: it is kept, by string and style.
+    The rest is ``Text.draw``'s own steps, so the renderer is asked what ``Text.draw`` asks it, bit for bit.
+    """
+    kind = type(text)
+    if kind is Annotation:
+        if text.arrow_patch is not None or text.get_annotation_clip() is not False:
+            return False
+    elif kind is not Text:
+        return False
+    try:
+        if text._bbox_patch or text.get_path_effects() or text.get_usetex() or text.get_wrap() or \
+                text.get_transform_rotates_text() or text.get_rasterized() or text.get_agg_filter() is not None or \
+                not text.get_visible() or text.get_text() == "":
+            return False
+        if kind is Annotation:
+            text.update_positions(renderer)  # its transform: offset from the point it annotates
+        prop = text._fontproperties
+        key = (text.get_text(), hash(prop), prop.get_size_in_points(), text.get_horizontalalignment(),
+               text.get_verticalalignment(), text._multialignment, text.get_rotation(), text.get_rotation_mode(),
+               text._linespacing, text._parse_math, text.get_figure(root=True).dpi, get_hinting_flag())
+        info = _text_layouts.get(key)
+        if info is None:
+            info = text._get_layout(renderer)[1]
+            _remember(_text_layouts, key, info)
+        # From here on, Text.draw's steps.
+        x, y = text._x, text._y
+        posx = float(text.convert_xunits(np.nan if np.ma.is_masked(x) else x))
+        posy = float(text.convert_yunits(np.nan if np.ma.is_masked(y) else y))
+        posx, posy = text.get_transform().transform((posx, posy))
+        if not (np.isfinite(posx) and np.isfinite(posy)):
+            return False
+        text._renderer = renderer
+        canvash = renderer.get_canvas_width_height()[1]
+        gc = renderer.new_gc()
+        gc.set_foreground(mcolors.to_rgba(text.get_color()), isRGBA=True)
+        gc.set_alpha(text.get_alpha())
+        gc.set_url(text._url)
+        gc.set_antialiased(text._antialiased)
+        gc.set_snap(text.get_snap())
+        text._set_gc_clip(gc)
+    except AttributeError:  # another matplotlib, whose Text keeps these otherwise: Text.draw draws it
+        return False
+    angle = text.get_rotation()
+    renderer.open_group("text", text.get_gid())
+    for line, _, (dx, dy) in info:
+        y = dy + posy
+        if renderer.flipy():
+            y = canvash - y
+        clean_line, ismath = text._preprocess_math(line)
+        renderer.draw_text(gc, dx + posx, y, clean_line, prop, angle, ismath=ismath,
+                           mtext=text if len(info) == 1 else None)
+    gc.restore()
+    renderer.close_group("text")
+    text.stale = False
+    return True
+
+
+class _Recorder:
+    """Stands in for a renderer while an artist draws: passes every call on, and keeps the drawing calls frozen."""
+
+    def __init__(self, renderer):
+        self._real = renderer
+        self.calls: list = []
+        self.complete = True  # False once a call could not be kept
+
+    def __getattr__(self, name):
+        attr = getattr(self._real, name)
+        if name.startswith("draw_"):
+            attr = functools.partial(self._record, name, attr)
+        if callable(attr):  # a renderer's methods stay what they are: looked up once
+            setattr(self, name, attr)
+        return attr
+
+    def _record(self, name, method, gc, *args, **kwargs):
+        method(gc, *args, **kwargs)
+        places = KeptDrawings.TRANSFORMS.get(name)
+        if places is None or any(isinstance(v, Transform) for v in kwargs.values()) or \
+                not all(len(args) > i and isinstance(args[i], Affine2DBase) for i in places):
+            self.complete = False
+            return
+        kept = GraphicsContextBase()
+        kept.copy_properties(gc)  # the artist's gc is its own to change after this call
+        args = tuple(arg.frozen() if i in places else arg for i, arg in enumerate(args))
+        self.calls.append((name, kept, args, kwargs))
 
 
 class FastCanvas(FigureCanvasAgg):

@@ -24,7 +24,9 @@ drawn above ones that do (a measured point over a moving curve) are listed by th
 place in the drawing order (:class:`~dpviz.widgets.agg.FixedLayer`). The PNG is written by a
 :class:`PngWriter`, which compresses again only the bands of rows a move changed; and a widget whose picture
 depends on its controls alone (``repeat_frames=True``) sends the PNG a setting gave before when a slider comes
-back to it.
+back to it. A view whose ``update`` changes its artists only through their setters, and sets only what changed
+(``replay_unchanged=True``), has each artist that a move left alone draw what it drew last frame again from the
+renderer calls it made then (:class:`~dpviz.widgets.agg.KeptDrawings`): the same pixels, without matplotlib's work.
 
 What a room sees is fixed here too. The figure is shown at its own size (never scaled up, which blurs it),
 no wider than JupyterLab's output area on a 1366×768 laptop; every text in it is at least 10 px there
@@ -53,7 +55,7 @@ from matplotlib.path import Path
 from matplotlib.text import Text
 
 from dpviz.figures.layout import describe, sentences
-from dpviz.widgets.agg import FastCanvas, FixedLayer
+from dpviz.widgets.agg import FastCanvas, FixedLayer, KeptDrawings
 
 DPI = 80  # pixels per inch of the PNG sent to the browser; small enough to redraw fast
 # What a room can read, and what a laptop's screen holds. JupyterLab 4 at 1366×768, file browser open, gives an
@@ -79,10 +81,13 @@ class SliderFigure:
     its own readout. ``columns``: controls per row above a wide figure. ``repeat_frames``: the picture
     is a function of the controls' values (and of the view's optional ``frame_state()``, for what else it
     depends on), so a setting seen before sends the PNG it gave then, after ``update``, without drawing it again.
+    ``replay_unchanged``: ``update`` changes artists only through their setters (or raises their ``stale``), and
+    leaves alone what did not change, so an artist whose ``stale`` is down replays the calls it last drew with.
     """
 
     def __init__(self, view, controls: dict[str, widgets.Widget], *, title: str = "", linked=None,
-                 readouts: dict | None = None, columns: int = COLUMNS, repeat_frames: bool = False):
+                 readouts: dict | None = None, columns: int = COLUMNS, repeat_frames: bool = False,
+                 replay_unchanged: bool = False):
         self.view = view
         self.fig = fig = view.fig
         fig.set_dpi(DPI)
@@ -113,6 +118,7 @@ class SliderFigure:
         self._held = False
         self._png = PngWriter()  # compresses only the rows a move changed
         self._frames = OrderedDict() if repeat_frames else None  # (values, view's state) -> PNG, the latest last
+        self._kept = KeptDrawings() if replay_unchanged else None  # each artist's last drawing calls
         self.controls = controls
         self._linked = linked
         self._names = {id(control): name for name, control in controls.items()}
@@ -158,6 +164,7 @@ class SliderFigure:
             self.widget = widgets.VBox([self.status, box, self.image, self.errors])
         for values in getattr(view, "layouts", lambda: ())():  # every background a move may need, drawn now
             self._use_background(self._update({**self.values, **values}))
+            self._forget_changed()
         self._apply()
 
     @property
@@ -193,14 +200,29 @@ class SliderFigure:
             canvas.restore_region(self._background)
         renderer = canvas.get_renderer()
         frame = np.asarray(canvas.buffer_rgba())
+        states = {}  # Axes (None: the figure) -> where it is, which an artist's drawing calls depend on
         for i, step in enumerate(self._plan):
             if isinstance(step, list):
                 if (self._key, i) not in self._layers:
                     self._layers[(self._key, i)] = FixedLayer(step, self.fig)
                 self._layers[(self._key, i)].blend(frame)
-            elif step.get_visible():  # a hidden Quiver still lays its arrows out before it finds it draws nothing
+            elif not step.get_visible():  # a hidden Quiver still lays its arrows out before it finds it draws nothing
+                continue
+            elif self._kept is not None:
+                ax = step.axes
+                if ax not in states:
+                    states[ax] = (renderer, self._key, self.fig.dpi, self.fig.bbox.bounds) + (
+                        () if ax is None else (ax.viewLim.bounds, ax.bbox.bounds))
+                self._kept.draw(step, renderer, states[ax])
+            else:
                 step.draw(renderer)
         return self._png(frame)
+
+    def _forget_changed(self) -> None:
+        """After an update: the kept drawings of the artists it changed go, before any draw (a frame sent again
+        instead of drawn, then a full draw elsewhere) can mark those artists drawn."""
+        if self._kept is not None:
+            self._kept.forget_changed()
 
     def _use_background(self, key) -> None:
         """Switch to the background of layout ``key`` (None: keep the current one), drawing it the first time."""
@@ -222,6 +244,7 @@ class SliderFigure:
         start = time.perf_counter()
         try:
             self._use_background(self._update(self.values))
+            self._forget_changed()
             caption = getattr(self.view, "caption", None)
             if caption is not None:
                 self._words = caption
@@ -347,13 +370,16 @@ class PngWriter:
     A figure's flat colours compress well without PNG's per-row filters, and skipping them makes the file several
     times faster to write than Pillow's (which tries every filter on every row). A move changes a few bands (the
     rows a moved bar or label crosses), and compressing is most of the time a frame takes to write. The IDAT is one
-    zlib stream: its header, each band's deflate blocks (a fresh compressor per band, flushed to a byte boundary, so
-    that bands join in any combination), an empty last block and the Adler-32 of all rows, combined from the bands'.
+    zlib stream: its header, each band's deflate blocks (one compressor, fully flushed after each band: flushed to a
+    byte boundary, so that bands join in any combination, and with its history dropped, so that a band's blocks are
+    those a fresh compressor writes, without the tenth of a millisecond making one costs), an empty last block and the
+    Adler-32 of all rows, combined from the bands'.
     A file depends on its pixels alone: the same frame gives the same bytes, whatever frame came before.
     """
 
     def __init__(self):
         self._bands: list[tuple[bytes, bytes, int]] = []  # the last frame's bands: (rows, deflate blocks, Adler-32)
+        self._deflate = zlib.compressobj(1, zlib.DEFLATED, -15)  # raw deflate: the zlib framing is written here
 
     def __call__(self, rgba: np.ndarray) -> bytes:
         """The PNG file of an (height, width, 4) uint8 image."""
@@ -367,8 +393,7 @@ class PngWriter:
             if i < len(last) and last[i][0] == raw:
                 band = last[i]
             else:
-                compressor = zlib.compressobj(1, zlib.DEFLATED, -15)  # raw deflate: the zlib framing is written here
-                band = (raw, compressor.compress(raw) + compressor.flush(zlib.Z_SYNC_FLUSH), zlib.adler32(raw))
+                band = (raw, self._deflate.compress(raw) + self._deflate.flush(zlib.Z_FULL_FLUSH), zlib.adler32(raw))
             bands.append(band)
             adler = _adler32_combine(adler, band[2], len(raw))
         self._bands = bands
