@@ -5,11 +5,64 @@ import matplotlib
 matplotlib.use("Agg")
 
 import os  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import psutil  # noqa: E402
 import pytest  # noqa: E402
 
 from dpviz.runs.launch import is_helper_process  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# pytest-xdist (pyproject's addopts: -n 3) hands each group below to one worker, whole and in order
+# (GroupScheduling): every file is a group of its own (a notebook's cells share one kernel and run in order; a
+# module's fixtures are built once), except the files that share a session fixture, which share a worker. Groups
+# go out longest first, as measured on 2 cores, so that no long one starts last.
+SHARED_FIXTURE = {"test_browser.py": "wheel", "test_wheel.py": "wheel",  # wheel_python: one wheel built
+                  "test_book.py": "book", "test_book_accessibility.py": "book"}  # book_build: one build
+LONGEST_FIRST = ("wheel", "tests/test_rerecorded.py", "tests/test_grading.py", "book", "tests/test_classroom.py",
+                 "tests/test_launch.py", "tests/test_figure_text.py", "tests/test_figures.py", "tests/test_cluster.py")
+# Written by the modules that share a session fixture; the controller prints them, which the workers cannot.
+WORKER_SUMMARIES = {"browser test (test-output/browser/)": ROOT / "test-output" / "browser" / "timing.txt",
+                    "book (test-output/book/)": ROOT / "test-output" / "book" / "summary.txt"}
+
+
+def group_of(nodeid: str) -> str:
+    path = nodeid.split("::")[0]
+    return SHARED_FIXTURE.get(Path(path).name, path)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {group: i for i, group in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(group_of(item.nodeid), len(rank)))  # stable: files keep their order
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's, called only where it runs
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        """xdist's scope scheduling, its scopes the groups of :func:`group_of`, in the order they were collected."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return GroupScheduling(config, log)
+
+
+def pytest_configure(config):
+    config.dpviz_started = time.time()
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    if not config.pluginmanager.has_plugin("dsession"):
+        return  # no workers: each module printed its own section
+    for title, path in WORKER_SUMMARIES.items():
+        if path.is_file() and path.stat().st_mtime >= config.dpviz_started:
+            terminalreporter.section(title)
+            for line in path.read_text().splitlines():
+                terminalreporter.write_line(line)
 
 
 def live_children(pid: int | None = None):

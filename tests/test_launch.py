@@ -2,6 +2,7 @@
 
 import _thread
 import os
+import signal
 import sys
 import threading
 import time
@@ -62,6 +63,11 @@ def test_hung_rank_ends_at_the_timeout(no_leftover_processes):
 
 
 def test_keyboard_interrupt_reaps_every_rank(no_leftover_processes):
+    # Ctrl-C (a terminal's, or a kernel's interrupt) raises KeyboardInterrupt in the main thread, and
+    # interrupt_main does what Ctrl-C does only under Python's own SIGINT handler. In full test runs an earlier
+    # test left another handler in this process (not traced to which): the interrupt was lost and the launch ran
+    # to its stall timeout. The test sets the default handler for its own duration.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(8.0, _thread.interrupt_main)
     timer.start()
     try:
@@ -69,6 +75,7 @@ def test_keyboard_interrupt_reaps_every_rank(no_leftover_processes):
             launch(_workers.hang_on_rank, 2, args=(0,), stall_timeout=120)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
 
 
 @pytest.mark.parametrize(

@@ -42,7 +42,9 @@ def short(verdict):
 
 
 def my_ranks() -> set[int]:
-    """Live processes named dpviz-rank-* that descend from this test process or share its process group."""
+    """Live processes named dpviz-rank-* that descend from this test process, or that were orphaned in its process
+    group (their launcher gone: adopted by init). Another pytest-xdist worker's ranks share the group but descend from
+    that worker, so they are not this test's."""
     me, group = os.getpid(), os.getpgid(0)
     found = set()
     for p in psutil.process_iter(["name"]):
@@ -51,7 +53,8 @@ def my_ranks() -> set[int]:
         try:
             if p.status() == psutil.STATUS_ZOMBIE:
                 continue
-            if me in {a.pid for a in p.parents()} or os.getpgid(p.pid) == group:
+            ancestors = {a.pid for a in p.parents()}
+            if me in ancestors or (os.getpgid(p.pid) == group and ancestors <= {1}):
                 found.add(p.pid)
         except (psutil.NoSuchProcess, ProcessLookupError):
             pass
