@@ -127,10 +127,12 @@ def train_worker(rank: int, world_size: int, config: TrainConfig) -> dict:
     total = sum(sizes)
     n_params = sum(p.numel() for p in model.parameters())
     keep_full = n_params <= FULL_PARAMS_LIMIT or rank == 0  # rank 0's history feeds the big-batch check
-    # A step records copies only: its parameters go into a row of `params`, and their digests, the line
-    # model's per-example gradients and rank 0's big-batch check are computed from the rows after the
-    # timed loop (the same bits as inside it). A rank that returns only digests keeps rows too while
-    # they fit in DEFERRED_DIGEST_BYTES; past that it hashes inside the loop instead.
+    # A step records copies only, each written once into a row allocated before the loop: its parameters
+    # into a row of `params`, its flat gradient straight into a row of `local_grads`, and the all-reduce runs
+    # in place on a row of `reduced_grads`. Digests, the line model's per-example gradients and rank 0's
+    # big-batch check are computed from the rows after the timed loop (the same bits as inside it). A rank
+    # that returns only digests keeps rows too while they fit in DEFERRED_DIGEST_BYTES; past that it hashes
+    # inside the loop instead.
     keep_rows = keep_full or 4 * (config.steps + 1) * n_params <= DEFERRED_DIGEST_BYTES
 
     # Allocated and written once before the loop: the first write to a fresh page is a page fault
@@ -142,38 +144,49 @@ def train_worker(rank: int, world_size: int, config: TrainConfig) -> dict:
         if buffer is not None:
             buffer.fill(0)
     losses, t_compute, t_comm = np.empty(config.steps, np.float32), np.empty(config.steps), np.empty(config.steps)
+    # The same memory as torch tensors. On the CPU a step's tensors are these rows themselves; on a GPU
+    # they live on the device and each is copied to its row once.
+    on_cpu = device.type == "cpu"
+    local_rows, reduced_rows = torch.from_numpy(local_grads), torch.from_numpy(reduced_grads)
+    param_rows = None if params is None else torch.from_numpy(params)
     flat_params = [p.detach().view(-1) for p in model.parameters()]  # views: the optimizer steps in place
     digests = []
 
     def snapshot(i):
-        if params is None:
+        if param_rows is None:
             digests.append(digest(flat_params))
-        elif device.type == "cpu":
-            torch.cat(flat_params, out=torch.from_numpy(params[i]))
+        elif on_cpu:
+            torch.cat(flat_params, out=param_rows[i])
         else:
-            torch.from_numpy(params[i]).copy_(torch.cat(flat_params))
+            param_rows[i].copy_(torch.cat(flat_params))
 
+    x_dev, y_dev = x_all.to(device), y_all.to(device)  # the data set on the device once; on the CPU, x_all itself
     batches = []  # each step's global batch: rank 0 checks against it after the loop
     loop_start = time.perf_counter()
     for step in range(config.steps):
         snapshot(step)
         batches.append(batch_indices(config, step))
         rows = batches[-1][start:start + sizes[rank]]
-        x, y = x_all[rows].to(device), y_all[rows].to(device)
+        x, y = x_dev[rows], y_dev[rows]
 
         t0 = time.perf_counter()
         model.zero_grad(set_to_none=False)
         loss = mse(model(x), y)
         loss.backward()
-        g = flat_grad(model)
+        local = local_rows[step] if on_cpu else torch.empty(n_params, device=device)
+        torch.cat([p.grad.reshape(-1) for p in model.parameters()], out=local)  # models.flat_grad, into its row
         if device.type == "cuda":
             torch.cuda.synchronize()
         t1 = time.perf_counter()
 
-        local_grads[step] = g.cpu().numpy()
+        if not on_cpu:
+            local_rows[step].copy_(local)
+        g = reduced_rows[step] if on_cpu else torch.empty_like(local)  # all-reduced in place: `local` stays
+        if config.all_reduce and config.mean == "weighted":
+            torch.mul(local, sizes[rank], out=g)  # Σ b_i g_i is the sum of every example's gradient
+        else:
+            g.copy_(local)
         if config.all_reduce:
-            if config.mean == "weighted":
-                g = g * sizes[rank]  # Σ b_i g_i is the sum of every example's gradient
             dist.all_reduce(g)
             g /= total if config.mean == "weighted" else world_size
         if device.type == "cuda":
@@ -182,7 +195,8 @@ def train_worker(rank: int, world_size: int, config: TrainConfig) -> dict:
 
         set_flat_grad(model, g)
         optimizer.step()
-        reduced_grads[step] = g.cpu().numpy()
+        if not on_cpu:
+            reduced_rows[step].copy_(g)
         losses[step] = loss.item()
         t_compute[step], t_comm[step] = t1 - t0, t2 - t1
         launcher.report_progress(step)
