@@ -228,14 +228,18 @@ def _add_figures(p) -> None:
 
 
 def _figures(args) -> None:
+    check_folder("--out", args.out)  # before anything is recorded
+    if args.from_records is not None and not os.path.isdir(args.from_records):
+        raise FileNotFoundError(f"--from-records {args.from_records!r} is not a folder of records.")
+    if args.from_records is None:
+        from dpviz.runs.recipes import warm_up
+
+        warm_up()  # the fork server imports torch while this process imports matplotlib and the figures
     import matplotlib
 
     matplotlib.use("Agg")  # files only: this command never opens a window
     from dpviz.regenerate import regenerate
 
-    check_folder("--out", args.out)  # before anything is recorded
-    if args.from_records is not None and not os.path.isdir(args.from_records):
-        raise FileNotFoundError(f"--from-records {args.from_records!r} is not a folder of records.")
     regenerate(args.out, quick=args.quick, records=args.from_records)
 
 

@@ -4,14 +4,20 @@
 
 One pass downward: for each figure group of :data:`dpviz.figures.GROUPS`, its plan (records layer) says
 which records it needs, the torch layer's recipe of the same name (:data:`dpviz.runs.recipes.RECIPES`)
-records them into ``figures/records/``, the group draws each figure, and its claims are checked and
-printed. A manifest says which run made each figure (k, b, backend, host, cores and date) and gives the
-caption a chapter prints under it.
+records them, the group draws each figure, and its claims are checked and printed. A manifest says which
+run made each figure (k, b, backend, host, cores and date) and gives the caption a chapter prints under it.
+
+The plans are recorded one after another, with nothing else running, because most of them time their
+steps. Only then are the records saved into ``figures/records/`` and the figures drawn, both spread over
+one process per core: neither is timed, and compressing a record or drawing a figure uses one core.
 """
 
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
+import sys
 import time
 from pathlib import Path
 
@@ -26,35 +32,32 @@ def regenerate(out="figures", *, quick: bool = False, progress: bool = True, rec
     """Record fresh runs, draw every figure to ``out`` as PNG and SVG, write the manifest; prints what it did.
 
     With ``records`` (a folder that an earlier call saved), nothing is recorded: the figures are
-    drawn again from those records, for example after a change of style.
+    drawn again from those records, for example after a change of style. With ``progress``, each
+    plan's recording time is printed as it ends.
     """
     start = time.perf_counter()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     plans = {group.plan.name: group.plan for group in GROUPS}  # two groups may draw from one plan
     if records is None:
-        from dpviz.runs.recipes import RECIPES  # torch only when recording
-
         recorded = {}
-        for name, plan in plans.items():
-            recorded[name] = RECIPES[name](quick=quick, progress=progress)
-            plan.check_recorded(recorded[name])
-            for stem, record in recorded[name].items():
-                record.save(out / "records" / stem)
+        try:
+            record(plans, recorded, quick=quick, progress=progress)
+        except BaseException:  # a plan failed or was interrupted: the plans already recorded are kept, as they were
+            for name, stems in recorded.items():
+                for stem, run in stems.items():
+                    run.save(out / "records" / stem)
+            raise
     else:
         recorded = {name: plan.load(records) for name, plan in plans.items()}
     recording = time.perf_counter() - start
+    to_save = [(name, stem) for name in recorded for stem in recorded[name]] if records is None else []
+    done, processes = _in_processes(_tasks(recorded, to_save), initargs=(recorded, out))
     written, manifest = [], {}
-    for group in GROUPS:
-        for name, (fig, sources) in group.draw(recorded[group.plan.name]).items():
-            FastCanvas(fig)  # the PNG is Agg's, its text drawn from layouts and glyphs kept across the figures
-            for suffix in ("png", "svg"):
-                path = out / f"{name}.{suffix}"
-                with mpl.rc_context({"svg.hashsalt": name}):  # stable element ids: an unchanged figure, an unchanged file
-                    fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Date": None} if suffix == "svg" else None)
-                written.append(path)
-            manifest[name] = {"files": [f"{name}.png", f"{name}.svg"], "caption": fig.caption,
-                              "made_from": [provenance(s) for s in sources]}
+    for figures in (done[("draw", i)] for i in range(len(GROUPS))):
+        for name, files, entry in figures:
+            written.extend(out / file for file in files)
+            manifest[name] = entry
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     (out / "MANIFEST.md").write_text(manifest_markdown(manifest))
     total = time.perf_counter() - start
@@ -62,9 +65,80 @@ def regenerate(out="figures", *, quick: bool = False, progress: bool = True, rec
         if group.claims is not None:
             print(group.claims(recorded[group.plan.name]))
     cores = next(iter(next(iter(recorded.values())).values())).meta["cores"]  # every run of one ./run: one machine
+    saved = f"saving {len(to_save)} records and " if to_save else ""
     print(f"wrote {len(written)} files for {len(manifest)} figures to {out}/ in {total:.1f} s "
-          f"(recording {recording:.1f} s, drawing {total - recording:.1f} s) on {cores} cores")
+          f"(recording {recording:.1f} s, {saved}drawing {total - recording:.1f} s in {processes} "
+          f"process{'es' if processes > 1 else ''}) on {cores} cores")
     return written
+
+
+def record(plans: dict, recorded: dict, *, quick: bool = False, progress: bool = True) -> None:
+    """Record every plan into ``recorded``, ``{plan name: {stem: record}}``, one after another; nothing is saved here."""
+    from dpviz.runs import recipes  # torch only when recording
+
+    recipes.warm_up()  # the fork server imports torch and the workers' modules while this process goes on
+    for name, plan in plans.items():
+        start = time.perf_counter()
+        recorded[name] = recipes.RECIPES[name](quick=quick, progress=progress)
+        plan.check_recorded(recorded[name])
+        if progress:
+            print(f"recorded {name}: {len(recorded[name])} records in {time.perf_counter() - start:.1f} s", flush=True)
+
+
+# --- saving and drawing: tasks shared among one process per core, once recording is over ---
+
+_job = None  # (recorded, out) inside a drawing process: what it was forked with
+
+
+def _tasks(recorded: dict, to_save: list) -> list:
+    """Every group's drawing, then every record's saving, largest first: small saves even out the processes' ends."""
+    sizes = {key: sum(a.nbytes for a in recorded[key[0]][key[1]].arrays.values()) for key in to_save}
+    return [("draw", i) for i in range(len(GROUPS))] + [("save", *key) for key in sorted(to_save, key=sizes.get, reverse=True)]
+
+
+def _in_processes(tasks: list, initargs: tuple) -> tuple[dict, int]:
+    """Run every task, ``{task: what it returned}``, in forked processes, one a core (in this one on one core, or off Linux)."""
+    processes = min(_cores(), len(tasks))
+    if processes < 2 or not sys.platform.startswith("linux"):  # fork is safe with matplotlib and numpy on Linux
+        _start(*initargs)
+        return {task: _run(task) for task in tasks}, 1
+    # Forked, a process starts with the records, matplotlib and the glyphs already loaded: nothing is pickled to it.
+    with multiprocessing.get_context("fork").Pool(processes, initializer=_start, initargs=initargs) as pool:
+        return dict(zip(tasks, pool.imap(_run, tasks, chunksize=1))), processes
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def _start(recorded: dict, out: Path) -> None:
+    global _job
+    _job = (recorded, out)
+
+
+def _run(task: tuple):
+    recorded, out = _job
+    if task[0] == "save":
+        _, name, stem = task
+        return recorded[name][stem].save(out / "records" / stem)
+    return draw_group(GROUPS[task[1]], recorded, out)
+
+
+def draw_group(group, recorded: dict, out: Path) -> list[tuple[str, list[str], dict]]:
+    """Draw one group's figures to ``out`` as PNG and SVG: ``[(figure name, its files, its manifest entry)]``."""
+    drawn = []
+    for name, (fig, sources) in group.draw(recorded[group.plan.name]).items():
+        FastCanvas(fig)  # the PNG is Agg's, its text drawn from layouts and glyphs kept across the figures
+        files = [f"{name}.png", f"{name}.svg"]
+        for file in files:
+            with mpl.rc_context({"svg.hashsalt": name}):  # stable element ids: an unchanged figure, an unchanged file
+                fig.savefig(out / file, dpi=110, bbox_inches="tight", metadata={"Date": None} if file.endswith("svg") else None)
+        drawn.append((name, files, {"files": files, "caption": fig.caption,
+                                    "made_from": [provenance(s) for s in sources]}))
+    return drawn
 
 
 def manifest_markdown(manifest: dict) -> str:

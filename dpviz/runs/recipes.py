@@ -9,7 +9,10 @@ Each recipe takes ``quick`` and ``progress`` and returns the records of the plan
 
 from __future__ import annotations
 
-from dpviz.runs import accumulation, figure_inputs, local_sgd, lr_sweep, sharding, splitting, waiting
+import pkgutil
+import sys
+
+from dpviz.runs import accumulation, figure_inputs, forkserver, local_sgd, lr_sweep, ranks, sharding, splitting, waiting
 
 RECIPES = {
     "derivation": figure_inputs.record_figure_records,   # dpviz.records.figure_set.FIGURE_PLAN
@@ -20,3 +23,22 @@ RECIPES = {
     "sharding": sharding.record_figure_records,          # dpviz.records.sharding.FIGURE_PLAN
     "cheaper_sync": local_sgd.record_figure_records,     # dpviz.records.compression.FIGURE_PLAN
 }
+
+# What the recipes' ranks import of torch inside their work, each in every rank that uses it, unless the fork
+# server has: FSDP2's fully_shard (sharding; 1-2 s a rank on 2 cores), DDP and its communication hooks
+# (waiting, cheaper_sync), the model averager (local SGD).
+RANK_IMPORTS = ("torch.distributed.fsdp", "torch.nn.parallel", "torch.distributed.algorithms.ddp_comm_hooks.default_hooks",
+                "torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook",
+                "torch.distributed.algorithms.model_averaging.averagers")
+
+
+def warm_up() -> None:
+    """Start the fork server ahead of the first recipe, importing what every recipe's ranks would import each.
+
+    Those are torch, the workers' modules (each rank unpickles its worker from the module the recipe
+    imported, then imports the worker's rank side) and :data:`RANK_IMPORTS`. Imported once, in the
+    server, they cost no rank anything. Returns at once.
+    """
+    workers = sorted(name for name in sys.modules if name.startswith("dpviz.runs."))  # the fronts the recipes use
+    rank_sides = [f"{ranks.__name__}.{m.name}" for m in pkgutil.iter_modules(ranks.__path__)]
+    forkserver.warm_up(preload=(*workers, *rank_sides, *RANK_IMPORTS))

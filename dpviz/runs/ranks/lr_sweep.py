@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import time
@@ -21,8 +22,15 @@ def stream_rows(config: LrGridConfig, j: int) -> np.ndarray:
     """Rows of small batch ``j`` of the run's stream: the data set shuffled once per epoch, cut into batches of b."""
     per_epoch = config.dataset_size // config.b
     epoch, position = divmod(j, per_epoch)
-    order = np.random.default_rng([config.seed, epoch]).permutation(config.dataset_size)
-    return order[position * config.b:(position + 1) * config.b]
+    return epoch_order(config.seed, epoch, config.dataset_size)[position * config.b:(position + 1) * config.b].copy()
+
+
+@functools.lru_cache(maxsize=4)
+def epoch_order(seed: int, epoch: int, dataset_size: int) -> np.ndarray:
+    """The data set's order in one epoch of the stream: shuffled once, not once per batch (a step asks up to k + 1 times)."""
+    order = np.random.default_rng([seed, epoch]).permutation(dataset_size)
+    order.flags.writeable = False
+    return order
 
 
 def load_data(config: LrGridConfig) -> tuple[torch.Tensor, torch.Tensor]:
