@@ -16,6 +16,7 @@ import torch  # noqa: E402
 
 from dpviz.claims import accumulation as claims  # noqa: E402
 from dpviz.claims.accumulation import figure_claims  # noqa: E402
+from dpviz.data import teacher_data  # noqa: E402
 from dpviz.figures import (  # noqa: E402
     GROUPS, figure_accumulation_memory, figure_accumulation_sync, figure_accumulation_timelines,
 )
@@ -26,6 +27,7 @@ from dpviz.records.accumulation import (  # noqa: E402
     grid_name, grid_run, same_update, timeline_stem,
 )
 from dpviz.records.paths import SHIPPED_DIR  # noqa: E402
+from dpviz.records.run import rel_err  # noqa: E402
 from dpviz.runs.accumulation import (  # noqa: E402
     AccumConfig, figure_configs, micro_batches_of, record_accumulation, saved_activation_bytes,
 )
@@ -92,6 +94,38 @@ def test_accumulate_then_all_reduce_is_the_same_update_with_fewer_calls(runs):
     # only the pattern that talks after each micro-batch spends time in all_reduce before the last one
     assert (accumulate.t_comm[:, :, 0] == 0).all() and (every.t_comm[:, :, 0] > 0).all()
     assert (accumulate.t_comm[:, :, 1] > 0).all()
+
+
+def test_runs_that_start_a_step_alike_share_its_reference_and_it_is_a_fresh_pass(runs):
+    """one2 and ranks2 step alike, bit for bit, so one backward pass per step serves both; it is still a pass of its
+    own over all the step's examples, on a fresh model at the parameters the step started from."""
+    from dpviz.runs.ranks.accumulation import batch_rows, big_batch_grad
+
+    one2, ranks2 = runs["one2"], runs["ranks2"]
+    assert (one2.param_digest[:, 0] == ranks2.param_digest[:, 0]).all()
+    assert np.array_equal(one2.big_grad, ranks2.big_grad)
+    x, y = map(torch.from_numpy, teacher_data(SMALL["dataset_size"], D_IN, seed=0))
+    config = AccumConfig(k=1, m=2, b=B, **SMALL)
+    rows = batch_rows(config, 0)
+    start = torch.nn.utils.parameters_to_vector(build_model("mlp", d_in=D_IN, width=WIDTH, depth=DEPTH).parameters())
+    assert rel_err(big_batch_grad(config, start.detach().numpy(), x[rows], y[rows]), one2.big_grad[0]) <= 1e-6
+
+
+def test_the_reference_plan_computes_each_distinct_reference_once_and_shares_the_passes_out():
+    from dpviz.runs.ranks.accumulation import reference_plan
+
+    same, apart = AccumConfig(k=1, m=2, b=B, **SMALL), AccumConfig(k=2, m=1, b=B // 2, **SMALL)
+    other_seed = AccumConfig(k=1, m=1, b=B, **{**SMALL, "seed": 1})
+    starts = np.arange(12, dtype=np.float32).reshape(4, 3)  # steps + 1 states of 3 parameters
+    later = starts.copy()
+    later[2:] += 1  # the same parameters for steps 0 and 1, then apart
+    plan = reference_plan([same, apart, other_seed], [starts, later, starts], 2)
+    assert [plan[(1, step)][0] for step in range(3)] == [(0, 0), (0, 1), (1, 2)]
+    assert [plan[(2, step)][0] for step in range(3)] == [(2, 0), (2, 1), (2, 2)]  # another model: nothing shared
+    computed = set(plan.values())
+    assert len(computed) == 7
+    owners = [owner for _, owner in computed]
+    assert sorted(owners.count(rank) for rank in (0, 1)) == [3, 4]  # the same examples per pass: as even as can be
 
 
 def test_one_process_never_calls_all_reduce(runs):

@@ -212,8 +212,36 @@ def test_one_launch_times_a_pipeline_beside_one_process():
     assert one.stage_layers.tolist() == [SMALL["depth"]] and one.sent_bytes.tolist() == [[0, 0]]
     assert rel_err(one.grad, pipe.grad) <= 1e-5
     assert one.idle_parts()[0, [0, 2]].tolist() == [0, 0]  # one stage starts the step and ends it
+    # one reference for both, the unsplit model computed by rank 1 while rank 0 warmed up alone
+    assert np.array_equal(one.big_grad, pipe.big_grad) and np.array_equal(one.big_output, pipe.big_output)
     with pytest.raises(ValueError, match="^configs must all have the same threads"):
         record_pipelines([PipelineConfig(p=2, threads=1), PipelineConfig(p=1, threads=2)])
+
+
+def test_the_reference_is_computed_by_a_rank_a_config_leaves_out_else_by_rank_0_last():
+    from dpviz.runs.ranks.pipeline import _same_model, reference_ranks
+
+    pipe, one, other = PipelineConfig(p=2, **SMALL), PipelineConfig(p=1, **SMALL), PipelineConfig(p=2, **{**SMALL, "seed": 1})
+    assert reference_ranks([pipe, one, other], 2) == {_same_model(one): 1}  # other's: rank 0, after the timed steps
+    assert reference_ranks([pipe, other], 2) == {}
+
+
+def test_a_stage_takes_the_gradient_of_its_output_to_the_bit():
+    """A stage's backward, the gradient of sum(out * grad_out), gives out.backward(grad_out)'s bits, input's included."""
+    import torch
+
+    from dpviz.runs.pipeline import make_model
+
+    stage = split_model(make_model(PipelineConfig(**SMALL)), SMALL["depth"], 2)[1]
+    x = torch.randn(8, SMALL["width"], generator=torch.Generator().manual_seed(1))
+    grad_out = torch.randn(8, 1, generator=torch.Generator().manual_seed(2))
+    grads = []
+    for backward in (lambda out: out.backward(grad_out), lambda out: (out * grad_out).sum().backward()):
+        stage.zero_grad(set_to_none=True)
+        inp = x.clone().requires_grad_(True)
+        backward(stage(inp))
+        grads.append([inp.grad] + [q.grad for q in stage.parameters()])
+    assert all(torch.equal(a, b) for a, b in zip(*grads))
 
 
 def test_uneven_stages_still_equal_the_unsplit_model():

@@ -95,9 +95,9 @@ class PipelineConfig:
         return self.batch // self.m
 
 
-def assemble(config: PipelineConfig, results: list[dict], backend: str) -> PipelineRun:
+def assemble(config: PipelineConfig, results: list[dict], unsplit: tuple, backend: str) -> PipelineRun:
     """Stack the stages' results into one :class:`PipelineRun`, with the unsplit model's outputs and gradient."""
-    big_output, big_grad, big_loss = results[0]["unsplit"]  # the whole model, run by rank 0
+    big_output, big_grad, big_loss = unsplit  # the whole model, run by one rank
     big_output, big_grad = big_output.copy(), big_grad.copy()  # configs with one model share it: a record owns its own
     grads = [r["grad"] for r in results]
     bounds = np.cumsum([0] + [len(g) for g in grads])
@@ -151,7 +151,9 @@ def record_pipelines(configs, *, progress: bool = False) -> list[PipelineRun]:
             stall_timeout=max(c.stall_timeout for c in configs),
             total_steps=sum(2 * c.m * (1 + c.repeats) for c in configs), progress=progress,
         )
-    return [assemble(c, [r[i] for r in results[:c.p]], "gloo") for i, c in enumerate(configs)]
+    # each config's unsplit reference, from whichever rank computed it
+    unsplit = {i: r[i]["unsplit"] for r in results for i in range(len(configs)) if r[i] and "unsplit" in r[i]}
+    return [assemble(c, [r[i] for r in results[:c.p]], unsplit[i], "gloo") for i, c in enumerate(configs)]
 
 
 def record_pipeline(config: PipelineConfig | None = None, *, progress: bool = False, **overrides) -> PipelineRun:

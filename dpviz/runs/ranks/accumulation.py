@@ -2,8 +2,11 @@
 
 Once every configuration has run, the ranks compute the gradient of each update's examples in one
 backward pass on a fresh model (:func:`big_batch_grad`), the reference the accumulated gradients are
-checked against: rank 0 hands every rank the parameters each update started from, and rank r takes the
-updates r, r + k, r + 2k, ... (one thread each, so every rank gives the bits one process would).
+checked against: rank 0 hands every rank the parameters each update started from, and the ranks share
+the references out (one thread each, so every rank gives the bits one process would). Updates that start
+from the same parameters, bit for bit, on the same examples of the same model have the same reference, so
+it is computed once for all of them (:func:`reference_plan`): every configuration's first update, and every
+update of two configurations that step alike, such as one process summing m micro-batches and m ranks.
 """
 
 from __future__ import annotations
@@ -159,8 +162,8 @@ def _run_one(rank: int, config: AccumConfig, x_all, y_all, step_offset: int) -> 
 
 def accumulation_worker(rank: int, world_size: int, configs: list) -> list:
     """What one rank does: every configuration in turn (those with k = 1 in rank 0 only), then its share of
-    every configuration's big-batch references (:func:`big_batch_share`). Returns numpy data, one dict per
-    configuration (a rank left out of a k = 1 configuration holds only its references)."""
+    the big-batch references (:func:`reference_plan`). Returns numpy data, one dict per configuration (a rank
+    left out of a k = 1 configuration holds only its references)."""
     if dist.get_backend() == "nccl":
         raise ValueError("backend must be gloo: these runs time CPU processes.")
     threads = torch.get_num_threads()
@@ -185,14 +188,24 @@ def accumulation_worker(rank: int, world_size: int, configs: list) -> list:
             done = offset + config.steps - 1
         offset += config.steps
     _barrier(done)  # every configuration has run on every rank
+    starts = [_starts(config, results[i]["history"] if rank == 0 else None, world_size) for i, config in enumerate(configs)]
+    plan = reference_plan(configs, starts, world_size)
+    computed = {}  # (config, step) of a reference this rank computed -> its gradient
     for i, config in enumerate(configs):
-        history = results[i]["history"] if rank == 0 else None
-        share, rows = big_batch_share(config, history, *data_for(config), rank, world_size)
         if results[i] is None:
             results[i] = {}
-        results[i]["big_share"] = share
+        results[i]["big_share"] = {}
         if rank == 0:
-            results[i]["batch_index"] = rows
+            results[i]["batch_index"] = np.stack([batch_rows(config, s).numpy() for s in range(config.steps)])
+    for (i, step), (first, owner) in plan.items():
+        if owner != rank:
+            continue
+        if first not in computed:
+            j, s = first
+            x_all, y_all = data_for(configs[j])
+            rows = batch_rows(configs[j], s)
+            computed[first] = big_batch_grad(configs[j], starts[j][s], x_all[rows], y_all[rows])
+        results[i]["big_share"][step] = computed[first]  # one array for every update that shares it
     return results
 
 
@@ -211,19 +224,34 @@ def _barrier(step: int) -> None:
 
 
 
-def big_batch_share(config: AccumConfig, history, x_all: torch.Tensor, y_all: torch.Tensor, rank: int,
-                    world_size: int) -> tuple[dict, np.ndarray]:
-    """This rank's share of one configuration's references: {update: the gradient of all its examples at the
-    parameters it started from, (P,)} for updates rank, rank + world_size, ...; and every update's rows,
-    (steps, global_batch). ``history`` (steps + 1, P) is rank 0's record of the parameters; rank 0 sends it."""
+def _starts(config: AccumConfig, history, world_size: int) -> np.ndarray:
+    """(steps + 1, P): the parameters each update of ``config`` started from, rank 0's ``history``, sent to every rank."""
     n_params = sum(q.numel() for q in make_model(config).parameters())
-    start = torch.from_numpy(history) if rank == 0 else torch.empty(config.steps + 1, n_params)
+    start = torch.from_numpy(history) if history is not None else torch.empty(config.steps + 1, n_params)
     if world_size > 1:
         dist.broadcast(start, src=0)
-    rows = [batch_rows(config, step) for step in range(config.steps)]
-    share = {s: big_batch_grad(config, start[s].numpy(), x_all[rows[s]], y_all[rows[s]])
-             for s in range(rank, config.steps, world_size)}
-    return share, np.stack([r.numpy() for r in rows])
+    return start.numpy()
+
+
+def reference_plan(configs: list, starts: list, world_size: int) -> dict:
+    """Who computes which big-batch reference: ``{(config, step): ((config, step) computed, rank)}``.
+
+    Two updates share one reference when they start from the same parameters, bit for bit, on the same
+    examples of the same model; the first of them names it. The distinct ones go to the ranks by their
+    examples, the next one to the rank with the fewest so far, so that every rank computes the same plan
+    from the same ``starts``.
+    """
+    plan, first, load = {}, {}, [0] * world_size
+    for i, config in enumerate(configs):
+        model_and_data = (config.d_in, config.width, config.depth, config.seed, config.dataset_size, config.global_batch)
+        for step in range(config.steps):  # batch_rows(config, step) draws the same examples for the same data and step
+            key = (model_and_data, step, hashlib.sha1(starts[i][step].tobytes()).hexdigest())
+            if key not in first:
+                owner = load.index(min(load))
+                load[owner] += config.global_batch
+                first[key] = ((i, step), owner)
+            plan[(i, step)] = first[key]
+    return plan
 
 
 def big_batch_grad(config: AccumConfig, flat: np.ndarray, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:

@@ -1,7 +1,8 @@
 """The rank side of :mod:`dpviz.runs.pipeline`: one stage per rank, activations and gradients sent point to point.
 
-Rank 0 also runs each config's whole model on its whole batch (:func:`unsplit`), after every timed step,
-the reference the stages' outputs and gradients are compared with.
+One rank also runs each config's whole model on its whole batch (:func:`unsplit`), the reference the
+stages' outputs and gradients are compared with: the last rank, while the stages of a config that
+leaves it out warm up, where there is such a config; else rank 0, after every step is timed.
 """
 
 from __future__ import annotations
@@ -91,7 +92,9 @@ def _run_step(stage: nn.Sequential, rank: int, config: PipelineConfig, xs, ys, c
                 grad_out = torch.empty_like(out)
                 dist.recv(grad_out, src=rank + 1)
                 t0 = clock()
-                out.backward(grad_out)
+                # out.backward(grad_out) as the gradient of sum(out * grad_out): the same bits, without the shape
+                # check by which backward(gradient) makes a fresh process import sympy (0.5 s on a rank's first step)
+                (out * grad_out).sum().backward()
             times["bwd"][j] = (t0, clock())
             if not first:
                 t0 = clock()
@@ -120,13 +123,17 @@ def pipeline_worker(rank: int, world_size: int, configs: list) -> list[dict]:
     """One stage: for each config (any p up to world_size, m or schedule), a warm-up step, then the timed ones.
 
     Numpy results; None for a config with fewer stages than ranks on the ranks it leaves out, which
-    wait in a barrier (asleep, so the stages have the cores) until its timed steps are done. Rank 0's
-    results also hold each config's :func:`unsplit` reference, computed once every step is timed (once
-    for all the configs with the same model and batch).
+    wait in a barrier (asleep, so the stages have the cores) until its timed steps are done. Each
+    config's :func:`unsplit` reference, computed once for all the configs with the same model and
+    batch, is in the results of the rank that computed it (:func:`reference_ranks`), under "unsplit".
     """
+    by_sitter = reference_ranks(configs, world_size)
+    references = {}  # what this rank computed: the same model and batch -> its unsplit reference
     out, step = [], 0
-    for config in configs:
+    for i, config in enumerate(configs):
         if rank >= config.p:
+            if by_sitter.get(_same_model(config)) == i and rank == world_size - 1:
+                references[_same_model(config)] = unsplit(config)  # while the stages warm up: nothing is timed yet
             _sit_out(config, step)
             step += 2 * config.m * (1 + config.repeats)
             out.append(None)
@@ -160,15 +167,28 @@ def pipeline_worker(rank: int, world_size: int, configs: list) -> list[dict]:
             "threads": torch.get_num_threads(),
         })
         dist.barrier()  # the next config's warm-up starts together
-    if rank == 0:
-        references = {}  # configs that differ only in p, m or schedule share one model and batch: one reference
-        for config, result in zip(configs, out):
-            key = (config.width, config.depth, config.batch, config.seed)
-            if key not in references:
-                references[key] = unsplit(config)
-            result["unsplit"] = references[key]
+    for i, config in enumerate(configs):
+        key = _same_model(config)
+        if rank == 0 and key not in by_sitter and key not in references:
+            references[key] = unsplit(config)
+        if key in references:
+            out[i] = {**(out[i] or {}), "unsplit": references[key]}
     return out
 
+
+def _same_model(config: PipelineConfig) -> tuple:
+    """Configs that differ only in p, m, schedule or repeats run the same model on the same batch: one reference."""
+    return config.width, config.depth, config.batch, config.seed
+
+
+def reference_ranks(configs: list, world_size: int) -> dict:
+    """``{model and batch: config}``: the references the last rank computes, each while the stages of the first
+    config with that model warm up, if that config leaves the last rank out. Rank 0 computes the others last."""
+    by_sitter = {}
+    for i, config in enumerate(configs):
+        if config.p < world_size:
+            by_sitter.setdefault(_same_model(config), i)
+    return by_sitter
 
 
 def unsplit(config: PipelineConfig) -> tuple[np.ndarray, np.ndarray, float]:

@@ -93,6 +93,6 @@ def unsplit(config: TensorConfig) -> dict:
     x.requires_grad_(True)
     w.requires_grad_(True)
     y = x @ w
-    y.backward(dy)
+    (y * dy).sum().backward()  # y.backward(dy), the same bits, without the import of sympy it costs a fresh process
     return {"x": x.detach().numpy(), "w": w.detach().numpy(), "dy": dy.numpy(), "y": y.detach().numpy(),
             "dx": x.grad.numpy(), "dw": w.grad.numpy()}
