@@ -64,9 +64,10 @@ def test_hung_rank_ends_at_the_timeout(no_leftover_processes):
 
 def test_keyboard_interrupt_reaps_every_rank(no_leftover_processes):
     # Ctrl-C (a terminal's, or a kernel's interrupt) raises KeyboardInterrupt in the main thread, and
-    # interrupt_main does what Ctrl-C does only under Python's own SIGINT handler. In full test runs an earlier
-    # test left another handler in this process (not traced to which): the interrupt was lost and the launch ran
-    # to its stall timeout. The test sets the default handler for its own duration.
+    # interrupt_main does what Ctrl-C does only under Python's own SIGINT handler. A test run started in the
+    # background by a non-interactive shell (`nohup ./run test &`) inherits SIGINT ignored, and Python then leaves it
+    # ignored: the interrupt was lost and the launch ran to its stall timeout. The test sets Python's handler for its
+    # own duration.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(8.0, _thread.interrupt_main)
     timer.start()
