@@ -79,10 +79,11 @@ def record(plans: dict, recorded: dict, *, quick: bool = False, progress: bool =
     recipes.warm_up()  # the fork server imports torch and the workers' modules while this process goes on
     for name, plan in plans.items():
         start = time.perf_counter()
-        recorded[name] = recipes.RECIPES[name](quick=quick, progress=progress)
-        plan.check_recorded(recorded[name])
+        runs = recipes.RECIPES[name](quick=quick, progress=progress)
+        plan.check_recorded(runs)  # before it joins `recorded`: a plan that fails its check is never saved
+        recorded[name] = runs
         if progress:
-            print(f"recorded {name}: {len(recorded[name])} records in {time.perf_counter() - start:.1f} s", flush=True)
+            print(f"recorded {name}: {len(runs)} records in {time.perf_counter() - start:.1f} s", flush=True)
 
 
 # --- saving and drawing: tasks shared among one process per core, once recording is over ---
@@ -108,6 +109,8 @@ def _in_processes(tasks: list, initargs: tuple) -> tuple[dict, int]:
 
 
 def _cores() -> int:
+    # dpviz.runs.launch.cpu_count's rule, written here again: drawing from saved records imports nothing of
+    # dpviz.runs (tests/test_cli.py holds it to that).
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:

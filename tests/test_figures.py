@@ -139,3 +139,30 @@ def test_svg_comparer_names_a_changed_label_and_a_missing_element():
     counts = re.search(r"g\[@id='axes_1'\]: (\d+) children, drawn with (\d+)", difference)
     assert counts and int(counts[1]) == int(counts[2]) + 1
 
+
+
+def test_a_plan_that_fails_keeps_the_plans_recorded_before_it_and_saves_nothing_of_its_own(tmp_path, monkeypatch):
+    """Recording stops at the first plan whose recipe raises or whose records are not the plan's stems: the plans
+    recorded before it are saved, that plan's records are not, and the error goes up."""
+    from dpviz.runs import recipes
+
+    plans = {group.plan.name: group.plan for group in figures.GROUPS}
+    names = list(plans)
+    committed = {name: plan.load(RECORDS) for name, plan in plans.items()}  # stand-ins for fresh recordings
+    monkeypatch.setattr(recipes, "warm_up", lambda: None)
+    for failing, how in ((names[2], "raises"), (names[1], "returns too few")):
+        out = tmp_path / how
+
+        def recipe(name):
+            def record(*, quick, progress):
+                if name == failing and how == "raises":
+                    raise RuntimeError("a rank failed")
+                return dict(list(committed[name].items())[:-1]) if name == failing else committed[name]
+            return record
+
+        monkeypatch.setattr(recipes, "RECIPES", {name: recipe(name) for name in names})
+        with pytest.raises(RuntimeError, match="a rank failed" if how == "raises" else "returned records"):
+            regenerate(out, progress=False)
+        saved = {p.name.removesuffix(".json") for p in (out / "records").glob("*.json")}
+        before = names[:names.index(failing)]
+        assert saved == {stem for name in before for stem in plans[name].stems}, how
