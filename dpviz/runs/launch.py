@@ -18,7 +18,8 @@ What the launcher guarantees:
   a port;
 * ``backend="auto"`` picks nccl when every rank can have its own GPU, gloo otherwise;
 * an exception in any rank is raised here as :class:`RankError`, naming the rank
-  and carrying its traceback;
+  and carrying its traceback; the one exception is gloo losing a peer while the
+  ranks join the group, before any worker code ran: the ranks start once more;
 * a rank that makes no progress for ``stall_timeout`` seconds ends the run with
   :class:`RankTimeout`, naming the rank and the step it is stuck after; a long
   run that keeps reporting progress is never cut short (``deadline`` is an
@@ -43,9 +44,11 @@ and the errors, are importable from here too.
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import sys
+import time
 import warnings
 
 from dpviz.checks import check_choice, check_int, check_real
@@ -69,9 +72,11 @@ from dpviz.runs.supervise import (
 )
 
 BACKENDS = ("auto", "gloo", "nccl")
+REJOIN_ATTEMPTS = 2  # starts of the ranks, when the first fails only because gloo lost a peer while they joined
 STALL_TIMEOUT = 60.0  # seconds a running rank may go without reporting progress
 START_TIMEOUT = 120.0  # seconds a rank may take to start and join the group (torch import on a loaded machine)
 _gpus = None  # gpu_count(), once asked
+_log = logging.getLogger(__name__)
 
 __all__ = [
     "BACKENDS", "STALL_TIMEOUT", "START_TIMEOUT", "START_METHODS", "FORK_SERVER_PRELOAD", "FORK_SERVER_IDLE",
@@ -172,6 +177,11 @@ def launch(
     rank may take to start and join the group. ``deadline`` (seconds, default
     None: no limit) bounds the whole run. With ``progress=True`` and ``total_steps`` set, a bar
     follows the slowest rank.
+
+    If a rank fails while the ranks join the group only because gloo lost a peer's connection (rare, and only
+    seen while other launchers start ranks at the same moment), nothing of the worker has run on that rank:
+    every rank is stopped and the k ranks start once more, in a fresh run folder (logged at INFO on
+    ``dpviz.runs.launch``). Any other failure, or a second such one, is raised.
     """
     k = check_int("k", k, low=1, high=1024)
     stall_timeout = check_real("stall_timeout", STALL_TIMEOUT if stall_timeout is None else stall_timeout, low=0, low_open=True)
@@ -196,9 +206,27 @@ def launch(
             f"pickling failed with {type(e).__name__}: {e}"
         ) from None
 
+    bar = _progress_bar(total_steps) if progress and total_steps else None
+    begin = time.monotonic()
+    try:
+        for attempt in range(1, REJOIN_ATTEMPTS + 1):
+            left = None if deadline is None else max(deadline - (time.monotonic() - begin), 1e-3)
+            try:
+                return _launch_once(payload, k, backend, threads, stall_timeout, start_timeout, left, bar)
+            except RankError as e:
+                if not e.rejoinable or attempt == REJOIN_ATTEMPTS:
+                    raise
+                _log.info("rank %d lost a peer while joining the group (%s); starting the %d ranks again",
+                          e.rank, str(e).splitlines()[0], k)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _launch_once(payload, k, backend, threads, stall_timeout, start_timeout, deadline, bar) -> list:
+    """One start of k ranks in a run folder of their own, watched until they all exit; their results in rank order."""
     _sweep_stale_dirs()
     procs = []
-    bar = _progress_bar(total_steps) if progress and total_steps else None
     outdir, lock = _make_run_dir()  # its lock, held until the folder is removed, tells other launchers it is live
     store = os.path.join(outdir, "store")  # the rendezvous: a FileStore no other run can touch
     # The process group's own timeout only has to outlast the launcher's checks, which name the culprit.
@@ -222,8 +250,6 @@ def launch(
             _wait(procs, outdir, state, stall_timeout, max(start_timeout, stall_timeout), deadline, bar)
             return [_read_result(outdir, rank) for rank in range(k)]
         finally:
-            if bar is not None:
-                bar.close()
             _reap(procs)
             _remove_run_dir(outdir, lock)
             _run_ended()

@@ -26,6 +26,9 @@ import time
 import traceback
 
 WATCH_INTERVAL = 0.2  # seconds between a rank's checks that its parent is alive
+# Tests only: the path of a file. The first rank that removes it fails to join, with the error gloo raises when
+# a peer's connection closes during the rendezvous (tests/test_launch_rejoin.py; see launch's REJOIN_ATTEMPTS).
+JOIN_FAULT_VARIABLE = "DPVIZ_TEST_JOIN_FAULT"
 
 # A rank's phases, as the launcher sees them through the shared state.
 _SPAWNED, _STARTED, _JOINED, _DONE = 0, 1, 2, 3
@@ -70,6 +73,11 @@ def _err_path(outdir: str, rank: int) -> str:
 
 def _out_path(outdir: str, rank: int) -> str:
     return os.path.join(outdir, f"rank{rank}.pkl")
+
+
+def _join_failed_path(outdir: str, rank: int) -> str:
+    """Present when the rank's error was raised while it joined the process group (before any of the worker ran)."""
+    return os.path.join(outdir, f"rank{rank}.join-failed")
 
 
 def _read_result(outdir: str, rank: int):
@@ -161,6 +169,19 @@ def _rank_entry(parent_pid, rank, k, backend, store, threads, group_timeout, out
     _rank_main(worker, rank, k, backend, store, threads, group_timeout, outdir, args)
 
 
+def _injected_join_fault() -> None:
+    """Raise gloo's lost-peer error instead of joining, once per run, when a test asks for it (JOIN_FAULT_VARIABLE)."""
+    path = os.environ.get(JOIN_FAULT_VARIABLE)
+    if not path:
+        return
+    try:
+        os.unlink(path)  # succeeds in one rank only
+    except FileNotFoundError:
+        return
+    raise RuntimeError("Gloo connectFullMesh failed with [pair.cc] Connection closed by peer [127.0.0.1]:1 "
+                       f"(injected by the test through {JOIN_FAULT_VARIABLE})")
+
+
 def _rank_main(worker, rank, k, backend, store, threads, group_timeout, outdir, args) -> None:
     """Join the group, run the worker, write its result or its traceback."""
     import torch
@@ -171,13 +192,18 @@ def _rank_main(worker, rank, k, backend, store, threads, group_timeout, outdir, 
     try:
         if backend == "nccl":
             torch.cuda.set_device(rank)
-        dist.init_process_group(
-            backend,
-            init_method=f"file://{store}",
-            rank=rank,
-            world_size=k,
-            timeout=datetime.timedelta(seconds=group_timeout),
-        )
+        try:
+            _injected_join_fault()
+            dist.init_process_group(
+                backend,
+                init_method=f"file://{store}",
+                rank=rank,
+                world_size=k,
+                timeout=datetime.timedelta(seconds=group_timeout),
+            )
+        except BaseException:
+            open(_join_failed_path(outdir, rank), "w").close()  # before the error file, which the launcher waits for
+            raise
         _mark(_JOINED)
         result = worker(rank, k, *args)
         _mark(_DONE)
