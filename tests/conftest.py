@@ -15,8 +15,7 @@ from dpviz.runs.launch import is_helper_process  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# With pytest-xdist (`./run test -n 3`; one process by default: in one of three full runs on 3 workers a gloo
-# connection between two ranks of one run was closed during set-up, not traced) each group below goes to one worker,
+# With pytest-xdist (`./run test` runs 3 workers: `-n 3` in pyproject.toml; `-n 0` for one process) each group below goes to one worker,
 # whole and in order (GroupScheduling): every file is a group of its own (a notebook's cells share one kernel and run in order; a
 # module's fixtures are built once), except the files that share a session fixture, which share a worker. Groups
 # go out longest first, as measured on 2 cores, so that no long one starts last.
