@@ -1,14 +1,16 @@
 """The rank side of :mod:`dpviz.runs.training`: the data-parallel step each rank runs, in torch.
 
 Each rank holds an identical copy of the model, takes its own random slice of each global batch,
-computes its local mean gradient, all-reduces it, and steps its own optimizer. Rank 0 then computes
-the gradient of each whole global batch again, from scratch on one fresh model, so the claim of
-Step 3 can be checked against an independent computation.
+computes its local mean gradient, all-reduces it, and steps its own optimizer. After the timed loop the
+gradient of each whole global batch is computed again, from scratch on one fresh model in one process
+(by rank 0, or shared out among identical replicas step by step), so the claim of Step 3 can be checked
+against an independent computation.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 
 import numpy as np
@@ -133,7 +135,8 @@ def train_worker(rank: int, world_size: int, config: TrainConfig) -> dict:
     # big-batch check are computed from the rows after the timed loop (the same bits as inside it). A rank
     # that returns only digests keeps rows too while they fit in DEFERRED_DIGEST_BYTES; past that it hashes
     # inside the loop instead.
-    keep_rows = keep_full or 4 * (config.steps + 1) * n_params <= DEFERRED_DIGEST_BYTES
+    keep_rows_everywhere = n_params <= FULL_PARAMS_LIMIT or 4 * (config.steps + 1) * n_params <= DEFERRED_DIGEST_BYTES
+    keep_rows = keep_full or keep_rows_everywhere
 
     # Allocated and written once before the loop: the first write to a fresh page is a page fault
     # (about 0.5 ms per 280 kB gradient here), which would otherwise land inside every recorded step.
@@ -222,12 +225,35 @@ def train_worker(rank: int, world_size: int, config: TrainConfig) -> dict:
         shards = [batch[start:start + sizes[rank]] for batch in batches]
         out["example_grad"] = np.stack([per_example_grads(model_at(params[step], config), x_all[rows], y_all[rows]).numpy()
                                         for step, rows in enumerate(shards)])
-    if rank == 0:
-        big = [big_batch(config, params[step], x_all[rows], y_all[rows]) for step, rows in enumerate(batches)]
-        out["big_grad"] = np.stack([g for g, _ in big])
-        out["big_loss"] = np.array([loss for _, loss in big], dtype=np.float32)
-        out["batch_index"] = np.stack([rows.numpy() for rows in batches])
+    # The big-batch check. With the all-reduce every replica holds the same parameters at every step (the
+    # records' digests say so), so when every rank kept its rows the ranks share the steps out, round robin,
+    # each computing whole global batches in one process; a sum of zero-filled rows gathers them on rank 0.
+    # Otherwise rank 0 computes every step alone. Nothing here is timed, so the ranks computing it take every
+    # core between them.
+    shared = config.all_reduce and world_size > 1 and keep_rows_everywhere
+    if rank == 0 or shared:
+        torch.set_num_threads(max(1, _cores() // world_size) if shared else _cores())
+        big_grad, big_loss = np.zeros((config.steps, n_params), np.float32), np.zeros(config.steps, np.float32)
+        for step in range(rank, config.steps, world_size) if shared else range(config.steps):
+            rows = batches[step]
+            big_grad[step], big_loss[step] = big_batch(config, params[step], x_all[rows], y_all[rows])
+        if shared:
+            for part in (big_grad, big_loss):
+                gathered = torch.from_numpy(part).to(device)
+                dist.all_reduce(gathered)  # each row is one rank's and zero in every other: the sum is that row
+                part[...] = gathered.cpu().numpy()
+        if rank == 0:
+            out["big_grad"], out["big_loss"] = big_grad, big_loss
+            out["batch_index"] = np.stack([rows.numpy() for rows in batches])
     return out
+
+
+def _cores() -> int:
+    """The cores this rank may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # no affinity where the OS has none (macOS)
+        return os.cpu_count() or 1
 
 
 
