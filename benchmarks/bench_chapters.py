@@ -23,6 +23,8 @@ import nbformat
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
+from machine import describe, load
+
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 10.0  # s for one chapter's Run All on 2 cores, quiet (issue 21)
 
@@ -58,7 +60,8 @@ def main(argv=None) -> None:
     paths = sorted((ROOT / "notebooks").glob("*.ipynb"))
     if args.chapters:
         paths = [p for p in paths if any(p.stem.startswith(c) for c in args.chapters)]
-    print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; Run All target <= {TARGET:g} s")
+    print(describe())
+    print(f"Run All target <= {TARGET:g} s a chapter")
     print(f"{'chapter':34s} {'kernel':>8s} {'Run All':>8s} {'both':>8s}   slowest cell")
     over = []
     for path in paths:
@@ -69,7 +72,7 @@ def main(argv=None) -> None:
         if run > TARGET:
             over.append(path.stem)
     verdict = "every chapter within" if not over else f"{len(over)} over: {', '.join(over)};"
-    print(f"{verdict} the {TARGET:g} s target (load average now {os.getloadavg()[0]:.2f})")
+    print(f"{verdict} the {TARGET:g} s target: {'met' if not over else 'missed'} (load average now {load()})")
 
 
 if __name__ == "__main__":

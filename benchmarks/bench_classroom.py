@@ -40,6 +40,7 @@ from pathlib import Path
 import psutil
 
 from dpviz.runs.launch import is_helper_process
+from machine import describe
 
 ROOT = Path(__file__).resolve().parents[1]
 SETUP = "import dpviz.runs\ndpviz.runs.warm_up()\nfrom dpviz.runs.training import record_run\n"  # as a chapter's set-up cell
@@ -147,6 +148,7 @@ def main(argv=None) -> int:
         return run_all_chapter(args)
 
     cores = usable_cores()
+    print(describe())
     print(f"{cores} cores, load average {os.getloadavg()[0]:.2f}; {args.kernels} kernels x 2 ranks", flush=True)
     with tempfile.TemporaryDirectory(prefix="dpviz-bench-classroom-") as tmp:
         begin = time.perf_counter()
@@ -217,6 +219,7 @@ def run_all_chapter(args) -> int:
     """Every kernel runs the whole chapter at once; each must finish every cell without an error."""
     path, cells = chapter_cells(args.chapter)
     cores = usable_cores()
+    print(describe())
     print(f"{cores} cores, load average {os.getloadavg()[0]:.2f}; {args.kernels} kernels, each running all "
           f"{len(cells)} code cells of {path.name}", flush=True)
     with tempfile.TemporaryDirectory(prefix="dpviz-bench-classroom-") as tmp:

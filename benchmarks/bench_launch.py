@@ -20,6 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from machine import describe
+
 ROOT = Path(__file__).resolve().parents[1]
 
 PROBE = """
@@ -50,6 +52,7 @@ def main(argv=None) -> None:
     parser.add_argument("--ks", type=int, nargs="+", default=[1, 2, 3, 4])
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
+    print(describe())
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; a run = one all-reduce of one number")
     rows = {}
     for method in ("forkserver", "spawn"):

@@ -27,6 +27,7 @@ import numpy as np
 from dpviz.records.figure_set import MLP_WORKLOAD as MLP
 from dpviz.runs.training import record_run
 from dpviz.theory import timing
+from machine import describe
 
 TARGET_SPEEDUP = 1.5  # measured S(2) on 2 cores, one thread per rank
 TARGET_COMPUTE_RATIO = 0.75  # T_compute per rank at k = 2 over that at k = 1
@@ -55,6 +56,7 @@ def main(argv=None) -> None:
     run = results[0]["runs"][1]
     med = {key: float(np.median([r[key] for r in results])) for key in ("compute1", "compute2", "comm2", "speedup")}
 
+    print(describe())
     print(f"workload: {run.describe()}")
     print(f"one pair = k = 1 and k = 2 with {results[0]['threads']} intra-op thread(s) per rank at both; "
           f"{args.repeats} pair(s) in {elapsed:.1f} s; load average {load_before:.1f} before, "
