@@ -10,7 +10,6 @@ against an independent computation.
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 
 import numpy as np
@@ -232,7 +231,8 @@ def train_worker(rank: int, world_size: int, config: TrainConfig) -> dict:
     # core between them.
     shared = config.all_reduce and world_size > 1 and keep_rows_everywhere
     if rank == 0 or shared:
-        torch.set_num_threads(max(1, _cores() // world_size) if shared else _cores())
+        cores = launcher.cpu_count()
+        torch.set_num_threads(max(1, cores // world_size) if shared else cores)
         big_grad, big_loss = np.zeros((config.steps, n_params), np.float32), np.zeros(config.steps, np.float32)
         for step in range(rank, config.steps, world_size) if shared else range(config.steps):
             rows = batches[step]
@@ -246,15 +246,6 @@ def train_worker(rank: int, world_size: int, config: TrainConfig) -> dict:
             out["big_grad"], out["big_loss"] = big_grad, big_loss
             out["batch_index"] = np.stack([rows.numpy() for rows in batches])
     return out
-
-
-def _cores() -> int:
-    """The cores this rank may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # no affinity where the OS has none (macOS)
-        return os.cpu_count() or 1
-
 
 
 def model_at(flat: np.ndarray, config: TrainConfig) -> torch.nn.Module:
