@@ -38,13 +38,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
-import sys
 import time
 import warnings
 
 import numpy as np
 
+import machine
 from dpviz.runs.bench import BenchConfig, log_sizes, run_sweep
 
 LATE = 1e-3  # seconds over the fastest call at a size: a late wake-up (a scheduler tick here is 4 ms)
@@ -54,15 +53,6 @@ LARGE = 4 << 20  # bytes: "large message" for the ratio target
 RING_KS = (2, 4)  # process-group sizes of the ring target
 RING_SIZES = (4 << 20, 8 << 20, 16 << 20)  # bytes, the ring target's message sizes
 PIECE_CHOICES = (1 << 15, 1 << 17, 1 << 18, 1 << 19, 1 << 20)  # elements per message tried by --pieces
-SPEED_REFERENCE = """
-import time
-import numpy as np
-a = np.random.default_rng(0).standard_normal((256, 256))
-start = time.perf_counter()
-for _ in range(30):
-    a = (a @ a) / 256.0
-print(time.perf_counter() - start)
-"""  # bench_memory.py's speed_reference, in a process of its own so that BLAS keeps to one thread
 
 
 def main(argv=None) -> None:
@@ -227,12 +217,9 @@ def pieces(repeats: int = 20) -> None:
 
 
 def speed_reference(tries: int = 3) -> float:
-    """Fastest of ``tries`` runs of bench_memory.py's reference: seconds for 30 products of 256 × 256 float64
-    matrices on one thread (lower is faster), each in a fresh process."""
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    runs = [subprocess.run([sys.executable, "-c", SPEED_REFERENCE], env=env, capture_output=True, text=True, check=True)
-            for _ in range(tries)]
-    return min(float(r.stdout) for r in runs)
+    """Fastest of ``tries`` runs of machine.py's reference: seconds for 30 products of 256 × 256 float64 matrices
+    on one thread (lower is faster), each in a fresh process."""
+    return machine.speed_reference(tries)[1]
 
 
 def _load(load) -> str:

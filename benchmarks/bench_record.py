@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_record.py
     .venv/bin/python benchmarks/bench_record.py --repeats 20 --only-overhead --k 2
 
-Prints the load average and a speed reference (bench_memory.py's: seconds for 30 products of
+Prints the load average and a speed reference (benchmarks/machine.py's: seconds for 30 products of
 256 × 256 matrices on one BLAS thread, in a process of its own; lower is faster) before and after, then:
 
 * the wall time of ``record_run`` with k = 4 (line model, 5 steps), process start
