@@ -162,7 +162,51 @@ def start_listening(name: str, cmd_for_port, ready_for_port, *, cwd: Path, env: 
     raise AssertionError("unreachable")
 
 
-class Server:
+class ProcessTree:
+    """A process and every descendant it has been seen with, remembered so that one outliving it can still be found
+    (a kernel's ranks, or a server's kernels, which jupyter_client starts in sessions of their own)."""
+
+    def __init__(self, pid: int, *, with_root: bool):
+        self.pid = pid
+        self.seen: dict[int, psutil.Process] = {}  # every process ever seen in this tree
+        if with_root:  # the root is one of the processes that must be gone (a kernel; not a server we stop ourselves)
+            try:
+                self.seen[pid] = psutil.Process(pid)
+            except psutil.NoSuchProcess:
+                pass
+
+    def remember_children(self) -> None:
+        """Notes every live descendant now."""
+        try:
+            children = psutil.Process(self.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return
+        for child in children:
+            self.seen.setdefault(child.pid, child)
+
+    def wait_children_gone(self, timeout: float = 30) -> list[str]:
+        """Waits for every process seen so far to exit; kills, by PID, those still running at the deadline and
+        returns them, described, for the test to report."""
+        self.remember_children()
+        deadline = time.monotonic() + timeout
+        while self.survivors() and time.monotonic() < deadline:
+            time.sleep(0.1)
+            self.remember_children()
+        return _kill_all(self.survivors())
+
+    def survivors(self) -> list[psutil.Process]:
+        """Processes ever seen that still run (``is_running`` compares start times, so a reused PID is not one)."""
+        alive = []
+        for p in self.seen.values():
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(p)
+            except psutil.NoSuchProcess:
+                pass
+        return alive
+
+
+class Server(ProcessTree):
     """A server process this test started, in a new session, with stdout and stderr in ``log``."""
 
     def __init__(self, name: str, cmd: list[str], *, cwd: Path, env: dict, log: Path):
@@ -173,8 +217,24 @@ class Server:
         with open(log, "wb") as out:
             self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=subprocess.STDOUT, start_new_session=True)
-        self.pid = self.proc.pid
-        self.seen: dict[int, psutil.Process] = {}  # every process ever seen in this server's tree
+        super().__init__(self.proc.pid, with_root=False)
+
+    def kernel_tree(self, kernel_id: str) -> ProcessTree | None:
+        """The process tree of the server's kernel ``kernel_id`` (jupyter_client names its connection file
+        ``kernel-<id>.json`` on the kernel's command line), or None if no such process runs."""
+        try:
+            children = psutil.Process(self.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return None
+        for child in children:
+            try:
+                if any(arg.endswith(f"kernel-{kernel_id}.json") for arg in child.cmdline()):
+                    tree = ProcessTree(child.pid, with_root=True)
+                    tree.remember_children()
+                    return tree
+            except psutil.Error:
+                continue
+        return None
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
@@ -219,37 +279,6 @@ class Server:
                 raise TimeoutError(f"{self.name} did not {what} within {timeout:.0f} s; its log ends:\n"
                                    f"{self.log_tail()}")
             time.sleep(poll)
-
-    def remember_children(self) -> None:
-        """Notes every live descendant now, so a kernel or rank that outlives the server can be found."""
-        try:
-            children = psutil.Process(self.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            return
-        for child in children:
-            self.seen.setdefault(child.pid, child)
-
-    def wait_children_gone(self, timeout: float = 30) -> list[str]:
-        """Waits for every descendant seen so far to exit (after its kernels were shut down, a server keeps
-        none); kills, by PID, those still running at the deadline and returns them, described, for the test
-        to report."""
-        self.remember_children()
-        deadline = time.monotonic() + timeout
-        while self.survivors() and time.monotonic() < deadline:
-            time.sleep(0.1)
-            self.remember_children()
-        return _kill_all(self.survivors())
-
-    def survivors(self) -> list[psutil.Process]:
-        """Descendants ever seen that still run (``is_running`` compares start times, so a reused PID is not one)."""
-        alive = []
-        for p in self.seen.values():
-            try:
-                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                    alive.append(p)
-            except psutil.NoSuchProcess:
-                pass
-        return alive
 
     def stop(self, *, grace: float = 20) -> list[str]:
         """Stops the server and everything it started; returns a description of each process that had to be killed

@@ -1,16 +1,18 @@
 """Every chapter in a real browser: JupyterLab runs it, Voilà serves chapter 06, headless Chromium looks.
 
-nbval checks what the kernel sends; this checks what a reader sees. One JupyterLab server and ONE page
-(loaded once) serve every notebook in notebooks/ (a temporary copy, so running cells never touches the
-committed files): the page opens each chapter in turn inside the running app, clears its saved outputs
-and runs all cells; the page must then show no traceback or error, every widget output must be a
-rendered widget (not its text repr, which is what a missing widgets front end looks like), a slider
-moved with the keyboard must change its figure, and the first self-check card must reveal its answer on
-a click. The chapter is then closed and its kernel shut down before the next one opens. Each chapter is
-still its own test item (parametrized), passing or failing on its own; they share the module-scoped
-server and page. Chapter 06 gets the same checks served as an app by Voilà. A full-page screenshot of
-each chapter, the servers' logs and the run times (the one page load, then each chapter by phase) go to
-test-output/browser/.
+nbval checks what the kernel sends; this checks what a reader sees. One JupyterLab server serves every
+notebook in notebooks/ (a temporary copy, so running cells never touches the committed files) to two pages,
+each loaded once. A page opens a chapter inside the running app, clears its saved outputs and runs all
+cells; the page must then show no traceback or error, every widget output must be a rendered widget (not
+its text repr, which is what a missing widgets front end looks like), a slider moved with the keyboard must
+change its figure, and the first self-check card must reveal its answer on a click. The chapter is then
+closed and its kernel shut down, and every process under that kernel must be gone. The two pages take
+turns: while one chapter is checked, the next one already runs in the other page (alone, a chapter leaves
+a third of two cores idle: its kernel waits for the page, the page for the kernel). Each chapter is still
+its own test item (parametrized), passing or failing on its own, a failure while it was started included;
+they share the module-scoped server and pages. Chapter 06 gets the same checks served as an app by Voilà.
+A full-page screenshot of each chapter, the servers' logs and the run times (the page loads, then each
+chapter by phase) go to test-output/browser/.
 
 Chromium is Debian's (``apt-get install -y chromium``; .ci/run installs it), driven by Playwright's
 Python package. The module skips, saying so in the summary, only when no Chromium can be found.
@@ -83,7 +85,8 @@ WIDTH, HEIGHT = 1366, 768
 START_TIMEOUT = 120  # s for a server to come up on a busy 2-core machine
 RUN_TIMEOUT = 420  # s for one chapter's Run All (chapters launch real multi-process runs)
 TARGET = 120  # s for the whole module (every chapter, both servers, the page load) on 2 cores
-LAB_WORKSPACE = "dpviz-browser"  # the page's own workspace: a fresh one restores nothing
+LAB_WORKSPACE = "dpviz-browser"  # each page's own workspace: a fresh one restores nothing
+LANES = 2  # JupyterLab pages, each with at most one chapter open: the next chapter runs while one is checked
 VOILA_ROOT = "body"
 VOILA_SCROLLER = "#rendered_cells"  # Voilà's page scrolls inside this panel
 
@@ -243,7 +246,7 @@ EXTERNAL: dict[str, list[str]] = {"JupyterLab": [], "Voilà": []}  # requests a 
 
 
 class LabPage:
-    """The one JupyterLab page that every chapter is opened in, in turn, without loading the page again.
+    """One of the JupyterLab pages that chapters are opened in, one at a time, without loading the page again.
 
     JupyterLab runs with ``--LabApp.expose_app_in_browser``, so the page has the app as ``window.jupyterapp``
     and this drives it through its own commands: ``docmanager:open`` a chapter, ``notebook:clear-all-cell-outputs``
@@ -251,14 +254,14 @@ class LabPage:
     close it. The page is loaded again only if it stopped answering (a crash), in a fresh workspace.
     """
 
-    def __init__(self, context, server, timing):
-        self.context, self.server, self.timing = context, server, timing
+    def __init__(self, context, server, timing, lane: int):
+        self.context, self.server, self.timing, self.lane = context, server, timing, lane
         self.page = None
         self.widget = ""  # the id of the open chapter's panel
         self.loads = 0
         self.errors: list[str] = []  # JavaScript errors on the page since the current chapter began
 
-    def load(self, why: str = "once; every chapter opens in it") -> None:
+    def load(self, why: str = "once; chapters open in it in turn") -> None:
         """Loads JupyterLab (in a workspace of its own: nothing restored, no '?reset' reload), waits until the app
         has restored its layout, the file browser open beside the chapter (JupyterLab's default)."""
         start = time.monotonic()
@@ -268,11 +271,12 @@ class LabPage:
         self.page.set_viewport_size({"width": WIDTH, "height": HEIGHT})
         self.page.on("pageerror", lambda err: self.errors.append(str(err)))
         self.loads += 1
-        self.page.goto(f"{self.server.url}/lab/workspaces/{LAB_WORKSPACE}-{self.loads}?token={self.server.token}",
+        self.page.goto(f"{self.server.url}/lab/workspaces/{LAB_WORKSPACE}-{self.lane}-{self.loads}"
+                       f"?token={self.server.token}",
                        timeout=START_TIMEOUT * 1000)
         self.page.wait_for_function("() => !!window.jupyterapp", timeout=START_TIMEOUT * 1000)
         self.page.evaluate("async () => { await window.jupyterapp.restored; }")
-        self.timing.add(f"JupyterLab page load ({why})", time.monotonic() - start, "loaded")
+        self.timing.add(f"JupyterLab page {self.lane + 1} load ({why})", time.monotonic() - start, "loaded")
 
     def ensure(self, name: str) -> None:
         """Loads the page again if it no longer answers (a crash while an earlier chapter ran)."""
@@ -333,30 +337,118 @@ class LabPage:
             return 0
 
 
+class Chapter:
+    """A chapter opened in one of the pages: where it is, its kernel and that kernel's processes, and its times."""
+
+    def __init__(self, name: str, lane: LabPage):
+        self.name, self.lane = name, lane
+        self.start = time.monotonic()
+        self.clock = self.start
+        self.phases: dict[str, float] = {}
+        self.root = self.kernel = None
+        self.tree = None  # the kernel's ProcessTree
+        self.error: str | None = None  # what went wrong while it was being started
+
+    def lap(self, phase: str) -> None:
+        now = time.monotonic()
+        self.phases[phase] = now - self.clock
+        self.clock = now
+
+
+class Lanes:
+    """The JupyterLab pages, each with at most one chapter open. :meth:`start` opens a chapter in a free page and
+    starts its Run All without waiting for it; each chapter's test starts the next selected chapter this way before
+    it waits for its own, so one chapter runs while the one before it is checked, screenshotted and closed."""
+
+    def __init__(self, pages: list[LabPage], server, order: list[str]):
+        self.pages, self.server, self.order = pages, server, order
+        self.open: dict[str, Chapter] = {}
+
+    def start(self, name: str) -> Chapter:
+        """The chapter ``name``, started now in a free page unless it already was. A failure while starting it is
+        kept on the chapter (its own test reports it), not raised into the test that asked for it early."""
+        if name in self.open:
+            return self.open[name]
+        busy = {chapter.lane for chapter in self.open.values()}
+        lane = next(page for page in self.pages if page not in busy)
+        chapter = self.open[name] = Chapter(name, lane)
+        try:
+            lane.ensure(name)  # the same page as before, unless a chapter left it broken
+            lane.errors.clear()
+            chapter.root = lane.open(name)
+            chapter.kernel = one_kernel(self.server, name, open_names=set(self.open))
+            chapter.tree = self.server.kernel_tree(chapter.kernel)
+            if chapter.tree is None:
+                raise AssertionError(f"no process runs kernel {chapter.kernel} of {name}")
+            chapter.lap("open")
+            # The committed outputs and execution counts are on the page until cleared: clear them so that
+            # everything judged below comes from this run.
+            lane.command("notebook:clear-all-cell-outputs")
+            lane.page.wait_for_function(
+                """(root) => !document.querySelector(root + ' .jp-OutputArea-output') &&
+                     [...document.querySelectorAll(root + ' .jp-CodeCell .jp-InputPrompt')]
+                       .every(p => !/\\d/.test(p.innerText))""", arg=chapter.root, timeout=30_000)
+            lane.command("notebook:run-all-cells")
+        except Exception as err:
+            chapter.error = f"{type(err).__name__}: {err}"
+        return chapter
+
+    def start_next(self, name: str) -> None:
+        """Starts the selected chapter after ``name``, if there is one and a page is free for it."""
+        later = self.order[self.order.index(name) + 1:] if name in self.order else []
+        if later and later[0] not in self.open and len(self.open) < len(self.pages):
+            self.start(later[0])
+
+    def close(self, chapter: Chapter) -> list[str]:
+        """Shuts the chapter's kernel down (through its session, as the Kernel menu does; then through the REST API
+        if the page could not) and closes it; returns the processes of its kernel that were still running after
+        that and had to be killed."""
+        try:
+            if chapter.tree is not None:
+                chapter.tree.remember_children()
+            chapter.lane.close_notebooks()
+        finally:
+            del self.open[chapter.name]
+            if chapter.kernel is not None:
+                shutdown_kernels(self.server, kernel=chapter.kernel)
+            left = chapter.tree.wait_children_gone() if chapter.tree is not None else []
+        return left
+
+
 @pytest.fixture(scope="module")
-def lab_page(browser, lab, timing):
-    """The one JupyterLab page (one browser context) shared by every chapter; loaded once, here."""
-    context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
+def lanes(request, browser, lab, timing):
+    """The JupyterLab pages (a browser context each) shared by every chapter; each loaded once, here."""
+    order = [item.callspec.params["name"] for item in request.session.items
+             if getattr(item, "originalname", "") == "test_chapter_in_jupyterlab" and hasattr(item, "callspec")]
     host = lab.url.split("/")[2]
-    context.on("request", lambda r: None if is_local(r.url, host) else EXTERNAL["JupyterLab"].append(r.url))
+    contexts, pages = [], []
     try:
-        app = LabPage(context, lab, timing)
-        app.load()
-        yield app
+        for lane in range(LANES):
+            context = browser.new_context(viewport={"width": WIDTH, "height": HEIGHT})
+            context.on("request", lambda r: None if is_local(r.url, host) else EXTERNAL["JupyterLab"].append(r.url))
+            contexts.append(context)
+            pages.append(LabPage(context, lab, timing, lane))
+            pages[-1].load()
+        yield Lanes(pages, lab, order)
     finally:
-        context.close()
+        for context in contexts:
+            context.close()
 
 
-def shutdown_kernels(server) -> None:
-    """Asks JupyterLab to shut down every session and kernel (REST API), after noting their processes."""
+def shutdown_kernels(server, *, kernel: str | None = None) -> None:
+    """Asks JupyterLab to shut down every session and kernel (REST API), or only those of kernel id ``kernel``,
+    after noting their processes."""
     server.remember_children()
     if server.proc.poll() is not None:
         return
     try:
         for session in http_json(f"{server.url}/api/sessions", token=server.token) or []:
-            http_json(f"{server.url}/api/sessions/{session['id']}", method="DELETE", token=server.token, timeout=30)
-        for kernel in http_json(f"{server.url}/api/kernels", token=server.token) or []:
-            http_json(f"{server.url}/api/kernels/{kernel['id']}", method="DELETE", token=server.token, timeout=30)
+            if kernel is None or session["kernel"]["id"] == kernel:
+                http_json(f"{server.url}/api/sessions/{session['id']}", method="DELETE", token=server.token,
+                          timeout=30)
+        for found in http_json(f"{server.url}/api/kernels", token=server.token) or []:
+            if kernel is None or found["id"] == kernel:
+                http_json(f"{server.url}/api/kernels/{found['id']}", method="DELETE", token=server.token, timeout=30)
     except OSError as err:  # the server's stop, next, still shuts down what is left
         print(f"could not shut kernels down through the REST API: {err}")
 
@@ -439,18 +531,19 @@ def _check_page(page, root: str, expect: dict, name: str, app: str, *, widget_wa
     return failures
 
 
-def kernel_pythons(server) -> set[str]:
-    """The python executables of the server's running ipykernel processes (argv[0] of each)."""
+def kernel_pythons(pid: int) -> set[str]:
+    """The python executables of the ipykernel processes that are process ``pid`` or run under it (argv[0] of each)."""
     import psutil
 
     found = set()
     try:
-        children = psutil.Process(server.pid).children(recursive=True)
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
         return found
-    for child in children:
+    for process in processes:
         try:
-            argv = child.cmdline()
+            argv = process.cmdline()
         except psutil.Error:
             continue
         if "ipykernel_launcher" in argv[1:3]:
@@ -458,9 +551,10 @@ def kernel_pythons(server) -> set[str]:
     return found
 
 
-def one_kernel(server, name: str, *, settle: float = 0.3, timeout: float = 60) -> str:
-    """The id of the one kernel JupyterLab runs, for notebook ``name``, once that has held for ``settle`` s;
-    fails if there is another kernel or none within ``timeout`` s."""
+def one_kernel(server, name: str, *, open_names: set[str], settle: float = 0.3, timeout: float = 60) -> str:
+    """The id of the one kernel JupyterLab runs for notebook ``name``, once that has held for ``settle`` s.
+    Fails unless, within ``timeout`` s, JupyterLab has exactly one session for each chapter of ``open_names``
+    (``name`` among them) and no other, and exactly one kernel for each of those sessions and no other."""
     deadline, last, since = time.monotonic() + timeout, None, time.monotonic()
     while True:
         try:
@@ -471,15 +565,16 @@ def one_kernel(server, name: str, *, settle: float = 0.3, timeout: float = 60) -
                 raise
             time.sleep(0.5)
             continue
-        now = [(s["path"], s["kernel"]["id"]) for s in sessions], sorted(k["id"] for k in kernels)
+        now = sorted((s["path"], s["kernel"]["id"]) for s in sessions), sorted(k["id"] for k in kernels)
         if now != last:
             last, since = now, time.monotonic()
-        ok = len(now[0]) == 1 and now[0][0][0] == name and now[1] == [now[0][0][1]]
+        paths = [path for path, _ in now[0]]
+        ok = sorted(paths) == sorted(open_names) and now[1] == sorted(kernel for _, kernel in now[0])
         if ok and time.monotonic() - since >= settle:
-            return now[0][0][1]
+            return dict(now[0])[name]
         if time.monotonic() > deadline:
-            raise AssertionError(f"expected one session (for {name}) with one kernel; JupyterLab has sessions "
-                                 f"{now[0]} and kernels {now[1]}")
+            raise AssertionError(f"expected one session for each open chapter ({sorted(open_names)}), each with its "
+                                 f"own kernel, and nothing else; JupyterLab has sessions {now[0]} and kernels {now[1]}")
         time.sleep(0.1)
 
 
@@ -519,42 +614,25 @@ def _wait_for_run_all(page, root: str, timeout: float) -> dict:
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("name", CHAPTERS or [pytest.param(None, marks=pytest.mark.skip(
     reason=f"no notebooks in {NOTEBOOKS} yet"))])
-def test_chapter_in_jupyterlab(name, lab, lab_page, timing, served_copy):
-    start = time.monotonic()
+def test_chapter_in_jupyterlab(name, lab, lanes, timing, served_copy):
     expect = saved_expectations(served_copy / name)
     _screenshot_name(name, "jupyterlab-failed").unlink(missing_ok=True)  # an earlier run's, now misleading
-    page = lab_page.page
-    lab_page.errors.clear()
+    chapter = lanes.start(name)  # started already while the chapter before it was checked, unless it is the first
+    lanes.start_next(name)  # the next chapter runs in the other page while this one is checked
+    lane, page, root = chapter.lane, chapter.lane.page, chapter.root
     outcome = "failed"
-    phases = {}
-    clock = [time.monotonic()]
-
-    def lap(phase):
-        now = time.monotonic()
-        phases[phase] = now - clock[0]
-        clock[0] = now
-
+    left = []
     try:
-        lab_page.ensure(name)  # the same page as the chapter before, unless that one left it broken
-        page = lab_page.page
-        root = lab_page.open(name)
-        kernel = one_kernel(lab, name)
-        lap("open")
-        # The committed outputs and execution counts are on the page until cleared: clear them so that
-        # everything judged below comes from this run.
-        lab_page.command("notebook:clear-all-cell-outputs")
-        page.wait_for_function(
-            """(root) => !document.querySelector(root + ' .jp-OutputArea-output') &&
-                 [...document.querySelectorAll(root + ' .jp-CodeCell .jp-InputPrompt')]
-                   .every(p => !/\\d/.test(p.innerText))""", arg=root, timeout=30_000)
-        lab_page.command("notebook:run-all-cells")
+        assert chapter.error is None, f"{name} in JupyterLab: opening it and starting Run All failed: {chapter.error}"
         state = _wait_for_run_all(page, root, RUN_TIMEOUT)
-        lap("run all")
-        lab.remember_children()  # the kernel and anything it launched
+        chapter.lap("run all")
+        chapter.tree.remember_children()  # the kernel and anything it launched
+        lab.remember_children()
         failures = []
-        if one_kernel(lab, name, settle=0) != kernel:
-            failures.append(f"the notebook's kernel changed during Run All (was {kernel}): JupyterLab started another")
-        pythons = kernel_pythons(lab)
+        if one_kernel(lab, name, open_names=set(lanes.open), settle=0) != chapter.kernel:
+            failures.append(f"the notebook's kernel changed during Run All (was {chapter.kernel}): JupyterLab "
+                            "started another")
+        pythons = kernel_pythons(chapter.tree.pid)
         if pythons != {lab.kernel_python}:
             failures.append(f"the chapter's kernel ran {sorted(pythons) or 'no python'}, not the wheel's environment "
                             f"{lab.kernel_python}")
@@ -565,26 +643,21 @@ def test_chapter_in_jupyterlab(name, lab, lab_page, timing, served_copy):
         # After an error stopped Run All, the widgets of the cells that never ran will not come: judge at once.
         failures += _check_page(page, root, expect, name, "JupyterLab",
                                 widget_wait=60 if state["done"] >= state["cells"] else 3)
-        lap("checks")
+        chapter.lap("checks")
         full_screenshot(page, _screenshot_name(name, "jupyterlab"), scroller=root + " .jp-WindowedPanel-outer",
                         width=WIDTH)
-        lap("screenshot")
-        lab.remember_children()
-        if failures and lab_page.errors:
-            failures.append("JavaScript errors on the page: " + "; ".join(e[:300] for e in lab_page.errors[:5]))
+        chapter.lap("screenshot")
+        if failures and lane.errors:
+            failures.append("JavaScript errors on the page: " + "; ".join(e[:300] for e in lane.errors[:5]))
         assert not failures, f"{name} in JupyterLab:\n" + "\n".join(failures)
         outcome = "passed"
     finally:
-        if outcome == "failed":
+        if outcome == "failed" and page is not None:
             _failure_screenshot(page, name, "jupyterlab")
         lab.remember_children()
-        try:
-            lab_page.close_notebooks()  # shuts the kernel down through its session, then closes the tab
-        finally:
-            shutdown_kernels(lab)  # whatever is left (a kernel the page could not reach)
-            left = lab.wait_children_gone()
-        lap("close, kernel shutdown" if outcome == "passed" else "to failure, close, kernel shutdown")
-        timing.add(f"{name} (JupyterLab)", time.monotonic() - start, outcome, phases)
+        left = lanes.close(chapter)
+        chapter.lap("close, kernel shutdown" if outcome == "passed" else "to failure, close, kernel shutdown")
+        timing.add(f"{name} (JupyterLab)", time.monotonic() - chapter.start, outcome, chapter.phases)
     assert not left, f"after {name}'s kernel was shut down, these processes were still running: {left}"
 
 
@@ -643,7 +716,7 @@ def test_chapter_06_in_voila(voila, browser, timing, served_copy, wheel_python):
             page.wait_for_selector(".jp-OutputArea-output", timeout=RUN_TIMEOUT * 1000)
             voila.remember_children()
             failures = _check_page(page, VOILA_ROOT, expect, VOILA_CHAPTER, "Voilà")
-            pythons = kernel_pythons(voila)
+            pythons = kernel_pythons(voila.pid)
             if pythons != {str(wheel_python)}:
                 failures.append(f"Voilà's kernel ran {sorted(pythons) or 'no python'}, not the wheel's environment "
                                 f"{wheel_python}")
@@ -672,7 +745,7 @@ def test_chapter_06_in_voila(voila, browser, timing, served_copy, wheel_python):
         timing.add(f"{VOILA_CHAPTER} (Voilà)", time.monotonic() - start, outcome + note)
 
 
-def test_jupyterlab_asked_no_other_host(lab_page):
-    """Every request of the JupyterLab page, from its load through every chapter, went to the local server."""
-    assert not EXTERNAL["JupyterLab"], ("JupyterLab's page asked other hosts (a classroom firewall breaks it): "
+def test_jupyterlab_asked_no_other_host(lanes):
+    """Every request of the JupyterLab pages, from their loads through every chapter, went to the local server."""
+    assert not EXTERNAL["JupyterLab"], ("JupyterLab's pages asked other hosts (a classroom firewall breaks it): "
                                         + ", ".join(sorted(set(EXTERNAL["JupyterLab"]))[:20]))
