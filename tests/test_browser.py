@@ -2,7 +2,8 @@
 
 nbval checks what the kernel sends; this checks what a reader sees. One JupyterLab server serves every
 notebook in notebooks/ (a temporary copy, so running cells never touches the committed files) to three
-pages, each loaded once. A page opens a chapter inside the running app, clears its saved outputs and runs all
+pages, each loaded once (the first before any chapter, the others when their first chapter opens, while the
+chapters before it run). A page opens a chapter inside the running app, clears its saved outputs and runs all
 cells; the page must then show no traceback or error, every widget output must be a rendered widget (not
 its text repr, which is what a missing widgets front end looks like), a slider moved with the keyboard must
 change its figure, and the first self-check card must reveal its answer on a click. The chapter is then
@@ -262,7 +263,7 @@ class LabPage:
         self.loads = 0
         self.errors: list[str] = []  # JavaScript errors on the page since the current chapter began
 
-    def load(self, why: str = "once; chapters open in it in turn") -> None:
+    def load(self, why: str = "once, before the first chapter; chapters open in it in turn") -> None:
         """Loads JupyterLab (in a workspace of its own: nothing restored, no '?reset' reload), waits until the app
         has restored its layout, the file browser open beside the chapter (JupyterLab's default)."""
         start = time.monotonic()
@@ -280,7 +281,11 @@ class LabPage:
         self.timing.add(f"JupyterLab page {self.lane + 1} load ({why})", time.monotonic() - start, "loaded")
 
     def ensure(self, name: str) -> None:
-        """Loads the page again if it no longer answers (a crash while an earlier chapter ran)."""
+        """Loads the page for its first chapter, or again if it no longer answers (a crash while an earlier chapter
+        ran)."""
+        if self.page is None:
+            self.load(f"once, for {name}; chapters open in it in turn")
+            return
         try:
             alive = not self.page.is_closed() and self.page.evaluate("() => !!window.jupyterapp")
         except Exception:
@@ -315,6 +320,8 @@ class LabPage:
         """Dismisses any dialog, shuts down the kernel of every open notebook (through its session, as the Kernel
         menu does) and closes it unsaved (the served copy is thrown away); returns how many were open. Leaves the page
         to be loaded again if it does not answer."""
+        if self.page is None:  # it never loaded
+            return 0
         try:
             closed = self.page.evaluate(
                 """async () => {
@@ -421,7 +428,8 @@ class Lanes:
 
 @pytest.fixture(scope="module")
 def lanes(request, browser, lab, timing):
-    """The JupyterLab pages (a browser context each) shared by every chapter; each loaded once, here."""
+    """The JupyterLab pages (a browser context each) shared by every chapter; the first loaded here, each other one
+    when its first chapter opens."""
     order = [item.callspec.params["name"] for item in request.session.items
              if getattr(item, "originalname", "") == "test_chapter_in_jupyterlab" and hasattr(item, "callspec")]
     host = lab.url.split("/")[2]
@@ -432,7 +440,7 @@ def lanes(request, browser, lab, timing):
             context.on("request", lambda r: None if is_local(r.url, host) else EXTERNAL["JupyterLab"].append(r.url))
             contexts.append(context)
             pages.append(LabPage(context, lab, timing, lane))
-            pages[-1].load()
+        pages[0].load()  # the others load when their first chapter opens, while the first one's runs
         yield Lanes(pages, lab, order)
     finally:
         for context in contexts:
