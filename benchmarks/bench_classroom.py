@@ -149,7 +149,7 @@ def main(argv=None) -> int:
 
     cores = usable_cores()
     print(describe())
-    print(f"{cores} cores, load average {os.getloadavg()[0]:.2f}; {args.kernels} kernels x 2 ranks", flush=True)
+    print(f"{cores} usable cores; {args.kernels} kernels x 2 ranks", flush=True)  # the load: in describe() above
     with tempfile.TemporaryDirectory(prefix="dpviz-bench-classroom-") as tmp:
         begin = time.perf_counter()
         students = []
@@ -220,7 +220,7 @@ def run_all_chapter(args) -> int:
     path, cells = chapter_cells(args.chapter)
     cores = usable_cores()
     print(describe())
-    print(f"{cores} cores, load average {os.getloadavg()[0]:.2f}; {args.kernels} kernels, each running all "
+    print(f"{cores} usable cores; {args.kernels} kernels, each running all "
           f"{len(cells)} code cells of {path.name}", flush=True)
     with tempfile.TemporaryDirectory(prefix="dpviz-bench-classroom-") as tmp:
         students, results = [], {}

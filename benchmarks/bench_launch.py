@@ -53,7 +53,7 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
     print(describe())
-    print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}; a run = one all-reduce of one number")
+    print("a run = one all-reduce of one number")
     rows = {}
     for method in ("forkserver", "spawn"):
         env = dict(os.environ, DPVIZ_START_METHOD=method)
