@@ -260,12 +260,20 @@ class GlyphCacheRenderer(RendererAgg):
     def _render(self, font, size, glyph_index, cos, sin, flags, mode, fx: int, fy: int):
         """One glyph's coverage bitmap at an offset of (fx, fy)/64 pixel, with its left and top edges there."""
         font.set_size(size, self.dpi)
-        font._set_transform((0x10000 * np.array([[cos, -sin], [sin, cos]])).round().astype(int), [fx, fy])
+        font._set_transform(_rotation(cos, sin), [fx, fy])
         bitmap = font._render_glyph(glyph_index, flags, mode)
         buffer = np.array(bitmap.buffer, dtype=np.uint8)  # a copy: FreeType reuses its own
         if mode == RenderMode.MONO:
             buffer *= 0xff
         return buffer, bitmap.left, bitmap.top
+
+
+@functools.lru_cache(maxsize=64)
+def _rotation(cos: float, sin: float) -> np.ndarray:
+    """FreeType's rotation matrix for an angle, in 16.16 fixed point, as RendererAgg computes it (one per angle)."""
+    matrix = (0x10000 * np.array([[cos, -sin], [sin, cos]])).round().astype(int)
+    matrix.flags.writeable = False
+    return matrix
 
 
 def _whole(items) -> bool:

@@ -167,7 +167,7 @@ class CostsFigure:
     def on_preset(self, *, alpha: float, beta: float, formula: str, preset: str) -> bool:
         """True while α and β still hold the chosen preset's numbers (as far as the sliders reach)."""
         link = self.link_for(preset, formula)
-        return bool(np.isclose(alpha, _clip(link.alpha, ALPHA_RANGE)) and np.isclose(beta, _clip(link.beta, BETA_RANGE)))
+        return _close(alpha, _clip(link.alpha, ALPHA_RANGE)) and _close(beta, _clip(link.beta, BETA_RANGE))
 
     def update(self, *, k: int, alpha: float, beta: float, M: float, t_compute: float, formula: str,
                preset: str) -> None:
@@ -374,6 +374,11 @@ def _set_ydata(line, y) -> None:
     """New y data for a curve, only if it changed: a line keeps its path on the log axes drawn, until its data moves."""
     if not np.array_equal(line.get_ydata(orig=True), y):
         line.set_ydata(y)
+
+
+def _close(a: float, b: float) -> bool:
+    """``np.isclose(a, b)`` for two finite numbers (its default tolerances), without numpy's cost per call."""
+    return abs(a - b) <= 1e-8 + 1e-5 * abs(b)
 
 
 def _round_end(x: float) -> float:
