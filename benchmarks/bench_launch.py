@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from machine import describe

@@ -9,8 +9,8 @@ student's processes adds up across students: it is what a JupyterHub server pays
 kernel is started with jupyter_client (as in bench_classroom.py), sent a chapter's set-up cell (imports,
 ``dpviz.runs.warm_up()``, the figure records loaded), and measured idle; then sent one live run of
 k = 2 ranks and measured again while the ranks exist, and once more after. Prints each process's PSS,
-the totals, the target (350 MB idle) and met/missed, the load average and a speed reference (the seconds
-one process takes for a fixed matrix product), and how many students a server of the given size holds on
+the totals, the target (350 MB idle) and met/missed, the load average and benchmarks/machine.py's
+references, and how many students a server of the given size holds on
 this measurement. The target is read on one chapter open alone, where every shared page (torch's and
 numpy's libraries above all) counts in full. With ``--students N`` (default 3), N − 1 more kernels then run
 the same set-up and the PSS of all N chapters is measured together: divided by N it is what each open
@@ -30,7 +30,8 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_classroom import ROOT, Student  # noqa: E402
+from bench_classroom import Student  # noqa: E402
+from machine import describe  # noqa: E402
 
 TARGET_MB = 350  # PSS of one open chapter, idle: kernel, fork server, helpers
 SETUP = ("import dpviz.runs\ndpviz.runs.warm_up()\n"
@@ -54,17 +55,6 @@ def pss(pid: int) -> list[tuple[str, float]]:
         except psutil.Error:
             pass
     return out
-
-
-def speed_reference() -> float:
-    """Seconds for 30 products of two 256 × 256 float64 matrices in pure numpy on one thread (lower is faster)."""
-    import numpy as np
-
-    a = np.random.default_rng(0).standard_normal((256, 256))
-    start = time.perf_counter()
-    for _ in range(30):
-        a = (a @ a) / 256.0
-    return time.perf_counter() - start
 
 
 def show(label: str, rows) -> float:
@@ -104,8 +94,7 @@ def main(argv=None) -> int:
     if not 1 <= args.students <= 16:
         parser.error(f"--students must be between 1 and 16; got {args.students}.")
     cores = len(os.sched_getaffinity(0))
-    print(f"{cores} cores, load average {os.getloadavg()[0]:.2f}; speed reference {speed_reference():.3f} s "
-          "(30 matrix products 256×256, one thread; lower is faster)", flush=True)
+    print(f"{cores} usable cores; {describe()}", flush=True)
     with tempfile.TemporaryDirectory(prefix="dpviz-bench-memory-") as tmp:
         student = Student(0, Path(tmp))
         try:

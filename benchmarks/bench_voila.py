@@ -13,7 +13,8 @@ and its figure) is on the page, drawn. Two ways of serving are measured, each wi
   the pool to refill (the kernel's CPU quiet) before each request, as a class that arrives over a minute would.
 
 Prints each request's time, the median against the target (5 s), met or missed, the load average before and
-after, and a speed reference (one thread's time for a fixed numpy product) measured in the same run.
+after, and benchmarks/machine.py's references (a numpy product on one thread, the interpreter on a fixed loop)
+measured in the same run.
 """
 
 from __future__ import annotations
@@ -33,21 +34,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 from browser_support import CHROMIUM_ARGS, find_chromium, jupyter_env, slider_figures, start_listening  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from machine import references  # noqa: E402
+
 TARGET_S = 5.0
 CHAPTER = "06_speedup_model.ipynb"
 MODES = {"cold": [], "preheated": ["--preheat_kernel=True", "--pool_size=1"]}
-
-
-def speed_reference() -> float:
-    """Seconds for 30 products of two 256 × 256 float64 matrices in numpy on one thread (lower is faster)."""
-    import numpy as np
-
-    a = np.random.default_rng(0).standard_normal((256, 256))
-    start = time.perf_counter()
-    for _ in range(30):
-        a = a @ a
-        a /= np.abs(a).max()
-    return time.perf_counter() - start
 
 
 def expected_panels(notebook: Path) -> int:
@@ -130,7 +122,7 @@ def main() -> None:
     from playwright.sync_api import sync_playwright
 
     load_before = os.getloadavg()
-    reference = speed_reference()
+    reference = references()
     panels = expected_panels(ROOT / "notebooks" / CHAPTER)
     results = {}
     with tempfile.TemporaryDirectory(prefix="dpviz-bench-voila-") as tmp, sync_playwright() as p:
@@ -151,7 +143,7 @@ def main() -> None:
               f"  (target ≤ {TARGET_S:.0f} s: {'met' if median <= TARGET_S else 'missed'})")
     print(f"load average (1, 5, 15 min) before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, "
           f"after {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}; {os.cpu_count()} cores")
-    print(f"speed reference: {reference:.3f} s for 30 numpy 256×256 products on one thread (lower is faster)")
+    print(f"before: {reference}")
 
 
 if __name__ == "__main__":

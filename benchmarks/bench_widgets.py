@@ -32,10 +32,11 @@ Prints the machine (cores, load average) and a speed reference first, then for e
 one line with all its controls' moves together and one line per control: median and 90th
 percentile in ms, redraws per move, and whether the control meets the target (issue 21: every
 control's median at most 15 ms and its 90th percentile at most 30 ms), and last how many
-controls met it, the load average and the speed reference again. The speed reference is
-``bench_memory.speed_reference`` (a fixed matrix product on one BLAS thread, in seconds; lower
-is faster) run in a fresh process, so that figures measured on a slower machine can be read
-against this one's; the load average says how busy the machine was while it ran.
+controls met it, the load average and the references again. The references are
+benchmarks/machine.py's (a fixed matrix product on one BLAS thread, and the interpreter alone on a
+fixed loop, each in a fresh process, in seconds; lower is faster): a move is mostly interpreter work,
+so read a slower machine's figures against the Python reference. The load average says how busy the
+machine was while it ran.
 """
 
 from __future__ import annotations
@@ -44,13 +45,15 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import textwrap
 import time
 import warnings
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from machine import references  # noqa: E402
 
 TARGET_MEDIAN_MS = 15.0  # every control's median move
 TARGET_P90_MS = 30.0  # ... and its 90th percentile
@@ -182,18 +185,6 @@ def machine_line() -> str:
     return f"machine: {os.cpu_count()} cores ({usable} usable), load average (1, 5, 15 min) {load}"
 
 
-def speed_reference(repeats: int = 5) -> str:
-    """bench_memory.speed_reference in a fresh process on one BLAS thread: the median and best of ``repeats``."""
-    code = ("import statistics, sys; sys.path.insert(0, sys.argv[1]); from bench_memory import speed_reference; "
-            f"t = [speed_reference() for _ in range({repeats})]; print(statistics.median(t), min(t))")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).resolve().parent)], env=env, check=True,
-                         capture_output=True, text=True).stdout.split()
-    median, best = (float(x) for x in out)
-    return (f"speed reference: {median:.3f} s (median of {repeats}, best {best:.3f} s; 30 products of 256 x 256 "
-            f"float64 matrices on one thread, lower is faster)")
-
-
 def record_inputs(folder: Path) -> None:
     """The records no shipped file covers: a biased single-rank grab and a small all-reduce sweep."""
     from dpviz.runs.bench import BenchConfig, run_sweep
@@ -271,7 +262,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     print(machine_line(), flush=True)
-    print(speed_reference(), flush=True)
+    print(references(5), flush=True)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dpviz-bench-widgets-") as tmp:
         records = Path(tmp)
@@ -295,7 +286,7 @@ def main(argv=None) -> int:
     print(f"\ntarget met by {len(rows) - len(missed)} of {len(rows)} controls"
           + (f"; missed by {', '.join(missed)}" if missed else ""))
     print(machine_line())
-    print(speed_reference())
+    print(references(5))
     print(f"total {time.perf_counter() - start:.0f} s")
     return 0
 

@@ -1,11 +1,18 @@
 """What every benchmark prints beside its figures: the machine's cores, its load, and a speed reference.
 
 Machines of this kind differ by about 2x in speed, so a time means little without a measure of the machine
-it was taken on. The speed reference is the same everywhere: seconds for 30 products of two 256 x 256
-float64 matrices in numpy, on one BLAS thread, each try in a fresh process (lower is faster).
+it was taken on. Two references, the same everywhere, each try in a fresh process (lower is faster):
 
-    from machine import describe, speed_reference
-    print(describe())          # cores, load average, speed reference: one line
+* the speed reference: seconds for 30 products of two 256 x 256 float64 matrices in numpy, on one BLAS thread;
+* the Python reference: seconds for the interpreter alone to write 50,000 short keys and count them in a dict.
+
+They need not move together: a slider move is mostly the interpreter (matplotlib working out what to draw, a
+text's layout), and on 2026-12-02 two 2-core machines that read the same speed reference (0.019-0.023 s and
+0.019-0.030 s) moved the costs panel's slowest slider in 9 ms and in 18-25 ms. Read an interpreter-bound time
+(slider moves, Run All, Voila) against the Python reference, a rank's arithmetic against the speed reference.
+
+    from machine import describe, speed_reference, python_reference
+    print(describe())          # cores, load average, both references: one line
 """
 
 from __future__ import annotations
@@ -24,13 +31,40 @@ for _ in range(30):
     a = (a @ a) / 256.0
 print(time.perf_counter() - start)
 """
+PYTHON_CODE = """
+import time
+start = time.perf_counter()
+counts = {}
+for i in range(50_000):
+    key = f"{i % 997:04d}:{i * 0.5:.2f}"[:6]
+    counts[key] = counts.get(key, 0) + 1
+print(time.perf_counter() - start)
+"""
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def speed_reference(tries: int = 3) -> tuple[float, float]:
-    """Median and best seconds of ``tries`` runs of the reference, each in a fresh one-thread process."""
+    """Median and best seconds of ``tries`` runs of the speed reference, each in a fresh one-thread process."""
+    return _timed(REFERENCE_CODE, tries)
+
+
+def python_reference(tries: int = 3) -> tuple[float, float]:
+    """Median and best seconds of ``tries`` runs of the Python reference (the interpreter alone), each in a fresh process."""
+    return _timed(PYTHON_CODE, tries)
+
+
+def references(tries: int = 3) -> str:
+    """Both references measured now, in words: what a benchmark prints beside its figures."""
+    median, best = speed_reference(tries)
+    py_median, py_best = python_reference(tries)
+    return (f"speed reference {median:.3f} s (median of {tries}, best {best:.3f} s: 30 products of 256 x 256 float64 "
+            f"matrices on one thread); Python reference {py_median:.3f} s (median of {tries}, best {py_best:.3f} s: "
+            "50,000 keys written and counted by the interpreter); lower is faster")
+
+
+def _timed(code: str, tries: int) -> tuple[float, float]:
     env = {**os.environ, **ONE_THREAD}
-    times = [float(subprocess.run([sys.executable, "-c", REFERENCE_CODE], env=env, capture_output=True, text=True,
+    times = [float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                                   check=True).stdout) for _ in range(tries)]
     return statistics.median(times), min(times)
 
@@ -40,7 +74,5 @@ def load() -> str:
 
 
 def describe(tries: int = 3) -> str:
-    """One line: cores, load average, and the speed reference measured now."""
-    median, best = speed_reference(tries)
-    return (f"machine: {os.cpu_count()} cores, load average {load()}; speed reference {median:.3f} s (median of "
-            f"{tries}, best {best:.3f} s: 30 products of 256 x 256 float64 matrices on one thread, lower is faster)")
+    """One line: cores, load average, and both references measured now."""
+    return f"machine: {os.cpu_count()} cores, load average {load()}; {references(tries)}"
