@@ -108,6 +108,20 @@ def test_large_arrays_are_read_from_their_file_at_each_use_and_survive_a_replace
     assert not big.local_grad.any() and "local_grad" in big.arrays and len(big.arrays) == len(clone.arrays)
 
 
+def test_loading_a_record_that_drops_large_arrays_gives_their_memory_back(monkeypatch):
+    """A load that let large arrays go asks the C library to return their pages; one that kept everything does not."""
+    from dpviz.records import schema
+
+    calls = []
+    monkeypatch.setattr(schema, "release_freed_memory", lambda: calls.append(1))
+    Run.load(FIGURE_RECORDS / "mlp_k2")  # its gradients are over HELD_BYTES
+    assert calls == [1]
+    Run.load(FIGURE_RECORDS / "line_k4")  # every array held
+    assert calls == [1]
+    monkeypatch.undo()
+    schema.release_freed_memory()  # on this platform: a call that returns (glibc) or does nothing
+
+
 def test_declared_arrays_are_attributes(run):
     assert run.local_grad.shape == (run.steps, run.k, 2)
     assert Run.local_grad.__doc__.startswith("(steps, k, P)")
