@@ -411,9 +411,9 @@ def load(path) -> Record:
 def release_freed_memory() -> None:
     """Hand the memory of arrays already let go back to the operating system, where the C library allows (glibc).
 
-    glibc keeps a freed block of a few MB for the process to reuse rather than returning it, so an idle kernel that
-    loaded a chapter's records held about 16 MB of arrays it had dropped (a 2 ms call gives them back). Elsewhere
-    this does nothing.
+    glibc may keep a freed block of a few MB for the process to reuse rather than return it: loading the figure
+    records (``load_inputs()``) left a plain interpreter 16 MB larger than this call does, an idle chapter's kernel
+    3 MB (benchmarks/bench_memory.py). The call takes about 2 ms. Elsewhere it does nothing.
     """
     trim = _malloc_trim()
     if trim is not None:
