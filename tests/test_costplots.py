@@ -594,3 +594,26 @@ def test_costs_widget_names_a_record_of_the_wrong_kind(bench, runs):
         with pytest.raises(TypeError, match=message) as caught:
             costs_widget(**kwargs)
         assert len(str(caught.value)) < 300, str(caught.value)
+
+
+def test_snapped_labels_start_on_whole_pixels_and_an_unchanged_row_leaves_its_label_alone():
+    """A slider's timeline starts each label on the whole pixel nearest its bar's end, half a pixel at most away,
+    and showing the same rows again sets nothing (a set label would be redrawn)."""
+    from matplotlib.figure import Figure
+
+    from dpviz.plots.timeline import TimelineBars
+
+    rows = timing.timeline_rows((1, 2, 4), t_compute=0.05, alpha=1e-5, beta=1e9, M=1e7)
+    ax = Figure(figsize=(6, 3), dpi=80).subplots()
+    bars = TimelineBars(ax, rows)
+    bars.snap_labels = True
+    bars.show(rows)
+    for label, row in zip(bars.labels, rows):
+        x, y = label.get_position()
+        px = ax.transData.transform((x, y))[0]
+        assert abs(px - round(px)) < 1e-6
+        assert abs(px - ax.transData.transform((row.t_step / bars.scale, y))[0]) <= 0.5 + 1e-9
+    for artist in bars.labels + bars.compute + bars.comm:
+        artist.stale = False
+    bars.show(rows)
+    assert not any(artist.stale for artist in bars.labels + bars.compute + bars.comm)

@@ -67,8 +67,12 @@ class TimelineBars:
 
     ``self.compute``, ``self.comm`` and ``self.labels`` hold one lavender bar, one coral bar and
     one end-of-bar text per row, first row on top. The x axis is in ``self.unit``; :meth:`show`
-    keeps it unless told another unit.
+    keeps it unless told another unit. With ``snap_labels`` set, :meth:`show` starts each label on the
+    whole pixel nearest its bar's end (at most half a pixel off), so a figure redrawn many times, as a
+    slider's is, renders the labels' glyphs at the same offsets within a pixel each time and can reuse them.
     """
+
+    snap_labels = False
 
     def __init__(self, ax, rows, *, fontsize: float = 11, title: str | None = None, note: str | None = None,
                  mark_source: bool = True):
@@ -114,6 +118,11 @@ class TimelineBars:
         if note:
             source_note(ax, note)
 
+    def _on_whole_pixel(self, x: float) -> float:
+        """The x (data) nearest ``x`` that falls on a whole pixel of the figure as it is now laid out."""
+        (left, _), (right, _) = self.ax.transData.transform([(0.0, 0.0), (1.0, 0.0)])  # a linear axis: two points
+        return (round(left + (right - left) * x) - left) / (right - left)
+
     def _hatch(self, row) -> str | None:
         return MODELED_HATCH if self.mark_source and row.source != MEASURED_NOTE else None
 
@@ -125,13 +134,14 @@ class TimelineBars:
         if unit is not None:
             self.unit, self.scale = unit, UNITS[unit]
         scale = self.scale
+        label_x = self._on_whole_pixel if self.snap_labels else (lambda x: x)
         # Only what changed is set: a setter marks its artist changed even when the value is the same, and a
         # widget redraws the artists marked changed.
         for compute, comm, label, row in zip(self.compute, self.comm, self.labels, rows):
             for now, value, set_ in ((compute.get_width(), row.t_compute / scale, compute.set_width),
                                      (comm.get_x(), row.t_compute / scale, comm.set_x),
                                      (comm.get_width(), row.t_comm / scale, comm.set_width),
-                                     (label.get_position()[0], row.t_step / scale, label.set_x)):
+                                     (label.get_position()[0], label_x(row.t_step / scale), label.set_x)):
                 if now != value:
                     set_(value)
             if compute.get_hatch() != self._hatch(row):  # a row that turned from measured to modeled, or back
