@@ -296,14 +296,19 @@ class LabPage:
     def open(self, name: str) -> str:
         """Opens notebook ``name`` (a path under the server's root) in the app, with its kernel, as the current tab;
         returns a CSS selector for its panel once the kernel is idle."""
-        widget = self.page.evaluate(
-            """async (path) => {
+        # The command is started, not awaited in the page, and Python polls for the notebook's context to be ready:
+        # a page function awaiting it failed once in a clean-clone run on 2 cores ("Resulting promise was garbage
+        # collected": the page dropped the promise still pending; why, it did not say).
+        self.page.evaluate("(path) => { window.jupyterapp.commands.execute('docmanager:open', "
+                           "{path, factory: 'Notebook'}); }", name)
+        widget = self.page.wait_for_function(
+            """(path) => {
                  const app = window.jupyterapp;
-                 const w = await app.commands.execute('docmanager:open', {path, factory: 'Notebook'});
-                 await w.context.ready;
+                 const w = [...app.shell.widgets('main')].find(w => w.context && w.context.path === path);
+                 if (!w || !w.context.isReady) return null;
                  app.shell.activateById(w.id);
                  return w.id;
-               }""", name)
+               }""", arg=name, timeout=START_TIMEOUT * 1000).json_value()
         self.widget = widget
         root = f".jp-NotebookPanel[id='{widget}']"
         self.page.wait_for_selector(f"{root} .jp-Notebook-ExecutionIndicator[data-status='idle']",
