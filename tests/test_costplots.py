@@ -605,9 +605,8 @@ def test_snapped_labels_start_on_whole_pixels_and_an_unchanged_row_leaves_its_la
 
     rows = timing.timeline_rows((1, 2, 4), t_compute=0.05, alpha=1e-5, beta=1e9, M=1e7)
     ax = Figure(figsize=(6, 3), dpi=80).subplots()
-    bars = TimelineBars(ax, rows)
-    bars.snap_labels = True
-    bars.show(rows)
+    bars = TimelineBars(ax, rows, snap_labels=True)
+    bars.show(rows)  # again, now that the axis is laid out
     for label, row in zip(bars.labels, rows):
         x, y = label.get_position()
         px = ax.transData.transform((x, y))[0]

@@ -67,19 +67,17 @@ class TimelineBars:
 
     ``self.compute``, ``self.comm`` and ``self.labels`` hold one lavender bar, one coral bar and
     one end-of-bar text per row, first row on top. The x axis is in ``self.unit``; :meth:`show`
-    keeps it unless told another unit. With ``snap_labels`` set, :meth:`show` starts each label on the
+    keeps it unless told another unit. With ``snap_labels``, :meth:`show` starts each label on the
     whole pixel nearest its bar's end (at most half a pixel off), so a figure redrawn many times, as a
     slider's is, renders the labels' glyphs at the same offsets within a pixel each time and can reuse them.
     """
 
-    snap_labels = False
-
     def __init__(self, ax, rows, *, fontsize: float = 11, title: str | None = None, note: str | None = None,
-                 mark_source: bool = True):
+                 mark_source: bool = True, snap_labels: bool = False):
         rows = list(rows)
         if not rows:
             raise ValueError("rows must hold at least one TimelineRow.")
-        self.ax, self.mark_source = ax, mark_source
+        self.ax, self.mark_source, self.snap_labels = ax, mark_source, snap_labels
         y = [len(rows) - 1 - i for i in range(len(rows))]
         style = dict(height=BAR_HEIGHT, edgecolor=INK, linewidth=0.8)
         self.compute, self.comm, self.labels = [], [], []

@@ -99,9 +99,9 @@ class CostsFigure:
         fig.subplots_adjust(left=0.075, right=0.985, top=0.87, bottom=0.31, wspace=0.22)
         # Drawn first with placeholder numbers; update() puts in the real ones.
         rows, curves = self._numbers(k=self.k_max, alpha=1e-5, beta=1e9, M=1e8, t_compute=1.0, formula="ring")
-        self.bars = TimelineBars(ax_time, rows, fontsize=10, mark_source=False,
+        # snap_labels: each move writes new numbers after the bars, and on whole pixels their glyphs are reused
+        self.bars = TimelineBars(ax_time, rows, fontsize=10, mark_source=False, snap_labels=True,
                                  title="s01: one step on k devices, modeled: no step is shorter than its coral bar")
-        self.bars.snap_labels = True  # each move writes new numbers there: whole pixels let their glyphs be reused
         ax_time.set_yticks(ax_time.get_yticks(), [f"k = {k}" for k in FIXED_KS] + ["your k"])
         # The time axis rescales with the numbers, so its ticks are drawn by hand, as artists that
         # update() moves: redrawing them is cheap, redrawing a matplotlib Axis is not.
