@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # module's fixtures are built once), except the files that share a session fixture, which share a worker. Groups
 # go out longest first, as measured on 2 cores, so that no long one starts last.
 SHARED_FIXTURE = {"test_browser.py": "wheel", "test_wheel.py": "wheel",  # wheel_python: one wheel built
-                  "test_book.py": "book", "test_book_accessibility.py": "book"}  # book_build: one build
+                  "test_book.py": "book"}  # the book: built once (book_build), every page opened once
 LONGEST_FIRST = ("wheel", "tests/test_rerecorded.py", "tests/test_grading.py", "book", "tests/test_classroom.py",
                  "tests/test_launch.py", "tests/test_figure_text.py", "tests/test_figures.py", "tests/test_cluster.py")
 # Written by the modules that share a session fixture; the controller prints them, which the workers cannot.

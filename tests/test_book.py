@@ -12,6 +12,11 @@ order; the search page finds a word. The build time is printed in the summary; a
 goes to test-output/book/, and one of an answer key (a card collapsed, then one clicked open) to
 test-output/book/answer-key-*.png. Only a missing Chromium skips the browser part, saying so.
 
+The same visit audits the page with axe-core: no serious or critical violation, every <img> with an alt text.
+Each page is opened once, at a projector's 1280×720, for all of these checks. axe-core comes from npm
+(``npm install --no-save axe-core@4`` in the repository: node_modules/ is git-ignored; .ci/run installs it); without
+it only the audit's tests skip, saying so.
+
 The answer keys are the ``text/html`` the decks of dpviz.teaching.quiz save beside their widget views, so the
 answer-key checks pass on chapters saved since the decks carry them: a chapter saved before shows its widget's
 older fallback, and the checks name it as one to execute and save again.
@@ -42,6 +47,15 @@ NOTEBOOK_DIR = Path(os.environ.get("DPVIZ_BOOK_NOTEBOOKS", ROOT / "notebooks")).
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 OUTPUT = ROOT / "test-output" / "book"  # git-ignored: screenshots and the build's report
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
+AXE_BLOCKING = ("serious", "critical")  # the impacts that fail the audit
+AXE_JS = """async () => {
+  const r = await axe.run(document, {resultTypes: ['violations']});
+  return {violations: r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+                                              nodes: v.nodes.slice(0, 3).map(n => n.target.join(' ')),
+                                              count: v.nodes.length})),
+          noAlt: [...document.images].filter(i => !i.hasAttribute('alt')).map(i => (i.currentSrc || i.src).slice(0, 120))};
+}"""
 RAW_TEX = re.compile(r"\$[^$\s][^$]{0,300}?\$|\\\(|\\\)|\\\[|\\\]")
 
 
@@ -148,6 +162,8 @@ class Visit:
     answer_keys: list[dict] = field(default_factory=list)  # each card of a deck's answer key, as loaded
     prev: str | None = None
     next: str | None = None
+    axe: list[dict] | None = None  # axe-core's violations on the page (None: not audited, axe-core missing)
+    no_alt: list[str] = field(default_factory=list)  # <img> without an alt attribute
 
 
 PAGE_JS = """
@@ -201,7 +217,8 @@ def page_names(site: Path) -> list[str]:
                   if not p.relative_to(site).parts[0].startswith("_"))
 
 
-def open_page(context, url: str, host: str, shot: Path | None) -> Visit:
+def open_page(context, url: str, host: str, shot: Path | None, *, axe: Path | None = None) -> Visit:
+    """Opens ``url`` in a new page of ``context`` and reads what it shows; with ``axe`` (axe.min.js), audits it too."""
     visit = Visit(url)
     page = context.new_page()
     page.on("console", lambda m: visit.console_errors.append(f"{m.text} ({m.location.get('url', '')})")
@@ -215,6 +232,10 @@ def open_page(context, url: str, host: str, shot: Path | None) -> Visit:
         found = page.evaluate(PAGE_JS)
         if shot is not None:
             page.screenshot(path=str(shot))  # the first screen: title, note, the start of the text
+        if axe is not None:  # after the reading above: the audit adds a script, and the page is what it showed
+            page.add_script_tag(path=str(axe))
+            audit = page.evaluate(AXE_JS)
+            visit.axe, visit.no_alt = audit["violations"], audit["noAlt"]
     finally:
         page.close()
     visit.images, visit.output_images, visit.links = found["images"], found["outputImages"], found["links"]
@@ -226,10 +247,12 @@ def open_page(context, url: str, host: str, shot: Path | None) -> Visit:
 
 @pytest.fixture(scope="module")
 def visits(browser, server, site, summary) -> dict[str, Visit]:
-    """Every HTML page of the site opened once; requests to any other host are blocked and recorded."""
+    """Every HTML page of the site opened once at 1280×720 (a projector), read and audited by axe-core (where it is
+    installed); requests to any other host are blocked and recorded."""
     host = urllib.parse.urlsplit(server).netloc
     OUTPUT.mkdir(parents=True, exist_ok=True)
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, service_workers="block")
+    axe = AXE if AXE.is_file() else None
+    context = browser.new_context(viewport={"width": 1280, "height": 720}, service_workers="block")
     blocked: list[str] = []
 
     def route(r):
@@ -244,12 +267,13 @@ def visits(browser, server, site, summary) -> dict[str, Visit]:
     try:
         for name in page_names(site):
             before = len(blocked)
-            out[name] = open_page(context, server + name, host, OUTPUT / (name.replace("/", "_") + ".png"))
+            out[name] = open_page(context, server + name, host, OUTPUT / (name.replace("/", "_") + ".png"), axe=axe)
             out[name].external = blocked[before:]
     finally:
         context.close()
-    summary.lines.append(f"opened {len(out)} pages in headless Chromium in {time.perf_counter() - start:.1f} s "
-                         f"(screenshots in test-output/book/)")
+    audited = "each audited by axe-core" if axe else f"none audited: axe-core is not installed ({AXE} is missing)"
+    summary.lines.append(f"opened {len(out)} pages in headless Chromium in {time.perf_counter() - start:.1f} s, "
+                         f"{audited} (screenshots in test-output/book/)")
     return out
 
 
@@ -258,6 +282,31 @@ def test_no_console_error_and_no_failed_or_external_request(visits):
                 for name, v in visits.items()}
     problems = {k: v for k, v in problems.items() if v}
     assert not problems, "pages with console errors or failed requests:\n" + json.dumps(problems, indent=1)
+
+
+def audited(visits) -> dict[str, Visit]:
+    """The visits axe-core audited; skips the test, saying why, where it could not run."""
+    if not AXE.is_file():
+        pytest.skip(f"axe-core is not installed ({AXE} is missing): `npm install --no-save axe-core@4` (.ci/run does)")
+    return visits
+
+
+def test_no_serious_or_critical_axe_violation(visits):
+    problems = [f"{name}: {v['impact']} {v['id']} ({v['help']}) on {v['count']} elements, e.g. {v['nodes']}"
+                for name, visit in audited(visits).items() for v in visit.axe if v["impact"] in AXE_BLOCKING]
+    assert not problems, "axe-core found:\n" + "\n".join(problems)
+    assert all(visit.axe is not None for visit in visits.values())
+
+
+def test_every_book_image_has_alt_text(visits):
+    problems = [f"{name}: {src}" for name, visit in audited(visits).items() for src in visit.no_alt]
+    assert not problems, "<img> without alt:\n" + "\n".join(problems)
+    assert sum(len(v.images) for v in visits.values()) > 0
+
+
+def test_no_book_page_asks_another_host(visits):
+    problems = [f"{name}: {url}" for name, visit in visits.items() for url in visit.external]
+    assert not problems, "requests to other hosts (blocked):\n" + "\n".join(problems)
 
 
 def test_every_image_loads(visits):
