@@ -68,8 +68,9 @@ def provenance_words(source) -> tuple[list[str], str]:
 
 def test_provenance_is_in_the_caption_not_in_the_image(drawn):
     for name, (fig, sources) in drawn.items():
+        texts = [text for text, _box, _drawn in shown_texts(fig)]  # one draw a figure, whatever its sources
         for words, needed in map(provenance_words, sources):
-            for text, _box, _drawn in shown_texts(fig):
+            for text in texts:
                 for word in words:
                     assert word not in text.get_text(), (f"{name}: the image says {word!r} in "
                                                          f"{text.get_text()[:80]!r}; it belongs in the caption")
