@@ -49,11 +49,11 @@ def test_a_failed_save_leaves_the_older_record_and_no_partial_file(run, tmp_path
     base = other(run, seed=7).save(tmp_path / "keep")
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
 
-    def full_disk(file, **arrays):
+    def full_disk(file, arrays):
         file.write(b"\0" * 4096)  # part of the archive made it to disk, then the disk was full
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(schema.np, "savez_compressed", full_disk)
+    monkeypatch.setattr(schema, "write_npz", full_disk)
     with pytest.raises(OSError, match=r"no space left to save the record at '.*keep': it needs up to .* free; any older"):
         other(run, seed=8).save(base)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # no temporary file, nothing replaced

@@ -219,3 +219,26 @@ def test_readme_record_tables_are_the_declarations():
     for cls in KINDS.values():
         assert cls.KIND.markdown() in text, f"README's table for {cls.KIND.name!r} records is out of step: run python -m dpviz.records.readme"
     assert set(re.findall(r"#### `(\w+)` records", text)) == set(KINDS)
+
+
+def test_arrays_are_deflated_only_where_deflating_pays(tmp_path):
+    """A record's .npz stores float noise as it is and deflates what shrinks; numpy reads both back exactly, and the
+    same arrays give the same bytes."""
+    import io
+    import zipfile
+
+    from dpviz.records.schema import write_npz
+
+    arrays = {"noise": np.random.default_rng(0).standard_normal((64, 1024)).astype(np.float32),
+              "steps": np.repeat(np.arange(64), 1024), "flags": np.zeros((3, 4), bool), "empty": np.zeros((0, 2)),
+              "words": np.array(["fp16", "powersgd_r2"]), "late": np.asfortranarray(np.ones((50, 60)))}
+    first, second = io.BytesIO(), io.BytesIO()
+    write_npz(first, arrays)
+    write_npz(second, arrays)
+    assert first.getvalue() == second.getvalue()
+    how = {info.filename: info.compress_type for info in zipfile.ZipFile(first).infolist()}
+    assert how.pop("noise.npy") == zipfile.ZIP_STORED
+    assert set(how.values()) == {zipfile.ZIP_DEFLATED}
+    back = np.load(io.BytesIO(first.getvalue()), allow_pickle=False)
+    for name, array in arrays.items():
+        assert back[name].dtype == array.dtype and np.array_equal(back[name], array), name
