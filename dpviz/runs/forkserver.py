@@ -23,8 +23,8 @@ import warnings
 from dpviz.checks import check_choice
 
 START_METHODS = ("forkserver", "spawn")  # DPVIZ_START_METHOD; forkserver is the default where the OS has one
-# imported once, by the fork server; the last one makes it leave at once when it ends (dpviz.runs.server_exit)
-FORK_SERVER_PRELOAD = ("numpy", "torch", "torch.distributed", "dpviz.runs.server_exit")
+FORK_SERVER_PRELOAD = ("numpy", "torch", "torch.distributed")  # imported once, by the fork server
+SERVER_EXIT = "dpviz.runs.server_exit"  # imported by the server after all the others: it then leaves at once at its end
 # What torch imports, with sympy, the first time a process calls backward with a given gradient (a pipeline
 # stage's out.backward(grad_out), tensor parallelism's y.backward(dy)): 0.6-0.8 s of each such rank's first
 # step on 2 cores. warm_up(backward_with_gradient=True) has the server import it once for all its ranks, for
@@ -88,8 +88,7 @@ def _context():
         method = "spawn"  # Windows has no fork server
     ctx = multiprocessing.get_context(method)  # a local context: the global start method is left alone
     if method == "forkserver":
-        *first, last = FORK_SERVER_PRELOAD  # server_exit last: its exit handler must run before torch's
-        ctx.set_forkserver_preload(first + _extra_preload + [last])
+        ctx.set_forkserver_preload([*FORK_SERVER_PRELOAD, *_extra_preload, SERVER_EXIT])
     return ctx
 
 

@@ -1,6 +1,6 @@
 """The fork server leaves at once when it ends, without tearing down an interpreter that imported torch.
 
-The fork server imports this module last (:data:`dpviz.runs.forkserver.FORK_SERVER_PRELOAD`). When its launcher
+The fork server imports this module last (:data:`dpviz.runs.forkserver.SERVER_EXIT`). When its launcher
 dies, or closes the pipe the server watches (:func:`dpviz.runs.forkserver.stop_fork_server`, the idle timer),
 multiprocessing's server loop raises SystemExit, and the interpreter then finalizes: with torch imported, that took
 0.8 s on a quiet 2-core machine and 5.9 s on a busy one, where nothing a cell started may outlive it by 5 s. The
