@@ -365,7 +365,7 @@ def write_npz(f, arrays: dict) -> None:
 
 
 def _deflate_pays(array: np.ndarray) -> bool:
-    data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)  # its bytes, whatever its dtype
+    data = np.ravel(array, order="A").view(np.uint8)  # its bytes as written, whatever its dtype; no copy if contiguous
     middle = len(data) // 2
     sample = data[:SAMPLE_BYTES].tobytes() + data[middle:middle + SAMPLE_BYTES].tobytes()
     return len(sample) < 256 or len(zlib.compress(sample, 1)) < DEFLATE_GAIN * len(sample)
