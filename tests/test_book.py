@@ -12,7 +12,7 @@ order; the search page finds a word. The build time is printed in the summary; a
 goes to test-output/book/, and one of an answer key (a card collapsed, then one clicked open) to
 test-output/book/answer-key-*.png. Only a missing Chromium skips the browser part, saying so.
 
-The same visit audits the page with axe-core: no serious or critical violation, every <img> with an alt text.
+Every <img> has an alt text, and the same visit audits the page with axe-core: no serious or critical violation.
 Each page is opened once, at a projector's 1280×720, for all of these checks. axe-core comes from npm
 (``npm install --no-save axe-core@4`` in the repository: node_modules/ is git-ignored; .ci/run installs it); without
 it only the audit's tests skip, saying so.
@@ -51,10 +51,8 @@ AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 AXE_BLOCKING = ("serious", "critical")  # the impacts that fail the audit
 AXE_JS = """async () => {
   const r = await axe.run(document, {resultTypes: ['violations']});
-  return {violations: r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
-                                              nodes: v.nodes.slice(0, 3).map(n => n.target.join(' ')),
-                                              count: v.nodes.length})),
-          noAlt: [...document.images].filter(i => !i.hasAttribute('alt')).map(i => (i.currentSrc || i.src).slice(0, 120))};
+  return r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+                                 nodes: v.nodes.slice(0, 3).map(n => n.target.join(' ')), count: v.nodes.length}));
 }"""
 RAW_TEX = re.compile(r"\$[^$\s][^$]{0,300}?\$|\\\(|\\\)|\\\[|\\\]")
 
@@ -163,7 +161,6 @@ class Visit:
     prev: str | None = None
     next: str | None = None
     axe: list[dict] | None = None  # axe-core's violations on the page (None: not audited, axe-core missing)
-    no_alt: list[str] = field(default_factory=list)  # <img> without an alt attribute
 
 
 PAGE_JS = """
@@ -192,7 +189,7 @@ async () => {
     answerKeys: keys,
     images: imgs.map(i => ({src: i.currentSrc || i.src, ok: i.complete && i.naturalWidth > 0,
                             natural: i.naturalWidth, shown: i.getBoundingClientRect().width,
-                            output: !!i.closest('.cell_output')})),
+                            output: !!i.closest('.cell_output'), alt: i.hasAttribute('alt')})),
     outputImages: main.querySelectorAll('.cell_output img').length,
     links: [...document.querySelectorAll('a[href]')].map(a => a.href),
     ids: [...document.querySelectorAll('[id]')].map(e => e.id)
@@ -234,8 +231,7 @@ def open_page(context, url: str, host: str, shot: Path | None, *, axe: Path | No
             page.screenshot(path=str(shot))  # the first screen: title, note, the start of the text
         if axe is not None:  # after the reading above: the audit adds a script, and the page is what it showed
             page.add_script_tag(path=str(axe))
-            audit = page.evaluate(AXE_JS)
-            visit.axe, visit.no_alt = audit["violations"], audit["noAlt"]
+            visit.axe = page.evaluate(AXE_JS)
     finally:
         page.close()
     visit.images, visit.output_images, visit.links = found["images"], found["outputImages"], found["links"]
@@ -300,14 +296,10 @@ def test_no_serious_or_critical_axe_violation(visits):
 
 
 def test_every_book_image_has_alt_text(visits):
-    problems = [f"{name}: {src}" for name, visit in audited(visits).items() for src in visit.no_alt]
+    problems = [f"{name}: {image['src'][:120]}" for name, visit in visits.items() for image in visit.images
+                if not image["alt"]]
     assert not problems, "<img> without alt:\n" + "\n".join(problems)
     assert sum(len(v.images) for v in visits.values()) > 0
-
-
-def test_no_book_page_asks_another_host(visits):
-    problems = [f"{name}: {url}" for name, visit in visits.items() for url in visit.external]
-    assert not problems, "requests to other hosts (blocked):\n" + "\n".join(problems)
 
 
 def test_every_image_loads(visits):
