@@ -53,6 +53,18 @@ def test_random_inputs_agree_within_rounding_and_ranks_agree_bitwise(runs):
             np.testing.assert_array_equal(got["parameter_server"], reference["parameter_server"])
 
 
+def test_the_one_pass_all_reduce_is_its_two_phases_one_after_the_other(runs):
+    """ring_all_reduce overlaps the all-gather with the reduce-scatter; the bits, bytes and schedule are those of
+    ring_reduce_scatter followed by ring_all_gather, tiny tensors (empty chunks on some ranks) included."""
+    k, results = runs
+    for n in SIZES:
+        for kind in ("int", "rand"):
+            for r in range(k):
+                got = results[r][(kind, n)]
+                np.testing.assert_array_equal(got["ring"], got["phases"])
+                assert got["ring_bytes"] == got["phases_bytes"] and got["ring_schedule"] == got["phases_schedule"]
+
+
 def test_ring_sends_2_k_minus_1_over_k_of_the_message(runs):
     k, results = runs
     for n in SIZES:
@@ -144,6 +156,7 @@ def test_piece_size_changes_nothing_but_the_timing(k, n, piece):
             np.testing.assert_array_equal(got["input"], ref["input"])
             np.testing.assert_array_equal(got["ring"], ref["ring"])
             np.testing.assert_array_equal(got["after_reduce_scatter"], ref["after_reduce_scatter"])
+            np.testing.assert_array_equal(got["phases"], ref["ring"])
             assert got["ring_bytes"] == ref["ring_bytes"] and got["ring_schedule"] == ref["ring_schedule"]
         np.testing.assert_array_equal(small[r][("int", n)]["ring"], small[r][("int", n)]["all_reduce"])
         np.testing.assert_allclose(small[r][("rand", n)]["ring"], small[r][("rand", n)]["all_reduce"], rtol=1e-5, atol=1e-6)

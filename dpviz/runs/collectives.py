@@ -28,8 +28,10 @@ The parameter server instead makes rank 0 receive and send (k-1)·M bytes.
 
 A chunk travels as pieces of at most ``PIECE`` elements, and the chunk a rank receives
 at one step is the one it sends at the next, so each piece is passed on as soon as it
-has arrived (and been added in): the k-1 steps overlap, as in gloo's own ring. Pieces
-change when bytes move, never which bytes move or the order in which they are summed.
+has arrived (and been added in): the k-1 steps overlap, as in gloo's own ring. In
+``ring_all_reduce`` the all-gather's first step sends the chunk the reduce-scatter's
+last step completed, so the two phases overlap as well. Pieces change when bytes move,
+never which bytes move or the order in which they are summed.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ import torch.distributed as dist
 RING_PHASES = ("reduce-scatter", "all-gather")
 PIECE = 1 << 19      # elements per message (2 MiB of float32): a chunk goes as several, so adds overlap transfers;
                      # smaller pieces cost more CPU per byte (measured with benchmarks/bench_allreduce.py --pieces)
-MAX_PIECES = 64      # pieces per chunk at most; tags are step * MAX_PIECES + piece
+MAX_PIECES = 64      # pieces per chunk at most; tags are step * MAX_PIECES + piece, steps numbered through both phases
 SERVER_PHASES = ("push", "pull")
 
 
@@ -55,21 +57,25 @@ def ring_reduce_scatter(tensor: torch.Tensor, *, schedule: list | None = None, p
     The other chunks hold partial sums. ``tensor`` must be contiguous; returns bytes sent. ``piece``:
     elements per message, the same on every rank (it changes the timing, never the result).
     """
-    return _ring_phase(tensor, "reduce-scatter", schedule, piece)
+    return _ring(tensor, ("reduce-scatter",), schedule, piece)
 
 
 def ring_all_gather(tensor: torch.Tensor, *, schedule: list | None = None, piece: int = PIECE) -> int:
     """Second half of the ring: pass each rank's owned chunk around until every rank has them all."""
-    return _ring_phase(tensor, "all-gather", schedule, piece)
+    return _ring(tensor, ("all-gather",), schedule, piece)
 
 
 def ring_all_reduce(tensor: torch.Tensor, *, schedule: list | None = None, piece: int = PIECE) -> int:
-    """Sum ``tensor`` over ranks in place with a ring (reduce-scatter, then all-gather); return bytes sent."""
+    """Sum ``tensor`` over ranks in place with a ring (reduce-scatter, then all-gather); return bytes sent.
+
+    The two phases are one pass around the ring: each piece of the owned chunk starts its all-gather as soon
+    as the reduce-scatter has completed it, so the ring does not empty between them. The same bytes move, and
+    are summed in the same order, as with :func:`ring_reduce_scatter` followed by :func:`ring_all_gather`.
+    """
     if dist.get_world_size() == 1:
         return 0
     work = tensor if tensor.is_contiguous() else tensor.contiguous()
-    sent = ring_reduce_scatter(work, schedule=schedule, piece=piece)
-    sent += ring_all_gather(work, schedule=schedule, piece=piece)
+    sent = _ring(work, RING_PHASES, schedule, piece)
     if work is not tensor:
         tensor.copy_(work)
     return sent
@@ -108,12 +114,15 @@ def parameter_server_all_reduce(tensor: torch.Tensor, *, schedule: list | None =
     return sent
 
 
-def _ring_phase(tensor: torch.Tensor, phase: str, schedule: list | None, piece: int) -> int:
-    """One pass of k-1 steps around the ring; in reduce-scatter received chunks are added, in all-gather kept.
+def _ring(tensor: torch.Tensor, phases: tuple, schedule: list | None, piece: int) -> int:
+    """Each of ``phases`` in turn, k-1 steps around the ring each: in reduce-scatter received chunks are added,
+    in all-gather kept. Returns bytes sent.
 
-    The chunk a rank receives at one step is the one it sends at the next, so the ring runs piece by
-    piece: a piece goes on to the right as soon as it has arrived (and, in reduce-scatter, been added
-    in), while the rest of its chunk is still on the way. No rank waits for a whole step to finish.
+    The chunk a rank receives at one step is the one it sends at the next, and that holds across the two
+    phases too: the reduce-scatter's last step completes the owned chunk, which is what the all-gather sends
+    first. So the ring runs piece by piece, its steps numbered on through both phases: a piece goes on to the
+    right as soon as it has arrived (and, in reduce-scatter, been added in), while the rest of its chunk is
+    still on the way. No rank waits for a whole step, or a whole phase, to finish.
     """
     if piece < 1:
         raise ValueError(f"piece must be at least 1 element; got {piece}.")
@@ -124,39 +133,67 @@ def _ring_phase(tensor: torch.Tensor, phase: str, schedule: list | None, piece: 
         raise ValueError("tensor must be contiguous, so that its chunks are views that the ring can write into.")
     left, right = (rank - 1) % k, (rank + 1) % k
     chunks = torch.tensor_split(tensor.view(-1), k)
-    first = rank if phase == "reduce-scatter" else owned_chunk(rank, k)
-    order = [chunks[(first - step) % k] for step in range(k)]  # order[s]: sent at step s, received at step s - 1
-    # Post every send of step 0 at once: if every rank sent first and waited, a blocking transport
-    # would leave the whole ring waiting.
-    sends = [dist.isend(p, dst=right, tag=_tag(0, j)) for j, p in enumerate(_pieces(order[0], piece))]
-    arriving = [(step, j, p) for step in range(k - 1) for j, p in enumerate(_pieces(order[step + 1], piece))]
-    for step, j, p in _receive(arriving, left, add=phase == "reduce-scatter"):
-        if step < k - 2:  # complete here, so pass it on: it is part of what the next step sends
-            sends.append(dist.isend(p, dst=right, tag=_tag(step + 1, j)))
-    for req in sends:
-        req.wait()
+    sends_at, added, kept = [], [], []  # sends_at[n]: the pieces sent at step n; added, kept: (n, j, piece) received at step n
     sent = 0
-    for step in range(k - 1):
-        nbytes = order[step].numel() * order[step].element_size()
-        _note(schedule, [(phase, step, rank, right, (first - step) % k, nbytes)])
-        sent += nbytes
+    for phase in phases:
+        first = rank if phase == "reduce-scatter" else owned_chunk(rank, k)
+        order = [chunks[(first - step) % k] for step in range(k)]  # order[s]: sent at step s, received at step s - 1
+        for step in range(k - 1):
+            n = len(sends_at)
+            sends_at.append(_pieces(order[step], piece))
+            received = added if phase == "reduce-scatter" else kept
+            received += [(n, j, p) for j, p in enumerate(_pieces(order[step + 1], piece))]
+            nbytes = order[step].numel() * order[step].element_size()
+            _note(schedule, [(phase, step, rank, right, (first - step) % k, nbytes)])
+            sent += nbytes
+    last = len(sends_at) - 1
+    # Every send of step 0 is posted at once: if every rank sent first and waited, a blocking transport would
+    # leave the whole ring waiting. sending holds each send not yet waited for, by (step, piece).
+    sending = {(0, j): dist.isend(p, dst=right, tag=_tag(0, j)) for j, p in enumerate(sends_at[0])}
+    # A kept piece is received in place. In an all-reduce the all-gather's step s lands in the chunk the
+    # reduce-scatter sent at its step s, k-1 steps earlier, so those receives are posted once that step is over
+    # and its sends are done; the all-gather alone posts all its receives at once.
+    fused = len(phases) == len(RING_PHASES)
+    receiving = {}
+
+    def post_kept(n):
+        for m, j, p in kept:
+            if m == n:
+                if fused:
+                    sending.pop((n - (k - 1), j)).wait()
+                receiving[(n, j)] = dist.irecv(p, src=left, tag=_tag(n, j))
+
+    def pass_on(n, j, p):
+        if n < last:  # complete here, so it goes on: it is part of what the next step sends
+            sending[(n + 1, j)] = dist.isend(p, dst=right, tag=_tag(n + 1, j))
+
+    if not fused:
+        for n in range(len(sends_at)):
+            post_kept(n)
+    over = 0  # reduce-scatter steps over (every piece received, added and passed on) and their receives posted
+    for n, j, p in _add_arriving(added, left):
+        while fused and over < n:
+            post_kept(over + k - 1)
+            over += 1
+        pass_on(n, j, p)
+    while fused and over < k - 1:
+        post_kept(over + k - 1)
+        over += 1
+    for n, j, p in kept:
+        receiving.pop((n, j)).wait()
+        pass_on(n, j, p)
+    for req in sending.values():
+        req.wait()
     return sent
 
 
-def _receive(arriving: list, left: int, *, add: bool):
-    """Receive each ``(step, j, piece)`` of ``arriving`` from the left, in order; yield it once it is complete.
+def _add_arriving(arriving: list, left: int):
+    """Receive each ``(step, j, piece)`` of ``arriving`` from the left, in order, add it into the piece, and
+    yield it.
 
-    Without ``add`` (all-gather) a piece is overwritten, so every receive lands in the piece itself and
-    all are posted at once. With ``add`` (reduce-scatter) what arrives must be added to the piece, so it
-    lands in one of two spare buffers first: the next piece arrives in one while the current one is added
-    from the other, as gloo's own ring does, and the spares are reused for every piece.
+    What arrives lands in one of two spare buffers first: the next piece arrives in one while the current
+    one is added from the other, as gloo's own ring does, and the spares are reused for every piece.
     """
-    if not add:
-        recvs = [dist.irecv(piece, src=left, tag=_tag(step, j)) for step, j, piece in arriving]
-        for req, item in zip(recvs, arriving):
-            req.wait()
-            yield item
-        return
     if not arriving:
         return
     longest = max(piece.numel() for _, _, piece in arriving)
@@ -203,7 +240,8 @@ def compare_with_all_reduce(rank: int, world_size: int, sizes, seed: int = 0, pi
     ``"rand"`` (normal floats, equal only within rounding), the returned dict maps
     ``(kind, n)`` to a dict with the input, each implementation's output, bytes
     sent, the ring's and the server's schedules, and the ring's tensor right after
-    its reduce-scatter. ``piece`` is the ring's message size in elements.
+    its reduce-scatter and after its all-gather, run as two calls (``"phases"``).
+    ``piece`` is the ring's message size in elements.
     """
     gen = torch.Generator().manual_seed(seed * 1000 + rank)
     out = {}
@@ -215,15 +253,20 @@ def compare_with_all_reduce(rank: int, world_size: int, sizes, seed: int = 0, pi
                 x = torch.randn(n, generator=gen)
             ref, ring, half, server = x.clone(), x.clone(), x.clone(), x.clone()
             dist.all_reduce(ref)
-            ring_schedule, server_schedule = [], []
+            ring_schedule, server_schedule, phases_schedule = [], [], []
             ring_bytes = ring_all_reduce(ring, schedule=ring_schedule, piece=piece)
-            ring_reduce_scatter(half, piece=piece)
+            phases_bytes = ring_reduce_scatter(half, schedule=phases_schedule, piece=piece)
+            after_reduce_scatter = half.numpy().copy()
+            phases_bytes += ring_all_gather(half, schedule=phases_schedule, piece=piece)
             server_bytes = parameter_server_all_reduce(server, schedule=server_schedule)
             out[(kind, n)] = {
                 "input": x.numpy(),
                 "all_reduce": ref.numpy(),
                 "ring": ring.numpy(),
-                "after_reduce_scatter": half.numpy(),
+                "after_reduce_scatter": after_reduce_scatter,
+                "phases": half.numpy(),  # ring_reduce_scatter, then ring_all_gather: what ring_all_reduce runs as one pass
+                "phases_bytes": phases_bytes,
+                "phases_schedule": phases_schedule,
                 "parameter_server": server.numpy(),
                 "ring_bytes": ring_bytes,
                 "server_bytes": server_bytes,
