@@ -1,13 +1,13 @@
 """Memory per student: one open chapter's kernel, its fork server and its ranks, measured as PSS.
 
-    .venv/bin/python benchmarks/bench_memory.py                       # chapter 06's set-up, idle, then a run
+    .venv/bin/python benchmarks/bench_memory.py                       # a chapter's set-up, idle, then a run
     .venv/bin/python benchmarks/bench_memory.py --server-gib 64 --server-cores 16
     .venv/bin/python benchmarks/bench_memory.py --students 4         # then four chapters open at once
 
 PSS (proportional set size) splits each shared page between the processes that map it, so the PSS of a
 student's processes adds up across students: it is what a JupyterHub server pays per open chapter. A
-kernel is started with jupyter_client (as in bench_classroom.py), sent a chapter's set-up cell (imports,
-``dpviz.runs.warm_up()``, the figure records loaded), and measured idle; then sent one live run of
+kernel is started with jupyter_client (as in bench_classroom.py), sent the set-up cell of a chapter that starts
+ranks (imports, ``dpviz.runs.warm_up()``, chapter 06's figure records loaded), and measured idle; then sent one live run of
 k = 2 ranks and measured again while the ranks exist, and once more after. Prints each process's PSS,
 the totals, the target (350 MB idle) and met/missed, the load average and benchmarks/machine.py's
 references, and how many students a server of the given size holds on
