@@ -95,7 +95,8 @@ VOILA_SCROLLER = "#rendered_cells"  # Voilà's page scrolls inside this panel
 # Settings for our JupyterLab only: no news or update toasts over the page, and the windowing a student gets
 # (JupyterLab 4.6's default, named so that a later default cannot change it): every cell stays in the DOM, where the
 # checks and the full screenshot need it, and the browser skips laying out and painting the cells off screen. The
-# "none" mode (every cell laid out at every output) cost 135 core-seconds for five chapters here, against 110.
+# "none" mode (every cell laid out at every output) cost 127-142 core-seconds for five chapters and Voila here (three
+# runs), this one 110-131 (four runs, taking turns with those).
 LAB_SETTINGS = {
     "@jupyterlab/apputils-extension:notification": {
         "fetchNews": "false", "checkForUpdates": False, "doNotDisturbMode": True},
