@@ -150,35 +150,32 @@ def _ring(tensor: torch.Tensor, phases: tuple, schedule: list | None, piece: int
     # Every send of step 0 is posted at once: if every rank sent first and waited, a blocking transport would
     # leave the whole ring waiting. sending holds each send not yet waited for, by (step, piece).
     sending = {(0, j): dist.isend(p, dst=right, tag=_tag(0, j)) for j, p in enumerate(sends_at[0])}
-    # A kept piece is received in place. In an all-reduce the all-gather's step s lands in the chunk the
-    # reduce-scatter sent at its step s, k-1 steps earlier, so those receives are posted once that step is over
-    # and its sends are done; the all-gather alone posts all its receives at once.
-    fused = len(phases) == len(RING_PHASES)
-    receiving = {}
-
-    def post_kept(n):
-        for m, j, p in kept:
-            if m == n:
-                if fused:
-                    sending.pop((n - (k - 1), j)).wait()
-                receiving[(n, j)] = dist.irecv(p, src=left, tag=_tag(n, j))
 
     def pass_on(n, j, p):
         if n < last:  # complete here, so it goes on: it is part of what the next step sends
             sending[(n + 1, j)] = dist.isend(p, dst=right, tag=_tag(n + 1, j))
 
-    if not fused:
-        for n in range(len(sends_at)):
-            post_kept(n)
-    over = 0  # reduce-scatter steps over (every piece received, added and passed on) and their receives posted
+    # A kept piece is received in place. In an all-reduce the all-gather's step s lands in the chunk the
+    # reduce-scatter sent at its step s, k-1 steps earlier, so those receives are posted once that step is over
+    # and its sends are done; the all-gather alone posts all its receives at once.
+    fused = phases == RING_PHASES
+    receiving = {} if fused else {(n, j): dist.irecv(p, src=left, tag=_tag(n, j)) for n, j, p in kept}
+    over = 0  # reduce-scatter steps over: every piece received, added and passed on, and the receives into them posted
+
+    def close_steps_before(n):  # every reduce-scatter step before n is over: wait for its sends, post into them
+        nonlocal over
+        for m, j, p in kept:
+            if over <= m - (k - 1) < n:
+                sending.pop((m - (k - 1), j)).wait()
+                receiving[(m, j)] = dist.irecv(p, src=left, tag=_tag(m, j))
+        over = max(over, n)
+
     for n, j, p in _add_arriving(added, left):
-        while fused and over < n:
-            post_kept(over + k - 1)
-            over += 1
+        if fused:
+            close_steps_before(n)
         pass_on(n, j, p)
-    while fused and over < k - 1:
-        post_kept(over + k - 1)
-        over += 1
+    if fused:
+        close_steps_before(k - 1)
     for n, j, p in kept:
         receiving.pop((n, j)).wait()
         pass_on(n, j, p)
@@ -251,20 +248,20 @@ def compare_with_all_reduce(rank: int, world_size: int, sizes, seed: int = 0, pi
                 x = torch.randint(-50, 50, (n,), generator=gen).float()
             else:
                 x = torch.randn(n, generator=gen)
-            ref, ring, half, server = x.clone(), x.clone(), x.clone(), x.clone()
+            ref, ring, two_calls, server = x.clone(), x.clone(), x.clone(), x.clone()
             dist.all_reduce(ref)
             ring_schedule, server_schedule, phases_schedule = [], [], []
             ring_bytes = ring_all_reduce(ring, schedule=ring_schedule, piece=piece)
-            phases_bytes = ring_reduce_scatter(half, schedule=phases_schedule, piece=piece)
-            after_reduce_scatter = half.numpy().copy()
-            phases_bytes += ring_all_gather(half, schedule=phases_schedule, piece=piece)
+            phases_bytes = ring_reduce_scatter(two_calls, schedule=phases_schedule, piece=piece)
+            after_reduce_scatter = two_calls.numpy().copy()
+            phases_bytes += ring_all_gather(two_calls, schedule=phases_schedule, piece=piece)
             server_bytes = parameter_server_all_reduce(server, schedule=server_schedule)
             out[(kind, n)] = {
                 "input": x.numpy(),
                 "all_reduce": ref.numpy(),
                 "ring": ring.numpy(),
                 "after_reduce_scatter": after_reduce_scatter,
-                "phases": half.numpy(),  # ring_reduce_scatter, then ring_all_gather: what ring_all_reduce runs as one pass
+                "phases": two_calls.numpy(),  # ring_reduce_scatter, then ring_all_gather: what ring_all_reduce runs as one pass
                 "phases_bytes": phases_bytes,
                 "phases_schedule": phases_schedule,
                 "parameter_server": server.numpy(),
