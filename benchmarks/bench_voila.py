@@ -32,7 +32,7 @@ import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from browser_support import CHROMIUM_ARGS, find_chromium, jupyter_env, slider_figures, start_listening  # noqa: E402
+from browser_support import CHROMIUM_ARGS, NO_CHROMIUM, find_chromium, jupyter_env, slider_figures, start_listening  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from machine import references  # noqa: E402
@@ -118,7 +118,7 @@ def main() -> None:
         parser.error(f"--requests must be from 1 to 20; got {args.requests}")
     chromium = find_chromium()
     if chromium is None:
-        sys.exit("bench_voila: no Chromium found (apt-get install -y chromium)")
+        sys.exit(f"bench_voila: {NO_CHROMIUM}")
     from playwright.sync_api import sync_playwright
 
     load_before = os.getloadavg()

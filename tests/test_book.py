@@ -38,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from browser_support import find_chromium, launched_chromium
+from browser_support import NO_CHROMIUM, find_chromium, launched_chromium
 from dpviz.teaching.questionbank import ALL_CARDS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,9 +115,7 @@ class _Quiet(SimpleHTTPRequestHandler):
 def chromium():
     path = find_chromium()
     if path is None:
-        pytest.skip("no Chromium found (looked for /usr/bin/chromium, then chromium and chromium-browser on PATH). "
-                    "Install it with `apt-get install -y chromium` (.ci/run does); the site was built but no page "
-                    "was opened.")
+        pytest.skip(f"{NO_CHROMIUM}; the site was built but no page was opened.")
     return path
 
 

@@ -13,11 +13,12 @@ of two cores idle, its kernel waiting for the page and the page for the kernel; 
 sixth, and took the module from 138 s to 105 s on a quiet 2-core machine). Each chapter is still
 its own test item (parametrized), passing or failing on its own, a failure while it was started included;
 they share the module-scoped server and pages. Chapter 06 gets the same checks served as an app by Voilà.
-A full-page screenshot of each chapter, the servers' logs and the run times (the page loads, then each
-chapter by phase) go to test-output/browser/.
+A screenshot of each chapter (its first screen; the whole chapter with DPVIZ_BROWSER_SCREENSHOTS=full), the
+servers' logs and the run times (the page loads, then each chapter by phase) go to test-output/browser/.
 
-Chromium is Debian's (``apt-get install -y chromium``; .ci/run installs it), driven by Playwright's
-Python package. The module skips, saying so in the summary, only when no Chromium can be found.
+Chromium is Debian's headless shell (``apt-get install -y chromium-headless-shell``; .ci/run installs it; Debian's
+full ``chromium`` is taken where the shell is missing), driven by Playwright's Python package. The module skips,
+saying so in the summary, only when no Chromium can be found.
 Every server is stopped by PID on every exit path, and the test fails if any process it started
 (a server, a kernel, a rank a kernel launched) is still running afterwards.
 
@@ -41,6 +42,7 @@ import pytest
 
 from wheel_support import use_wheel_kernel
 from browser_support import (
+    NO_CHROMIUM,
     OUTPUT,
     PANEL_MAX_PX,
     ROOT,
@@ -48,7 +50,7 @@ from browser_support import (
     OUTPUTS_JS,
     expected_answer,
     find_chromium,
-    full_screenshot,
+    chapter_screenshot,
     is_local,
     launched_chromium,
     http_json,
@@ -90,6 +92,11 @@ TARGET = 120  # s for the whole module (every chapter, both servers, the page lo
 LAB_WORKSPACE = "dpviz-browser"  # each page's own workspace: a fresh one restores nothing
 LANES = 3  # JupyterLab pages, each with at most one chapter open: the next two run while one is checked
 VOILA_ROOT = "body"
+# Each chapter's screenshot shows its first screen at 1366×768, what a student sees when Run All has ended; with
+# DPVIZ_BROWSER_SCREENSHOTS=full it shows the whole chapter (the viewport grown to the chapter's height, up to
+# 16000 px: every cell laid out and painted once more). The checks are the same either way. Whole-chapter
+# screenshots cost about 1.5 core-seconds each on 2 cores (six of them 9, in a five-chapter run on 2026-12-02).
+FULL_SCREENSHOTS = os.environ.get("DPVIZ_BROWSER_SCREENSHOTS", "") == "full"
 VOILA_SCROLLER = "#rendered_cells"  # Voilà's page scrolls inside this panel
 
 # Settings for our JupyterLab only: no news or update toasts over the page, and the windowing a student gets
@@ -154,9 +161,7 @@ def timing(request):
 def chromium(timing):
     path = find_chromium()
     if path is None:
-        timing.skipped = ("no Chromium found (looked for /usr/bin/chromium, then chromium and chromium-browser on "
-                          "PATH). Install it with `apt-get install -y chromium` (.ci/run does); nothing was checked "
-                          "in a browser.")
+        timing.skipped = f"{NO_CHROMIUM}; nothing was checked in a browser."
         timing.write()
         pytest.skip(timing.skipped)
     return path
@@ -404,7 +409,7 @@ class Lanes:
             lane.page.wait_for_function(
                 """(root) => !document.querySelector(root + ' .jp-OutputArea-output') &&
                      [...document.querySelectorAll(root + ' .jp-CodeCell .jp-InputPrompt')]
-                       .every(p => !/\\d/.test(p.innerText))""", arg=chapter.root, timeout=30_000)
+                       .every(p => !/\\d/.test(p.textContent))""", arg=chapter.root, timeout=30_000)
             lane.command("notebook:run-all-cells")
         except Exception as err:
             chapter.error = f"{type(err).__name__}: {err}"
@@ -600,13 +605,14 @@ def one_kernel(server, name: str, *, open_names: set[str], settle: float = 0.3, 
 
 def _wait_for_run_all(page, root: str, timeout: float) -> dict:
     """Waits until Run All has ended: the kernel idle and no cell queued or running, or a dialog (a dead
-    kernel) shown; returns the last state seen (how many non-empty code cells show an execution count)."""
+    kernel) shown; returns the last state seen (how many non-empty code cells show an execution count). It reads
+    textContent, not innerText: innerText would make the page lay itself out at every poll, ten times a second."""
     state_js = """(root) => {
       const panel = document.querySelector(root);
       if (!panel) return null;
       const cells = [...panel.querySelectorAll('.jp-CodeCell')].filter(
-        c => (c.querySelector('.cm-content')?.innerText || '').trim() !== '');
-      const prompts = cells.map(c => (c.querySelector('.jp-InputPrompt')?.innerText || '').trim());
+        c => (c.querySelector('.cm-content')?.textContent || '').trim() !== '');
+      const prompts = cells.map(c => (c.querySelector('.jp-InputPrompt')?.textContent || '').trim());
       const ind = panel.querySelector('.jp-Notebook-ExecutionIndicator');
       return {cells: cells.length, done: prompts.filter(p => /^\\[\\d+\\]:?$/.test(p)).length,
               busy: prompts.filter(p => p.startsWith('[*')).length,
@@ -664,8 +670,8 @@ def test_chapter_in_jupyterlab(name, lab, lanes, timing, served_copy):
         failures += _check_page(page, root, expect, name, "JupyterLab",
                                 widget_wait=60 if state["done"] >= state["cells"] else 3)
         chapter.lap("checks")
-        full_screenshot(page, _screenshot_name(name, "jupyterlab"), scroller=root + " .jp-WindowedPanel-outer",
-                        width=WIDTH)
+        chapter_screenshot(page, _screenshot_name(name, "jupyterlab"), scroller=root + " .jp-WindowedPanel-outer",
+                           width=WIDTH, full=FULL_SCREENSHOTS)
         chapter.lap("screenshot")
         if failures and lane.errors:
             failures.append("JavaScript errors on the page: " + "; ".join(e[:300] for e in lane.errors[:5]))
@@ -753,7 +759,8 @@ def test_chapter_06_in_voila(voila, browser, timing, served_copy, wheel_python):
         if kernels != loads:
             failures.append(f"Voilà started {kernels} kernels for {loads} page load(s) (one per request: was it "
                             "polled?)")
-        full_screenshot(page, _screenshot_name(VOILA_CHAPTER, "voila"), scroller=VOILA_SCROLLER, width=WIDTH)
+        chapter_screenshot(page, _screenshot_name(VOILA_CHAPTER, "voila"), scroller=VOILA_SCROLLER, width=WIDTH,
+                           full=FULL_SCREENSHOTS)
         voila.remember_children()
         assert not failures, f"{VOILA_CHAPTER} in Voilà:\n" + "\n".join(failures)
         outcome = "passed"
