@@ -92,12 +92,13 @@ TARGET = 120  # s for the whole module (every chapter, both servers, the page lo
 LAB_WORKSPACE = "dpviz-browser"  # each page's own workspace: a fresh one restores nothing
 LANES = 3  # JupyterLab pages, each with at most one chapter open: the next two run while one is checked
 VOILA_ROOT = "body"
-# Each chapter's screenshot shows its first screen at 1366×768, what a student sees when Run All has ended; with
-# DPVIZ_BROWSER_SCREENSHOTS=full it shows the whole chapter (the viewport grown to the chapter's height, up to
-# 16000 px: every cell laid out and painted once more). The checks are the same either way. Whole-chapter
-# screenshots cost about 1.5 core-seconds each on 2 cores (six of them 9, in a five-chapter run on 2026-12-02).
-FULL_SCREENSHOTS = os.environ.get("DPVIZ_BROWSER_SCREENSHOTS", "") == "full"
 VOILA_SCROLLER = "#rendered_cells"  # Voilà's page scrolls inside this panel
+# Each chapter's screenshot shows its first screen at 1366×768 once Run All and the checks are over (scrolled back
+# to the top); with DPVIZ_BROWSER_SCREENSHOTS=full it shows the whole chapter (the viewport grown to the chapter's
+# height, up to 16000 px: every cell laid out and painted once more). The checks are the same either way.
+# Whole-chapter screenshots cost about 1.5 core-seconds each on 2 cores (six of them 9, in a five-chapter run on
+# 2026-12-02).
+FULL_SCREENSHOTS = os.environ.get("DPVIZ_BROWSER_SCREENSHOTS", "") == "full"
 
 # Settings for our JupyterLab only: no news or update toasts over the page, and the windowing a student gets
 # (JupyterLab 4.6's default, named so that a later default cannot change it): every cell stays in the DOM, where the
