@@ -27,8 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 OUTPUT = ROOT / "test-output" / "browser"  # git-ignored: screenshots, server logs, timing.txt
 
 # Debian's headless shell first (apt-get install -y chromium-headless-shell): the same Blink without the full browser
-# around it. Five chapters and Voila took 119-130 machine core-seconds with it against 135-139 with the full
-# Chromium on 2026-12-03 (three runs each, taking turns), the browser process alone 6 against 11.
+# around it. Five chapters and Voila took 124 and 130 machine core-seconds with it against 135 and 139 with the full
+# Chromium on 2026-12-03 (two runs each, taking turns; 119 in a third run with the shell, which also polled less), the
+# browser process alone 6 against 11.
 CHROMIUM_PATHS = ("/usr/bin/chromium-headless-shell", "/usr/bin/chromium", "chromium-headless-shell", "chromium",
                   "chromium-browser")
 NO_CHROMIUM = (f"no Chromium found (looked for {', '.join(CHROMIUM_PATHS)}, in that order). Install it with "
