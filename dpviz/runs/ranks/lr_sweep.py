@@ -109,16 +109,23 @@ def lr_worker(rank: int, world_size: int, config: LrGridConfig, runs: list, twin
             model.zero_grad(set_to_none=False)
             mse(model(x_all[rows]), y_all[rows]).backward()
             g = flat_grad(model)
+            used[t] = float(lrs[t])
+            landing = None
             if k > 1:
-                dist.all_reduce(g)
+                # rank 0's k small steps start from θ, not from the averaged gradient: they are taken while
+                # the all-reduce runs, so the other ranks go on to their next step instead of waiting for them
+                pending = dist.all_reduce(g, async_op=True)
+                if scratch is not None:
+                    landing = small_steps(scratch, theta, config, k, t, used[t] / k, x_all, y_all)
+                pending.wait()
                 g /= k
             set_flat_grad(model, g)
-            optimizer.lr = used[t] = float(lrs[t])
+            optimizer.lr = used[t]
             optimizer.step()
             after = flat(model).clone()
             length[t] = distance(after, theta)
-            if scratch is not None:
-                gap[t] = distance(after, small_steps(scratch, theta, config, k, t, used[t] / k, x_all, y_all))
+            if landing is not None:
+                gap[t] = distance(after, landing)
             fingerprint.update(memoryview(after.cpu().numpy()).cast("B"))
             theta = after
             done += 1
