@@ -379,6 +379,27 @@ def test_png_writer_reuses_unchanged_rows_and_writes_what_a_fresh_writer_writes(
         assert np.array_equal(np.asarray(Image.open(io.BytesIO(png)).convert("RGBA")), frame)
 
 
+def test_png_writer_sharing_bands_with_its_helper_thread_writes_the_same_file(monkeypatch):
+    """A frame with many bands changed is compressed in two threads; the file is the one one thread writes."""
+    import numpy as np
+
+    from dpviz.widgets import base
+
+    rng = np.random.default_rng(1)
+    frames = [rng.integers(0, 256, (3 * base.SHARED_BANDS * base.BAND_ROWS + 7, 90, 4)).astype(np.uint8)
+              for _ in range(2)]
+    frames[1][: base.BAND_ROWS] = frames[0][: base.BAND_ROWS]  # one band the same: reused, not compressed again
+    monkeypatch.setattr(base, "_cores", lambda: 2)
+    shared = [base.PngWriter()(frame) for frame in frames] + [base.PngWriter()(frames[0])]
+    writer = base.PngWriter()
+    shared_after = [writer(frame) for frame in frames]
+    monkeypatch.setattr(base, "SHARED_BANDS", 10**9)  # one thread only
+    alone = [base.PngWriter()(frame) for frame in frames]
+    assert shared[:2] == alone and shared[2] == alone[0] and shared_after == alone
+    for png, frame in zip(shared_after, frames):
+        assert np.array_equal(np.asarray(Image.open(io.BytesIO(png)).convert("RGBA")), frame)
+
+
 @pytest.mark.parametrize("name, moves", [("devices_widget", ({"step": 3}, {"k": 2}, {"b": 16})),
                                          ("costs_widget", ({"k": 32}, {"alpha": 1e-4}, {"formula": "notes"}))])
 def test_a_setting_shown_again_shows_the_picture_it_drew(name, moves):

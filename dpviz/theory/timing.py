@@ -352,8 +352,11 @@ def _ks(ks) -> list[int]:
         raise ValueError(f"ks must be a non-empty list of device counts; got {ks!r}.")
     if values.dtype.kind not in "iu":
         raise TypeError(f"ks must hold integers >= 1 (use np.arange, not linspace); got dtype {values.dtype}.")
-    out = [check_int("ks", int(k), low=1) for k in values]
-    if len(set(out)) < len(out):
+    too_small = np.flatnonzero(values < 1)
+    if too_small.size:  # the first one, as a check of each in turn would name it
+        check_int("ks", int(values[too_small[0]]), low=1)
+    out = values.tolist()  # whole numbers, each at least 1; a slider's move asks this for every k it draws
+    if np.unique(values).size < values.size:
         raise ValueError(f"ks must not repeat a value; got {out}.")
     return out
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import os
 from collections import OrderedDict
 import struct
 import re
@@ -374,12 +375,14 @@ class PngWriter:
     byte boundary, so that bands join in any combination, and with its history dropped, so that a band's blocks are
     those a fresh compressor writes, without the tenth of a millisecond making one costs), an empty last block and the
     Adler-32 of all rows, combined from the bands'.
-    A file depends on its pixels alone: the same frame gives the same bytes, whatever frame came before.
+    A file depends on its pixels alone: the same frame gives the same bytes, whatever frame came before, and
+    whichever of the two compressors (this thread's, or a helper thread's when many bands changed) wrote a band.
     """
 
     def __init__(self):
         self._bands: list[tuple[bytes, bytes, int]] = []  # the last frame's bands: (rows, deflate blocks, Adler-32)
-        self._deflate = zlib.compressobj(1, zlib.DEFLATED, -15)  # raw deflate: the zlib framing is written here
+        # raw deflate (the zlib framing is written here): one compressor for this thread, one for the helper's
+        self._deflate = [zlib.compressobj(1, zlib.DEFLATED, -15) for _ in range(2)]
 
     def __call__(self, rgba: np.ndarray) -> bytes:
         """The PNG file of an (height, width, 4) uint8 image."""
@@ -387,19 +390,55 @@ class PngWriter:
         rows = np.empty((height, 1 + 4 * width), np.uint8)
         rows[:, 0] = 0  # filter type "none" for every row
         rows[:, 1:] = rgba.reshape(height, -1)
-        last, bands, adler = self._bands, [], 1
+        last, bands, changed = self._bands, [], []
         for i, top in enumerate(range(0, height, BAND_ROWS)):
             raw = rows[top:top + BAND_ROWS].tobytes()
             if i < len(last) and last[i][0] == raw:
-                band = last[i]
+                bands.append(last[i])
             else:
-                band = (raw, self._deflate.compress(raw) + self._deflate.flush(zlib.Z_FULL_FLUSH), zlib.adler32(raw))
-            bands.append(band)
-            adler = _adler32_combine(adler, band[2], len(raw))
+                bands.append(raw)
+                changed.append(i)
+        # zlib lets go of the interpreter while it compresses: with many bands changed (a move that redraws the
+        # whole figure), a helper thread compresses the second half of them on another core meanwhile
+        half = len(changed) // 2 if len(changed) >= SHARED_BANDS and _cores() > 1 else 0
+        helper = _helper().submit(self._compress, bands, changed[-half:], 1) if half else None
+        self._compress(bands, changed[:len(changed) - half], 0)
+        if helper is not None:
+            helper.result()
+        adler = 1
+        for band in bands:
+            adler = _adler32_combine(adler, band[2], len(band[0]))
         self._bands = bands
         stream = b"".join([_ZLIB_HEADER, *(band[1] for band in bands), _LAST_BLOCK, struct.pack(">I", adler)])
         header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)  # 8 bits per channel, RGBA, no interlace
         return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", stream) + _chunk(b"IEND", b"")
+
+
+    def _compress(self, bands: list, which: list, compressor: int) -> None:
+        """Replace each band ``bands[i]`` for ``i`` in ``which`` (its rows) by (rows, deflate blocks, Adler-32)."""
+        deflate = self._deflate[compressor]
+        for i in which:
+            raw = bands[i]
+            bands[i] = (raw, deflate.compress(raw) + deflate.flush(zlib.Z_FULL_FLUSH), zlib.adler32(raw))
+
+
+SHARED_BANDS = 8  # a frame with at least this many bands to compress shares them with a helper thread
+_helpers: list = []  # the one helper thread's executor, made on first use
+
+
+def _helper():
+    if not _helpers:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _helpers.append(ThreadPoolExecutor(1, thread_name_prefix="dpviz-png"))
+    return _helpers[0]
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 _ZLIB_HEADER = b"\x78\x01"  # deflate with a 32 kB window, "fastest" compression
