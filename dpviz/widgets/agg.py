@@ -327,7 +327,8 @@ class KeptDrawings:
     ``xy``, assigned) must have its ``stale`` raised by whoever changed it. Any draw lowers ``stale``, a full
     draw or ``savefig`` included, so :meth:`forget_changed` must follow every change (a SliderFigure calls it
     after each ``update``), before anything else can draw the artist. Calls whose arguments this cannot keep (a
-    collection's, an image's) leave that artist drawn every time.
+    collection's, an image's) leave that artist drawn every time. An artist that changed the last time it drew as
+    well draws straight onto the renderer, unrecorded: while a slider is dragged, what it drew is dropped at once.
     """
 
     # the drawing calls kept, and where among their arguments (after the gc) their transforms are
@@ -336,6 +337,7 @@ class KeptDrawings:
     def __init__(self):
         self._kept: dict = {}  # artist -> (state, [(renderer method's name, gc, args, kwargs)])
         self._recorders: dict = {}  # id(renderer) -> (renderer, its _Recorder)
+        self._moving: set = set()  # the artists that had changed the last time they drew
 
     def forget_changed(self) -> None:
         """Drop what the artists changed since they drew (``stale`` up) drew: it is no longer their picture."""
@@ -348,11 +350,19 @@ class KeptDrawings:
         if kept is not None and not artist.stale and kept[0] == state:
             for name, gc, args, kwargs in kept[1]:
                 getattr(renderer, name)(gc, *args, **kwargs)
+            self._moving.discard(artist)
             return
         self._kept.pop(artist, None)
         if artist.get_rasterized() or artist.get_agg_filter() is not None:
             artist.draw(renderer)  # these set state on the renderer itself
             return
+        # An artist that changes move after move (the bars while a slider is dragged) is drawn straight onto the
+        # renderer: what it draws would be dropped before the next move. Once it draws unchanged, it is kept again.
+        if artist.stale and artist in self._moving:
+            if not draw_text(artist, renderer):
+                artist.draw(renderer)
+            return
+        self._moving.add(artist) if artist.stale else self._moving.discard(artist)
         entry = self._recorders.get(id(renderer))
         if entry is None or entry[0] is not renderer:
             entry = self._recorders[id(renderer)] = (renderer, _Recorder(renderer))
