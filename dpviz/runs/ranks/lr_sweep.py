@@ -14,7 +14,7 @@ import torch.distributed as dist
 from dpviz.data import line_data, teacher_data
 from dpviz.runs import launch as launcher
 from dpviz.runs import optim
-from dpviz.runs.models import build_model, flat_grad, set_flat_grad
+from dpviz.runs.models import build_model
 from dpviz.theory import lr_rules
 
 
@@ -52,14 +52,22 @@ def mse(pred, target):
 
 
 
-def flat(model) -> torch.Tensor:
-    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+def flat(params: list) -> torch.Tensor:
+    """The parameters in one 1-D vector (a copy)."""
+    return torch.cat([p.detach().reshape(-1) for p in params])
 
 
 
 def distance(a: torch.Tensor, b: torch.Tensor) -> float:
-    """|a − b|, in float64."""
-    return float(torch.linalg.vector_norm(a.double() - b.double()))
+    """|a − b| of two float64 vectors (the float32 states widened once each, where they are made)."""
+    return float(torch.linalg.vector_norm(a - b))
+
+
+def zero_grads(params: list) -> None:
+    """``model.zero_grad(set_to_none=False)`` on a model's parameter list, without walking its modules each step."""
+    for p in params:
+        if p.grad is not None:
+            p.grad.zero_()
 
 
 
@@ -74,29 +82,31 @@ def lr_worker(rank: int, world_size: int, config: LrGridConfig, runs: list, twin
     device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
     x_all, y_all = (a.to(device) for a in load_data(config))
     steps = config.steps(k)
-    scratch = make_model(config).to(device) if rank == 0 and k > 1 else None
+    scratch = make_model(config).to(device) if rank == 0 and k > 1 else None  # where rank 0 takes the small steps
     done = 0
     out = []
     for position, (multiplier, warmup) in enumerate(runs):
         lrs = lr_rules.warmup_schedule(config.base_lr * multiplier, steps, warmup)
         model = make_model(config).to(device)  # the same θ(0) in every run and every rank: built from the seed
-        optimizer = optim.SGD(model.parameters(), lr=float(lrs[0]))
-        twin = torch.from_numpy(twins[position]).to(device) if position in twins else None
+        params = list(model.parameters())  # a step reads them a dozen times: the module tree is walked once
+        optimizer = optim.SGD(params, lr=float(lrs[0]))
+        twin = torch.from_numpy(twins[position]).to(device).double() if position in twins else None
         loss = np.full(steps + 1, np.nan, np.float32)
         length, gap = np.full(steps, np.nan, np.float32), np.full(steps, np.nan, np.float32)
         travel, twin_dist = np.full(steps + 1, np.nan, np.float32), np.full(steps + 1, np.nan, np.float32)
         used = np.full(steps, np.nan)
         history = [] if rank == 0 and position in keep else None
         fingerprint = hashlib.sha1()
-        theta0 = theta = flat(model).clone()
+        theta = flat(params)
+        theta0 = wide = theta.double()  # distances are taken in float64
         diverged_at = -1
         start = time.perf_counter()
         for t in range(steps + 1):
             with torch.no_grad():
                 loss[t] = mse(model(x_all), y_all).item()  # every rank: the same bits, so the same decision below
-            travel[t] = distance(theta, theta0)
+            travel[t] = distance(wide, theta0)
             if twin is not None and t < len(twin):  # a twin that diverged stopped early
-                twin_dist[t] = distance(theta, twin[t])
+                twin_dist[t] = distance(wide, twin[t])
             if history is not None:
                 history.append(theta.cpu().numpy().copy())
             if not math.isfinite(loss[t]) or loss[t] > diverge_factor * loss[0]:
@@ -106,28 +116,32 @@ def lr_worker(rank: int, world_size: int, config: LrGridConfig, runs: list, twin
             if t == steps:
                 break
             rows = torch.from_numpy(stream_rows(config, k * t + rank)).to(device)
-            model.zero_grad(set_to_none=False)
+            zero_grads(params)
             mse(model(x_all[rows]), y_all[rows]).backward()
-            g = flat_grad(model)
+            g = torch.cat([p.grad.reshape(-1) for p in params])  # models.flat_grad
             used[t] = float(lrs[t])
             landing = None
             if k > 1:
-                # rank 0's k small steps start from θ, not from the averaged gradient: they are taken while
-                # the all-reduce runs, so the other ranks go on to their next step instead of waiting for them
+                # rank 0's k small steps (the step-gap comparison) start from θ, not from the averaged gradient:
+                # they are taken while the all-reduce runs, so the other ranks go on instead of waiting for them
                 pending = dist.all_reduce(g, async_op=True)
                 if scratch is not None:
-                    landing = small_steps(scratch, theta, config, k, t, used[t] / k, x_all, y_all)
+                    landing = small_steps(scratch, theta, config, k, t, used[t] / k, x_all, y_all).double()
                 pending.wait()
                 g /= k
-            set_flat_grad(model, g)
+            offset = 0
+            for p in params:  # models.set_flat_grad
+                p.grad.copy_(g[offset:offset + p.numel()].view_as(p))
+                offset += p.numel()
             optimizer.lr = used[t]
             optimizer.step()
-            after = flat(model).clone()
-            length[t] = distance(after, theta)
+            after = flat(params)
+            after_wide = after.double()
+            length[t] = distance(after_wide, wide)
             if landing is not None:
-                gap[t] = distance(after, landing)
+                gap[t] = distance(after_wide, landing)
             fingerprint.update(memoryview(after.cpu().numpy()).cast("B"))
-            theta = after
+            theta, wide = after, after_wide
             done += 1
             launcher.report_progress(done)
         result = {
@@ -144,12 +158,13 @@ def lr_worker(rank: int, world_size: int, config: LrGridConfig, runs: list, twin
 
 def small_steps(scratch, theta, config, k, t, lr, x_all, y_all) -> torch.Tensor:
     """Where k plain steps of ``lr`` land from θ = ``theta``, taking the k shards of step t one after another."""
-    torch.nn.utils.vector_to_parameters(theta.clone(), scratch.parameters())
+    params = list(scratch.parameters())
+    torch.nn.utils.vector_to_parameters(theta.clone(), params)
     for i in range(k):
         rows = torch.from_numpy(stream_rows(config, k * t + i)).to(theta.device)
-        scratch.zero_grad(set_to_none=False)
+        zero_grads(params)
         mse(scratch(x_all[rows]), y_all[rows]).backward()
         with torch.no_grad():
-            for p in scratch.parameters():
+            for p in params:
                 p.add_(p.grad, alpha=-lr)
-    return flat(scratch)
+    return flat(params)
