@@ -55,15 +55,29 @@ def build_model(name: str, *, d_in: int = 16, width: int = 64, depth: int = 2, s
     return MLP(d_in, width, depth)
 
 
-def flat_grad(model: nn.Module) -> torch.Tensor:
-    """Every parameter's ``.grad`` in one 1-D vector (a copy), in ``model.parameters()`` order."""
-    return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+def _parameters(model) -> list:
+    """A model's parameters in ``model.parameters()`` order, or ``model`` itself when it is already their list
+    (a loop that steps thousands of times takes the list once, instead of walking the module tree every step)."""
+    return list(model.parameters()) if isinstance(model, nn.Module) else model
 
 
-def set_flat_grad(model: nn.Module, flat: torch.Tensor) -> None:
-    """Write a 1-D vector back into each parameter's ``.grad``."""
+def flat_grad(model) -> torch.Tensor:
+    """Every parameter's ``.grad`` in one 1-D vector (a copy), in ``model.parameters()`` order; ``model`` is a
+    module or the list of its parameters."""
+    return torch.cat([p.grad.reshape(-1) for p in _parameters(model)])
+
+
+def set_flat_grad(model, flat: torch.Tensor) -> None:
+    """Write a 1-D vector back into each parameter's ``.grad``; ``model`` is a module or the list of its parameters."""
     offset = 0
-    for p in model.parameters():
+    for p in _parameters(model):
         n = p.numel()
         p.grad.copy_(flat[offset:offset + n].view_as(p))
         offset += n
+
+
+def zero_grads(params: list) -> None:
+    """``model.zero_grad(set_to_none=False)`` on the list of a model's parameters, without walking its modules."""
+    for p in params:
+        if p.grad is not None:
+            p.grad.zero_()

@@ -362,7 +362,10 @@ class KeptDrawings:
             if not draw_text(artist, renderer):
                 artist.draw(renderer)
             return
-        self._moving.add(artist) if artist.stale else self._moving.discard(artist)
+        if artist.stale:
+            self._moving.add(artist)
+        else:
+            self._moving.discard(artist)
         entry = self._recorders.get(id(renderer))
         if entry is None or entry[0] is not renderer:
             entry = self._recorders[id(renderer)] = (renderer, _Recorder(renderer))

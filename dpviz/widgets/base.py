@@ -413,7 +413,6 @@ class PngWriter:
         header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)  # 8 bits per channel, RGBA, no interlace
         return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", stream) + _chunk(b"IEND", b"")
 
-
     def _compress(self, bands: list, which: list, compressor: int) -> None:
         """Replace each band ``bands[i]`` for ``i`` in ``which`` (its rows) by (rows, deflate blocks, Adler-32)."""
         deflate = self._deflate[compressor]

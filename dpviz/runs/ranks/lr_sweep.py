@@ -14,7 +14,7 @@ import torch.distributed as dist
 from dpviz.data import line_data, teacher_data
 from dpviz.runs import launch as launcher
 from dpviz.runs import optim
-from dpviz.runs.models import build_model
+from dpviz.runs.models import build_model, flat_grad, set_flat_grad, zero_grads
 from dpviz.theory import lr_rules
 
 
@@ -61,13 +61,6 @@ def flat(params: list) -> torch.Tensor:
 def distance(a: torch.Tensor, b: torch.Tensor) -> float:
     """|a − b| of two float64 vectors (the float32 states widened once each, where they are made)."""
     return float(torch.linalg.vector_norm(a - b))
-
-
-def zero_grads(params: list) -> None:
-    """``model.zero_grad(set_to_none=False)`` on a model's parameter list, without walking its modules each step."""
-    for p in params:
-        if p.grad is not None:
-            p.grad.zero_()
 
 
 
@@ -118,7 +111,7 @@ def lr_worker(rank: int, world_size: int, config: LrGridConfig, runs: list, twin
             rows = torch.from_numpy(stream_rows(config, k * t + rank)).to(device)
             zero_grads(params)
             mse(model(x_all[rows]), y_all[rows]).backward()
-            g = torch.cat([p.grad.reshape(-1) for p in params])  # models.flat_grad
+            g = flat_grad(params)
             used[t] = float(lrs[t])
             landing = None
             if k > 1:
@@ -129,10 +122,7 @@ def lr_worker(rank: int, world_size: int, config: LrGridConfig, runs: list, twin
                     landing = small_steps(scratch, theta, config, k, t, used[t] / k, x_all, y_all).double()
                 pending.wait()
                 g /= k
-            offset = 0
-            for p in params:  # models.set_flat_grad
-                p.grad.copy_(g[offset:offset + p.numel()].view_as(p))
-                offset += p.numel()
+            set_flat_grad(params, g)
             optimizer.lr = used[t]
             optimizer.step()
             after = flat(params)
