@@ -167,3 +167,26 @@ def test_piece_must_be_positive():
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*ranks share")
             launch(compare_with_all_reduce, 2, args=((12,), 0, 0), backend="gloo", stall_timeout=60)
+
+
+def test_the_rings_spare_buffers_are_kept_between_calls_grown_when_needed_and_per_thread():
+    """Fresh spares for every call cost page faults; kept ones must still be big enough, and never shared by two threads."""
+    import threading
+
+    import torch
+
+    from dpviz.runs.collectives import _spares
+
+    like = torch.zeros(1)
+    first = _spares(like, 100)
+    assert len(first) == 2 and all(s.numel() == 100 and s.dtype == torch.float32 for s in first)
+    assert first[0].data_ptr() != first[1].data_ptr()
+    assert _spares(like, 50) is first  # smaller: the same pair
+    grown = _spares(like, 200)
+    assert grown is not first and all(s.numel() == 200 for s in grown)
+    assert _spares(like.double(), 10)[0].dtype == torch.float64 and _spares(like, 200) is grown  # by dtype
+    other = []
+    thread = threading.Thread(target=lambda: other.append(_spares(like, 200)))
+    thread.start()
+    thread.join()
+    assert other[0] is not grown and all(a.data_ptr() != b.data_ptr() for a in other[0] for b in grown)

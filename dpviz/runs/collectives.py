@@ -36,6 +36,8 @@ never which bytes move or the order in which they are summed.
 
 from __future__ import annotations
 
+import threading
+
 import torch
 import torch.distributed as dist
 
@@ -44,6 +46,7 @@ PIECE = 1 << 19      # elements per message (2 MiB of float32): a chunk goes as 
                      # smaller pieces cost more CPU per byte (measured with benchmarks/bench_allreduce.py --pieces)
 MAX_PIECES = 64      # pieces per chunk at most; tags are step * MAX_PIECES + piece, steps numbered through both phases
 SERVER_PHASES = ("push", "pull")
+_SPARES = threading.local()  # this thread's spare receive buffers, by dtype and device (_spares)
 
 
 def owned_chunk(rank: int, world_size: int) -> int:
@@ -189,12 +192,13 @@ def _add_arriving(arriving: list, left: int):
     yield it.
 
     What arrives lands in one of two spare buffers first: the next piece arrives in one while the current
-    one is added from the other, as gloo's own ring does, and the spares are reused for every piece.
+    one is added from the other, as gloo's own ring does. The spares are reused for every piece, and kept
+    for the next call (:func:`_spares`).
     """
     if not arriving:
         return
     longest = max(piece.numel() for _, _, piece in arriving)
-    spares = [arriving[0][2].new_empty(longest) for _ in range(min(2, len(arriving)))]
+    spares = _spares(arriving[0][2], longest)
 
     def post(i):
         step, j, piece = arriving[i]
@@ -209,6 +213,23 @@ def _add_arriving(arriving: list, left: int):
         if i + 2 < len(arriving):
             pending.append(post(i + 2))  # its spare is free again
         yield item
+
+
+def _spares(like: torch.Tensor, numel: int) -> list:
+    """Two spare buffers of at least ``numel`` elements of ``like``'s dtype and device, kept from one call to the next.
+
+    Fresh buffers for every call cost more than the ring's adds: at k = 4 and 4 MiB each rank took about 360 page
+    faults a call, some 1 ms of CPU, on first touching them (benchmarks/bench_allreduce.py). A pair grows when a
+    call needs more, so a thread holds two of the largest pieces it has received (2 x PIECE elements at most with
+    the default piece). Each thread keeps its own, so rings run from two threads never share a buffer.
+    """
+    if not hasattr(_SPARES, "pairs"):
+        _SPARES.pairs = {}
+    key = (like.dtype, like.device)
+    spares = _SPARES.pairs.get(key)
+    if spares is None or spares[0].numel() < numel:
+        spares = _SPARES.pairs[key] = [like.new_empty(numel) for _ in range(2)]
+    return spares
 
 
 def _tag(step: int, piece: int) -> int:
