@@ -52,7 +52,7 @@ KIND = Kind(
         Array("twin_distance", ("R", "T+1"), "float32", "|θ(t) − θ_twin(k·t)|: the gap between the run and its twin after as many examples", nonfinite=STOPPED),
         Array("diverged_at", ("R",), "int64", "the first state whose loss was not finite or above diverge_factor × the first loss; the run stopped there (-1: never)"),
         Array("replicas_identical", ("R",), "bool", "every rank's parameters were bit-identical to rank 0's after every step"),
-        Array("seconds", ("R",), "float64", "rank 0's wall time for the run's loop, seconds"),
+        Array("seconds", ("R",), "float64", "rank 0's wall time from its launch's first step to the run's last (a launch's runs train side by side), seconds"),
         Array("params", ("R", "T+1", "P"), "float32", "the parameters before each step and after the last",
               optional="for the line model only", nonfinite=STOPPED),
     ),

@@ -7,10 +7,10 @@
     python -m dpviz.runs.lr_sweep                # records the shipped grids again (about a minute)
     python -m dpviz.runs.lr_sweep --out my_runs  # or somewhere else; LrGrid.shipped("line", "my_runs")
 
-One launch per k: its k ranks train every (multiplier, warm-up) run of the grid in turn, each
+One launch per k: its k ranks train every (multiplier, warm-up) run of the grid side by side, each
 from the same starting θ, with plain SGD whose rate follows the warm-up schedule, all-reducing
-their gradients at every step. Every run sees ``examples`` examples from one seeded stream of
-batches of b: rank r takes batch k·t + r at step t. Along the way each run records
+their gradients at every step (one all-reduce a step carries every run still training). Every run
+sees ``examples`` examples from one seeded stream of batches of b: rank r takes batch k·t + r at step t. Along the way each run records
 
 * the loss on the whole data set before every step (every rank computes it, so all of them
   agree, to the bit, on when a run has diverged and stops);
