@@ -70,8 +70,8 @@ def lr_worker(rank: int, world_size: int, config: LrGridConfig, runs: list, twin
     batch, and one all-reduce carries all of them, cut apart again after it. Each run's arithmetic is the one it
     would do alone, but a launch makes one all-reduce a step instead of one per run: on 2 cores with k = 4
     ranks, one all-reduce of a few kilobytes takes several milliseconds of waking ranks, longer than the
-    steps themselves. Where a run's numbers fall in the joined gradient decides the order in which ranks' values
-    are summed, so a run's last bits can depend on which runs shared its launch (never on anything else).
+    steps themselves. Where a run's numbers fall in the joined gradient decides the order in which the ranks'
+    values are summed, so the last bits of a k > 1 run can depend on which runs shared its launch.
     """
     k = world_size
     device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
