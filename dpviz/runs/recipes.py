@@ -26,10 +26,11 @@ RECIPES = {
 
 # What the recipes' ranks import of torch inside their work, each in every rank that uses it, unless the fork
 # server has: FSDP2's fully_shard (sharding; 1-2 s a rank on 2 cores), DDP and its communication hooks
-# (waiting, cheaper_sync), the model averager (local SGD).
+# (waiting, cheaper_sync), the model averager (local SGD), and torch._dynamo, which DDP's constructor and FSDP2's
+# first shard import (0.8 s of CPU a rank; py-spy found about 4 core-seconds of it in one ./run).
 RANK_IMPORTS = ("torch.distributed.fsdp", "torch.nn.parallel", "torch.distributed.algorithms.ddp_comm_hooks.default_hooks",
                 "torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook",
-                "torch.distributed.algorithms.model_averaging.averagers")
+                "torch.distributed.algorithms.model_averaging.averagers", "torch._dynamo")
 
 
 def warm_up() -> None:
