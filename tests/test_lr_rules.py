@@ -185,6 +185,28 @@ def test_bad_grid_settings_are_refused_before_any_process_starts(overrides, word
         LrGridConfig(**overrides)
 
 
+def test_runs_that_share_a_launch_train_as_they_would_alone(grid):
+    """A launch's runs step side by side, one all-reduce carrying all of them: a run alone in its launch gives the
+    same bits at k = 1 and the same trajectory to rounding at k = 2, and a batch-mate that diverges and drops out
+    (×128) disturbs neither."""
+    from dpviz.runs.lr_sweep import record_lr_grid
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        alone = record_lr_grid(model="line", ks=(1, 2), multipliers=(2.0,), warmups=(0,), examples=128)
+    assert grid.diverged(grid.index(k=2, multiplier=128.0))  # the shared launch held a run that stopped early
+    for k in (1, 2):
+        mine, theirs = alone.index(k=k, multiplier=2.0), grid.index(k=k, multiplier=2.0)
+        n = int(alone.steps[mine])
+        if k == 1:
+            np.testing.assert_array_equal(alone.params[mine, : n + 1], grid.params[theirs, : n + 1])
+            np.testing.assert_array_equal(alone.loss[mine, : n + 1], grid.loss[theirs, : n + 1])
+        else:
+            np.testing.assert_allclose(alone.params[mine, : n + 1], grid.params[theirs, : n + 1], rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(alone.loss[mine, : n + 1], grid.loss[theirs, : n + 1], rtol=1e-5)
+        assert alone.diverged_at[mine] == grid.diverged_at[theirs] == -1
+
+
 # --- the shipped grids, and what chapter 09 claims on them ----------------------------------------
 
 @pytest.fixture(scope="module")
