@@ -2,6 +2,7 @@
 the folders of launchers that are gone, told by the lock a live launcher holds, never by a PID it cannot see (issue
 23, item 9); and the torchrun entry point, run without torchrun, says what is missing (item 10)."""
 
+import multiprocessing.util
 import os
 import shutil
 import signal
@@ -16,7 +17,7 @@ import pytest
 pytestmark = pytest.mark.filterwarnings("ignore:k=.* ranks share")
 
 import _workers  # noqa: E402
-from dpviz.runs.launch import launch  # noqa: E402
+from dpviz.runs.launch import fork_server_pid, launch, stop_fork_server  # noqa: E402
 from dpviz.runs.rank import _pid_alive  # noqa: E402
 from dpviz.runs.supervise import LOCKLESS_AGE, _sweep_stale_dirs  # noqa: E402
 
@@ -42,12 +43,25 @@ launch(_workers.forever, 2, args=(sys.argv[2],))
 
 @pytest.fixture
 def shared_tmp(tmp_path, monkeypatch):
-    """A /tmp of the test's own, for this process and the other namespace alike: its sweeps meet no other runs."""
-    base = tmp_path / "tmp"
-    base.mkdir()
+    """A /tmp of the test's own, for this process and the other namespace alike: its sweeps meet no other runs.
+
+    Made in the system's temporary folder itself, not under pytest's ``tmp_path``: a launcher's fork server puts
+    its socket in it, and an AF_UNIX path may not pass 107 bytes. Under ``tmp_path`` the other namespace's socket
+    reached 107 once pytest's run counter had three digits (``/tmp/pytest-of-root/pytest-100/...``), and its fork
+    server failed to start with "AF_UNIX path too long". ``tmp_path`` is asked for first, so that pytest's own
+    folders are made in the system's /tmp, and so is this process's multiprocessing folder: neither goes with
+    this one. A fork server this process starts meanwhile has it as its TMPDIR, so it is stopped before the
+    folder is removed.
+    """
+    multiprocessing.util.get_temp_dir()
+    server_before = fork_server_pid()
+    base = Path(tempfile.mkdtemp(prefix="dpviz-test-tmp-"))
     monkeypatch.setenv("TMPDIR", str(base))
     monkeypatch.setattr(tempfile, "tempdir", str(base))
-    return base
+    yield base
+    if fork_server_pid() not in (None, server_before):
+        stop_fork_server()
+    shutil.rmtree(base, ignore_errors=True)
 
 
 def _other_namespace():
