@@ -162,3 +162,17 @@ def test_the_torchrun_entry_without_torchrun_says_what_is_missing(tmp_path):
     assert "RANK and WORLD_SIZE (set by torchrun for each rank) are missing" in said
     assert "torchrun --nproc-per-node 2 -m dpviz.runs.training" in said
     assert not list(tmp_path.iterdir())
+
+
+def test_a_tmpdir_too_long_for_the_fork_servers_socket_is_named_before_any_rank_starts(tmp_path):
+    """multiprocessing's own error, "AF_UNIX path too long", names neither TMPDIR nor what to do."""
+    long = tmp_path / ("d" * 80)
+    long.mkdir()
+    code = "from dpviz.runs.training import record_run\nrecord_run(k=2, b=8, steps=2)\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "TMPDIR": str(long), "DPVIZ_START_METHOD": "forkserver"})
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("ValueError: TMPDIR must be a folder with a shorter path") and "at most 107" in last, last
+    assert "AF_UNIX" not in done.stderr and "dpviz-rank" not in done.stderr
+    assert not list(long.glob("dpviz-launch-*"))  # no run folder was made: nothing started

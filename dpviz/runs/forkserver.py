@@ -16,7 +16,9 @@ stop it: :class:`_StdlibForkServer` is the one place that reaches into its priva
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.util
 import os
+import sys
 import threading
 import warnings
 
@@ -31,6 +33,9 @@ SERVER_EXIT = "dpviz.runs.server_exit"  # imported by the server after all the o
 # about 40 MB more in the server (and so in an idle chapter's memory), which the ranks then share.
 BACKWARD_WITH_GRADIENT = ("torch.fx.experimental.symbolic_shapes",)
 FORK_SERVER_IDLE = 600.0  # seconds without a run after which the fork server exits
+# The longest path a Unix socket address holds (sun_path less its closing NUL): the fork server's socket is
+# multiprocessing's folder in TMPDIR plus "/listener-" and 8 characters.
+UNIX_SOCKET_BYTES = 107 if sys.platform.startswith("linux") else 103
 
 _extra_preload: list = []  # modules warm_up was asked to add to FORK_SERVER_PRELOAD for the next server
 _runs_lock = threading.Lock()
@@ -88,8 +93,23 @@ def _context():
         method = "spawn"  # Windows has no fork server
     ctx = multiprocessing.get_context(method)  # a local context: the global start method is left alone
     if method == "forkserver":
+        if fork_server_pid() is None:
+            _check_socket_room()
         ctx.set_forkserver_preload([*FORK_SERVER_PRELOAD, *_extra_preload, SERVER_EXIT])
     return ctx
+
+
+def _check_socket_room() -> None:
+    """Before a fork server starts: raise, naming TMPDIR, if its socket's path would not fit a Unix socket address
+    (multiprocessing's own error, "AF_UNIX path too long", names neither the variable nor a way out)."""
+    folder = multiprocessing.util.get_temp_dir()  # made once per process, in TMPDIR; multiprocessing reuses it
+    length = len(os.fsencode(os.path.join(folder, "listener-" + 8 * "x")))
+    if length > UNIX_SOCKET_BYTES:
+        raise ValueError(
+            f"TMPDIR must be a folder with a shorter path: the fork server's socket would be {length} bytes long "
+            f"({folder}/listener-...), and a Unix socket's path holds at most {UNIX_SOCKET_BYTES}; set TMPDIR to a "
+            "short folder such as /tmp, or DPVIZ_START_METHOD=spawn to start ranks without a fork server."
+        )
 
 
 def start_fork_server() -> bool:
