@@ -10,7 +10,8 @@
 One launch per k: its k ranks train every (multiplier, warm-up) run of the grid side by side, each
 from the same starting θ, with plain SGD whose rate follows the warm-up schedule, all-reducing
 their gradients at every step (one all-reduce a step carries every run still training). Every run
-sees ``examples`` examples from one seeded stream of batches of b: rank r takes batch k·t + r at step t. Along the way each run records
+sees ``examples`` examples from one seeded stream of batches of b: rank r takes batch k·t + r at
+step t. Along the way each run records
 
 * the loss on the whole data set before every step (every rank computes it, so all of them
   agree, to the bit, on when a run has diverged and stops);

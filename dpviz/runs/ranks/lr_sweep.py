@@ -87,18 +87,20 @@ def lr_worker(rank: int, world_size: int, config: LrGridConfig, runs: list, twin
             break
         rows = torch.from_numpy(stream_rows(config, k * t + rank)).to(device)
         x, y = x_all[rows], y_all[rows]
-        g = torch.cat([run.gradient(x, y) for run in training])
+        grads = [run.gradient(x, y) for run in training]
         landings = [None] * len(training)
         if k > 1:
+            joined = torch.cat(grads)
             # rank 0's k small steps (the step-gap comparison) start from θ, not from the averaged gradient:
             # they are taken while the all-reduce runs, so the other ranks go on instead of waiting for them
-            pending = dist.all_reduce(g, async_op=True)
+            pending = dist.all_reduce(joined, async_op=True)
             if scratch is not None:
                 landings = [small_steps(scratch, run.theta, config, k, t, run.used[t] / k, x_all, y_all).double()
                             for run in training]
             pending.wait()
-            g /= k
-        for run, mean, landing in zip(training, g.split([run.size for run in training]), landings):
+            joined /= k
+            grads = joined.split([len(g) for g in grads])
+        for run, mean, landing in zip(training, grads, landings):
             run.step(t, mean, landing)
         done += len(training)
         launcher.report_progress(done)
@@ -114,7 +116,6 @@ class _Run:
         self.lrs = lr_rules.warmup_schedule(config.base_lr * multiplier, steps, warmup)
         self.model = make_model(config).to(device)  # the same θ(0) in every run and every rank: built from the seed
         self.params = list(self.model.parameters())  # a step reads them a dozen times: the module tree is walked once
-        self.size = sum(p.numel() for p in self.params)
         self.optimizer = optim.SGD(self.params, lr=float(self.lrs[0]))
         self.twin = torch.from_numpy(twin).to(device).double() if twin is not None else None
         self.loss = np.full(steps + 1, np.nan, np.float32)
