@@ -616,3 +616,50 @@ def test_snapped_labels_start_on_whole_pixels_and_an_unchanged_row_leaves_its_la
         artist.stale = False
     bars.show(rows)
     assert not any(artist.stale for artist in bars.labels + bars.compute + bars.comm)
+
+
+def test_link_curves_keep_the_marks_matplotlib_gives_the_starting_curves(bench, runs):
+    """The widget's link curves are marked where plot_speedup's markevery (a step along the Axes' diagonal) puts the
+    marks for the curves it starts with, and the marks stay at those k while the sliders move the curves."""
+    from matplotlib.lines import _mark_every_path
+
+    from dpviz.widgets.costs import _marks_now
+
+    for t_compute, M in ((1.0, 1e8), (1e-3, 1e9), (5.0, 1e4)):
+        ax = plot_speedup(timing.speedup_curves(np.arange(1, 65), t_compute=t_compute, M=M),
+                          ax=plt.figure(figsize=(5.5, 4)).add_subplot())
+        ax.figure.canvas.draw()
+        for line in ax.lines[1:]:
+            tpath, affine = line._get_transformed_path().get_transformed_points_and_affine()
+            marked = _mark_every_path(line.get_markevery(), tpath, affine, ax).vertices
+            theirs = [int(np.flatnonzero((tpath.vertices == v).all(axis=1))[0]) for v in marked]
+            assert _marks_now(line) == theirs, (line.get_gid(), t_compute, M)
+        plt.close(ax.figure)
+
+    figure = CostsFigure(machine={f: timing.link_from_fit(fit, name=MACHINE) for f, fit in bench.fits().items()},
+                         measured=timing.measured_speedup(runs), workload=timing.measured_workload(runs))
+    starting = {name: line.get_markevery() for name, line in figure.lines.items()}
+    assert all(isinstance(marks, list) and 3 <= len(marks) <= 6 for marks in starting.values()), starting
+    assert len({tuple(marks) for marks in starting.values()}) == len(starting)  # no two curves marked at the same k
+    figure.update(k=5, alpha=1e-3, beta=1e7, M=1e9, t_compute=0.01, formula="notes", preset="NVLink")
+    assert {name: line.get_markevery() for name, line in figure.lines.items()} == starting
+
+
+def test_a_level_bar_is_drawn_with_the_transform_a_rectangle_has():
+    """figure s01's bars skip Rectangle's turn about a point: for an unturned bar the matrix is the same to the bit,
+    and a turned one is turned as a Rectangle is."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+
+    ax = Figure().subplots()
+    for angle in (0.0, 30.0):
+        level = timeline_plot.LevelBar((0.25, 1.69), 3.7, 0.62, angle=angle)
+        plain = Rectangle((0.25, 1.69), 3.7, 0.62, angle=angle)
+        ax.add_patch(level), ax.add_patch(plain)
+        for width in (0.0, 1e-7, 2.5, 812.125):
+            level.set_width(width), plain.set_width(width)
+            if angle == 0:
+                assert np.array_equal(level.get_transform().get_matrix(), plain.get_transform().get_matrix())
+            else:
+                np.testing.assert_allclose(level.get_transform().get_matrix(), plain.get_transform().get_matrix(),
+                                           rtol=0, atol=1e-12)

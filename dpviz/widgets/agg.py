@@ -51,7 +51,7 @@ _texts: dict = {}  # (layout key, angle, render mode, where its glyphs sit withi
 _boxes: dict = {}  # (font, size, dpi, glyph index, hinting) -> the bottom and top of its box, in 1/64 pixel
 _heights: dict = {}  # (font properties, size, dpi) -> (ascent, descent, line gap) in pixels
 _glyphs: dict = {}  # (font, size, dpi, glyph index, angle, hinting, antialiased, x % 64, y % 64) -> (bitmap, left, top)
-# (string, font properties, size, alignments, rotation, line spacing, dpi, hinting) -> Text._get_layout's lines
+# (string, font properties, size, alignments, rotation, line spacing, dpi, hinting) -> Text._get_layout's result
 _text_layouts: dict = {}
 
 
@@ -400,13 +400,7 @@ def draw_text(text, renderer) -> bool:
         if kind is Annotation:
             text.update_positions(renderer)  # its transform: offset from the point it annotates
         prop = text._fontproperties
-        key = (text.get_text(), hash(prop), prop.get_size_in_points(), text.get_horizontalalignment(),
-               text.get_verticalalignment(), text._multialignment, text.get_rotation(), text.get_rotation_mode(),
-               text._linespacing, text._parse_math, text.get_figure(root=True).dpi, get_hinting_flag())
-        info = _text_layouts.get(key)
-        if info is None:
-            info = text._get_layout(renderer)[1]
-            _remember(_text_layouts, key, info)
+        info = text_layout(text, renderer)[1]
         # From here on, Text.draw's steps.
         x, y = text._x, text._y
         posx = float(text.convert_xunits(np.nan if np.ma.is_masked(x) else x))
@@ -438,6 +432,21 @@ def draw_text(text, renderer) -> bool:
     renderer.close_group("text")
     text.stale = False
     return True
+
+
+def text_layout(text, renderer) -> tuple:
+    """``text._get_layout(renderer)``, kept by string and style: the text's box about its anchor (display units, before
+    it is moved to where the text sits), its lines with their offsets, and its descent. A text's layout depends on
+    those alone, and working it out is half of what drawing or measuring the text takes."""
+    prop = text._fontproperties
+    key = (text.get_text(), hash(prop), prop.get_size_in_points(), text.get_horizontalalignment(),
+           text.get_verticalalignment(), text._multialignment, text.get_rotation(), text.get_rotation_mode(),
+           text._linespacing, text._parse_math, text.get_figure(root=True).dpi, get_hinting_flag())
+    layout = _text_layouts.get(key)
+    if layout is None:
+        layout = text._get_layout(renderer)
+        _remember(_text_layouts, key, layout)
+    return layout
 
 
 class _Recorder:

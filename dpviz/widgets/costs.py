@@ -32,7 +32,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import TICKDOWN
 from matplotlib.ticker import FixedLocator, MaxNLocator
-from matplotlib.transforms import offset_copy
+from matplotlib.transforms import Bbox, offset_copy
 
 from dpviz.checks import check_choice, check_int, check_real
 from dpviz.plots import speedup as speedup_plot
@@ -43,6 +43,7 @@ from dpviz.records.bench import BenchRecord
 from dpviz.records.run import Run
 from dpviz.theory import costmodel, timing
 from dpviz.theory.links import PRESETS, SPEED_ORDER, Link
+from dpviz.widgets.agg import text_layout
 from dpviz.widgets.base import SliderFigure, animate, bytes_readout, find, rate_readout, seconds_readout
 
 MACHINE = "this machine, fitted"
@@ -141,6 +142,12 @@ class CostsFigure:
         ax_speed.yaxis.set_major_formatter(speedup_plot.power_of_two)
         ax_speed.set_ylim(self.floor / 1.5, self.k_max * 1.3)
         ax_speed.set_xlim(1 / 1.15, self.k_max * 1.15)
+        # Each link curve keeps its marks at the k where plot_speedup's spacing puts them for the curves drawn now
+        # (T_compute = 1 s, M = 100 MB, the controls' defaults): spaced along the curve on the screen anew on every
+        # draw, they would slide along the curves as a slider moves, and placing them is half of what drawing a
+        # curve takes.
+        for line in self.lines.values():
+            line.set_markevery(_marks_now(line))
 
         # What update() changes is drawn on each move over a cached background, and so is what is drawn
         # above it: the left spine over the bars; the measured points and their notes over the curves.
@@ -196,7 +203,7 @@ class CostsFigure:
             self.k_text.xy = (k, shown)
             self.k_text.stale = True  # xy is a plain attribute: no setter marks the label moved
         self.k_text.set_text(f"S = {s_now:.3g} at k = {k}")
-        self._place_label(k)
+        self._place_label(k, shown)
 
         t_comm_k = rows[-1].t_comm
         on_preset = self.on_preset(alpha=alpha, beta=beta, formula=formula, preset=preset)
@@ -254,8 +261,12 @@ class CostsFigure:
                 label.set_x(values[i])
                 label.set_text(f"{values[i]:g}" + (f" {self._time['unit']}" if i == len(values) - 1 else ""))
 
-    def _place_label(self, k: int) -> None:
-        """Put the S label beside the marker, on the side facing the axis's middle, clear of the legend."""
+    def _place_label(self, k: int, shown: float) -> None:
+        """Put the S label beside the marker at (k, ``shown``), on the side facing the middle, clear of the legend.
+
+        Each spot's box is the label's laid-out box (kept by string and style) moved to the spot: measuring the label
+        in each spot with matplotlib takes a quarter of a millisecond a time. Only the spot chosen is set on the label.
+        """
         renderer = self.fig.canvas.get_renderer()
         if self._legend_box[0] != self.fig.dpi:  # the legend never moves: measuring it each move would cost ms
             self._legend_box = (self.fig.dpi, self.ax_speed.get_legend().get_window_extent(renderer))
@@ -263,18 +274,28 @@ class CostsFigure:
         inside = self.ax_speed.bbox
         toward_middle = -1 if k > self.k_max ** 0.5 else 1  # past the middle of the log axis, write on the left
         spots = [(side * dx, dy) for side in (toward_middle, -toward_middle) for dx, dy in LABEL_SPOTS]
-        for dx, dy in spots:
-            self.k_text.xyann = (dx, dy)
-            self.k_text.set_horizontalalignment("left" if dx > 0 else "right")
-            box = self.k_text.get_window_extent(renderer)
-            if not box.overlaps(legend) and inside.x0 <= box.x0 and box.x1 <= inside.x1 and \
-                    inside.y0 <= box.y0 and box.y1 <= inside.y1:
-                return
-        for dx, dy in spots:  # nothing fits inside the axes: at least keep off the legend
-            self.k_text.xyann = (dx, dy)
-            self.k_text.set_horizontalalignment("left" if dx > 0 else "right")
-            if not self.k_text.get_window_extent(renderer).overlaps(legend):
-                return
+        # the label's box about its anchor; written from the left (from the right), it spans [0, w] ([-w, 0]) across
+        laid = text_layout(self.k_text, renderer)[0]
+        width, low, high = laid.width, laid.y0, laid.y1
+        x, y = self.ax_speed.transData.transform((k, shown))  # the marker, where the offsets in points start from
+        per_point = self.fig.dpi / 72
+
+        def box(dx, dy):
+            left = x + dx * per_point - (0.0 if dx > 0 else width)
+            return Bbox.from_extents(left, y + dy * per_point + low, left + width, y + dy * per_point + high)
+
+        def fits(b):
+            return inside.x0 <= b.x0 and b.x1 <= inside.x1 and inside.y0 <= b.y0 and b.y1 <= inside.y1
+
+        chosen = next((spot for spot in spots if not box(*spot).overlaps(legend) and fits(box(*spot))), None)
+        if chosen is None:  # nothing fits inside the axes: at least keep off the legend
+            chosen = next((spot for spot in spots if not box(*spot).overlaps(legend)), spots[-1])
+        align = "left" if chosen[0] > 0 else "right"
+        if self.k_text.get_horizontalalignment() != align:
+            self.k_text.set_horizontalalignment(align)
+        if tuple(self.k_text.xyann) != chosen:
+            self.k_text.xyann = chosen
+            self.k_text.stale = True  # xyann is a plain attribute: no setter marks the label moved
 
     def _measured_words(self, workload) -> str:
         """For the status line: which runs the points come from and, if drawn, what their own curve assumes."""
@@ -369,6 +390,22 @@ def costs_widget(
     # The sliders hold SI values (s, B/s, B), which update() takes; their readouts are in the units people read.
     readouts = {"alpha": seconds_readout, "beta": rate_readout, "M": bytes_readout, "t_compute": seconds_readout}
     return SliderFigure(figure, controls, linked=linked, readouts=readouts, repeat_frames=True, replay_unchanged=True)
+
+
+def _marks_now(line) -> list[int]:
+    """The points of ``line`` that its ``markevery=(start, step)`` marks as its Axes are laid out now.
+
+    As matplotlib reads such a markevery: a mark every ``step`` of the Axes' diagonal along the curve on the screen,
+    from ``start`` of it, each on the point nearest that distance.
+    """
+    start, step = line.get_markevery()
+    ax = line.axes
+    xy = ax.transData.transform(np.column_stack(line.get_data(orig=True)))
+    along = np.concatenate([[0.0], np.cumsum(np.hypot(*np.diff(xy, axis=0).T))])  # distance from the first point
+    (x0, y0), (x1, y1) = ax.transAxes.transform([(0.0, 0.0), (1.0, 1.0)])
+    diagonal = np.hypot(x1 - x0, y1 - y0)
+    targets = np.arange(start * diagonal, along[-1], step * diagonal)
+    return sorted(set(np.abs(along[None, :] - targets[:, None]).argmin(axis=1).tolist()))
 
 
 def _set_ydata(line, y) -> None:
