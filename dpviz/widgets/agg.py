@@ -53,6 +53,7 @@ _heights: dict = {}  # (font properties, size, dpi) -> (ascent, descent, line ga
 _glyphs: dict = {}  # (font, size, dpi, glyph index, angle, hinting, antialiased, x % 64, y % 64) -> (bitmap, left, top)
 # (string, font properties, size, alignments, rotation, line spacing, dpi, hinting) -> Text._get_layout's result
 _text_layouts: dict = {}
+_font_files: dict = {}  # font properties -> the font files matplotlib finds for them
 
 
 class GlyphCacheRenderer(RendererAgg):
@@ -111,6 +112,22 @@ class GlyphCacheRenderer(RendererAgg):
         buffer, left, top = text
         # draw_text_image's y is downwards and names the bitmap's bottom side
         self._renderer.draw_text_image(buffer, left + bx, int(self.height) - (top + by) + buffer.shape[0], 0, gc)
+
+    def _prepare_font(self, prop):
+        """RendererAgg's: the FT2Font for ``prop``, cleared and at its size; the font files for ``prop`` found once.
+
+        Finding them (matplotlib's ``findfont``, which reads a dozen rcParams each time) is a third of what laying
+        out a new number takes, and every move writes new numbers.
+        """
+        key = hash(prop)
+        files = _font_files.get(key)
+        if files is None:
+            files = fontManager._find_fonts_by_props(prop)
+            _remember(_font_files, key, files)
+        font = get_font(files)
+        font.clear()
+        font.set_size(prop.get_size_in_points(), self.dpi)
+        return font
 
     def _get_font_height_metrics(self, prop):
         """What :meth:`matplotlib.text.Text._get_layout` reads from the font's tables on every draw, read once."""
