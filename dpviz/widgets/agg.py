@@ -452,16 +452,18 @@ def draw_text(text, renderer) -> bool:
 
 
 def text_layout(text, renderer) -> tuple:
-    """``text._get_layout(renderer)``, kept by string and style: the text's box about its anchor (display units, before
-    it is moved to where the text sits), its lines with their offsets, and its descent. A text's layout depends on
-    those alone, and working it out is half of what drawing or measuring the text takes."""
+    """``text._get_layout(renderer)``, kept by string and style, its box as plain numbers: the bounds (x0, y0, width,
+    height) of the text's box about its anchor (display units, before it is moved to where the text sits), its lines
+    with their offsets, and its descent. A text's layout depends on those alone, and working it out is half of what
+    drawing or measuring the text takes."""
     prop = text._fontproperties
     key = (text.get_text(), hash(prop), prop.get_size_in_points(), text.get_horizontalalignment(),
            text.get_verticalalignment(), text._multialignment, text.get_rotation(), text.get_rotation_mode(),
            text._linespacing, text._parse_math, text.get_figure(root=True).dpi, get_hinting_flag())
     layout = _text_layouts.get(key)
     if layout is None:
-        layout = text._get_layout(renderer)
+        box, lines, descent = text._get_layout(renderer)
+        layout = (box.bounds, lines, descent)  # a Bbox kept would take a kilobyte an entry
         _remember(_text_layouts, key, layout)
     return layout
 

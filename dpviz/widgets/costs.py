@@ -275,8 +275,8 @@ class CostsFigure:
         toward_middle = -1 if k > self.k_max ** 0.5 else 1  # past the middle of the log axis, write on the left
         spots = [(side * dx, dy) for side in (toward_middle, -toward_middle) for dx, dy in LABEL_SPOTS]
         # the label's box about its anchor; written from the left (from the right), it spans [0, w] ([-w, 0]) across
-        laid = text_layout(self.k_text, renderer)[0]
-        width, low, high = laid.width, laid.y0, laid.y1
+        _, low, width, height = text_layout(self.k_text, renderer)[0]
+        high = low + height
         x, y = self.ax_speed.transData.transform((k, shown))  # the marker, where the offsets in points start from
         per_point = self.fig.dpi / 72
 
