@@ -15,6 +15,11 @@ def sum_ranks(rank, world_size):
     return {"rank": rank, "sum": float(t.item()), "threads": torch.get_num_threads(), "world_size": world_size}
 
 
+def collectives_before_work(rank, world_size):
+    """How many collectives the group ran on this rank before its work began (the launcher's barrier: 1)."""
+    return dist.distributed_c10d._get_default_group()._get_sequence_number_for_group()
+
+
 def fail_on_rank(rank, world_size, bad_rank):
     if rank == bad_rank:
         raise ValueError(f"deliberate failure in rank {rank}")

@@ -153,6 +153,13 @@ def test_spawn_start_method_still_works(no_leftover_processes, monkeypatch):
     assert [r["name"] for r in results] == ["dpviz-rank-0", "dpviz-rank-1"]
 
 
+def test_no_rank_starts_its_work_before_every_rank_has_joined():
+    """A rank whose work is short must not finish, and close its connections, while a peer is still inside gloo's
+    rendezvous (that peer then fails with "Connection closed by peer": twice in a row once in CI, and 2 launches in
+    300 under load): the ranks pass one barrier after joining, before any work."""
+    assert launch(_workers.collectives_before_work, 2) == [1, 1]
+
+
 def test_an_unknown_start_method_is_refused_in_one_sentence(monkeypatch):
     monkeypatch.setenv("DPVIZ_START_METHOD", "fork")
     with pytest.raises(ValueError, match=r"^DPVIZ_START_METHOD must be one of 'forkserver', 'spawn'; got 'fork'\.$"):

@@ -205,6 +205,10 @@ def _rank_main(worker, rank, k, backend, store, threads, group_timeout, outdir, 
             open(_join_failed_path(outdir, rank), "w").close()  # before the error file, which the launcher waits for
             raise
         _mark(_JOINED)
+        # No rank starts its work before every rank has joined: a rank whose work is short could otherwise finish
+        # and close its connections while a slower peer is still inside gloo's rendezvous, which then fails with
+        # "Connection closed by peer" (seen twice in a row in a clean clone's CI, under the browser test's load).
+        dist.barrier(device_ids=[rank]) if backend == "nccl" else dist.barrier()
         result = worker(rank, k, *args)
         _mark(_DONE)
         _write_result(outdir, rank, result)
