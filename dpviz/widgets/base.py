@@ -50,10 +50,6 @@ import time
 import traceback
 import zlib
 
-try:  # ISA-L's deflate (python-isal): the same format as zlib's, written 2.5 times as fast as zlib's fastest level
-    from isal import isal_zlib as _deflate
-except ImportError:  # a platform without its wheel: zlib's
-    _deflate = zlib
 import ipywidgets as widgets
 import numpy as np
 from matplotlib.path import Path
@@ -369,10 +365,8 @@ BAND_ROWS = 16  # rows of a frame compressed together; a move redraws a few band
 
 
 class PngWriter:
-    """PNG files of the successive frames of one figure, written for speed: no row filters, the fastest deflate at
-    hand (ISA-L's level 1 where python-isal is installed, as dpviz's requirements install it on x86-64 and ARM; zlib's
-    level 1 elsewhere), and each band of :data:`BAND_ROWS` rows compressed on its own, so that a band unchanged since
-    the last frame is reused.
+    """PNG files of the successive frames of one figure, written for speed: no row filters, zlib level 1, and each
+    band of :data:`BAND_ROWS` rows compressed on its own, so that a band unchanged since the last frame is reused.
 
     A figure's flat colours compress well without PNG's per-row filters, and skipping them makes the file several
     times faster to write than Pillow's (which tries every filter on every row). A move changes a few bands (the
@@ -383,14 +377,12 @@ class PngWriter:
     Adler-32 of all rows, combined from the bands'.
     A file depends on its pixels alone: the same frame gives the same bytes, whatever frame came before, and
     whichever of the two compressors (this thread's, or a helper thread's when many bands changed) wrote a band.
-    On a frame of the costs panel (920 × 448), ISA-L compresses all of its bands in 1.1 ms against zlib's 2.8 ms, to a
-    file 3% smaller.
     """
 
     def __init__(self):
         self._bands: list[tuple[bytes, bytes, int]] = []  # the last frame's bands: (rows, deflate blocks, Adler-32)
         # raw deflate (the zlib framing is written here): one compressor for this thread, one for the helper's
-        self._deflate = [_deflate.compressobj(1, _deflate.DEFLATED, -15) for _ in range(2)]
+        self._deflate = [zlib.compressobj(1, zlib.DEFLATED, -15) for _ in range(2)]
 
     def __call__(self, rgba: np.ndarray) -> bytes:
         """The PNG file of an (height, width, 4) uint8 image."""
@@ -406,7 +398,7 @@ class PngWriter:
             else:
                 bands.append(raw)
                 changed.append(i)
-        # deflate lets go of the interpreter while it compresses: with many bands changed (a move that redraws the
+        # zlib lets go of the interpreter while it compresses: with many bands changed (a move that redraws the
         # whole figure), a helper thread compresses the second half of them on another core meanwhile
         half = len(changed) // 2 if len(changed) >= SHARED_BANDS and _cores() > 1 else 0
         helper = _helper().submit(self._compress, bands, changed[-half:], 1) if half else None
@@ -426,7 +418,7 @@ class PngWriter:
         deflate = self._deflate[compressor]
         for i in which:
             raw = bands[i]
-            bands[i] = (raw, deflate.compress(raw) + deflate.flush(_deflate.Z_FULL_FLUSH), _deflate.adler32(raw))
+            bands[i] = (raw, deflate.compress(raw) + deflate.flush(zlib.Z_FULL_FLUSH), zlib.adler32(raw))
 
 
 SHARED_BANDS = 8  # a frame with at least this many bands to compress shares them with a helper thread
