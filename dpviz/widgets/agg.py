@@ -114,17 +114,8 @@ class GlyphCacheRenderer(RendererAgg):
         self._renderer.draw_text_image(buffer, left + bx, int(self.height) - (top + by) + buffer.shape[0], 0, gc)
 
     def _prepare_font(self, prop):
-        """RendererAgg's: the FT2Font for ``prop``, cleared and at its size; the font files for ``prop`` found once.
-
-        Finding them (matplotlib's ``findfont``, which reads a dozen rcParams each time) is a third of what laying
-        out a new number takes, and every move writes new numbers.
-        """
-        key = hash(prop)
-        files = _font_files.get(key)
-        if files is None:
-            files = fontManager._find_fonts_by_props(prop)
-            _remember(_font_files, key, files)
-        font = get_font(files)
+        """RendererAgg's: the FT2Font for ``prop`` (:func:`_font`), cleared and at its size."""
+        font = _font(prop)
         font.clear()
         font.set_size(prop.get_size_in_points(), self.dpi)
         return font
@@ -133,7 +124,7 @@ class GlyphCacheRenderer(RendererAgg):
         """What :meth:`matplotlib.text.Text._get_layout` reads from the font's tables on every draw, read once."""
         key = (hash(prop), prop.get_size_in_points(), self.dpi)
         if key not in _heights:
-            font = get_font(fontManager._find_fonts_by_props(prop))
+            font = _font(prop)
             metrics = (None, None, None)
             for table_name, gap, ascent, descent in (("OS/2", "sTypoLineGap", "sTypoAscender", "sTypoDescender"),
                                                      ("hhea", "lineGap", "ascent", "descent")):
@@ -296,6 +287,20 @@ def _rotation(cos: float, sin: float) -> np.ndarray:
 def _whole(items) -> bool:
     """Whether every glyph of a layout is a whole number of 1/64 pixel from its start (FreeType's are)."""
     return all((0x40 * dx) % 1 == 0 and (0x40 * dy) % 1 == 0 for _, _, dx, dy in items)
+
+
+def _font(prop):
+    """The FT2Font matplotlib draws ``prop`` with, its font files found once per font properties.
+
+    Finding them (matplotlib's ``findfont``, which reads a dozen rcParams each time) is a third of what laying out a
+    new number takes, and every move writes new numbers.
+    """
+    key = hash(prop)
+    files = _font_files.get(key)
+    if files is None:
+        files = fontManager._find_fonts_by_props(prop)
+        _remember(_font_files, key, files)
+    return get_font(files)
 
 
 def _remember(cache: dict, key, value) -> None:

@@ -287,9 +287,9 @@ class CostsFigure:
         def fits(b):
             return inside.x0 <= b.x0 and b.x1 <= inside.x1 and inside.y0 <= b.y0 and b.y1 <= inside.y1
 
-        chosen = next((spot for spot in spots if not box(*spot).overlaps(legend) and fits(box(*spot))), None)
-        if chosen is None:  # nothing fits inside the axes: at least keep off the legend
-            chosen = next((spot for spot in spots if not box(*spot).overlaps(legend)), spots[-1])
+        clear = [(spot, b) for spot, b in ((spot, box(*spot)) for spot in spots) if not b.overlaps(legend)]
+        # the first spot clear of the legend inside the axes; if none fits inside, at least keep off the legend
+        chosen = next((spot for spot, b in clear if fits(b)), clear[0][0] if clear else spots[-1])
         align = "left" if chosen[0] > 0 else "right"
         if self.k_text.get_horizontalalignment() != align:
             self.k_text.set_horizontalalignment(align)
