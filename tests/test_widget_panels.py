@@ -379,6 +379,15 @@ def test_png_writer_reuses_unchanged_rows_and_writes_what_a_fresh_writer_writes(
         assert np.array_equal(np.asarray(Image.open(io.BytesIO(png)).convert("RGBA")), frame)
 
 
+def test_png_writer_deflates_with_zlib_ng():
+    """zlib-ng is a dependency for the sliders' speed; without it PngWriter falls back on zlib, silently slower."""
+    from zlib_ng import zlib_ng
+
+    from dpviz.widgets import base
+
+    assert base._deflate_lib is zlib_ng
+
+
 def test_png_writer_sharing_bands_with_its_helper_thread_writes_the_same_file(monkeypatch):
     """A frame with many bands changed is compressed in two threads; the file is the one one thread writes."""
     import numpy as np
