@@ -58,9 +58,9 @@ from matplotlib.text import Text
 from dpviz.figures.layout import describe, sentences
 from dpviz.widgets.agg import FastCanvas, FixedLayer, KeptDrawings
 
-try:  # zlib-ng writes the same deflate format as zlib, about two and a half times as fast at level 1
+try:  # zlib-ng (a dependency): zlib's format and interface, the sliders' PNGs deflated about twice as fast
     from zlib_ng import zlib_ng as _deflate_lib
-except ImportError:  # pragma: no cover - zlib-ng is a dependency; zlib does the same work, slower
+except ImportError:  # the same files' pixels, written by zlib, slower
     _deflate_lib = zlib
 
 DPI = 80  # pixels per inch of the PNG sent to the browser; small enough to redraw fast
@@ -370,8 +370,9 @@ BAND_ROWS = 16  # rows of a frame compressed together; a move redraws a few band
 
 
 class PngWriter:
-    """PNG files of the successive frames of one figure, written for speed: no row filters, zlib level 1, and each
-    band of :data:`BAND_ROWS` rows compressed on its own, so that a band unchanged since the last frame is reused.
+    """PNG files of the successive frames of one figure, written for speed: no row filters, deflate level 1 (zlib-ng's,
+    or zlib's where python-zlib-ng is missing), and each band of :data:`BAND_ROWS` rows compressed on its own, so that a
+    band unchanged since the last frame is reused.
 
     A figure's flat colours compress well without PNG's per-row filters, and skipping them makes the file several
     times faster to write than Pillow's (which tries every filter on every row). A move changes a few bands (the
@@ -382,15 +383,14 @@ class PngWriter:
     Adler-32 of all rows, combined from the bands'.
     A file depends on its pixels alone: the same frame gives the same bytes, whatever frame came before, and
     whichever of the two compressors (this thread's, or a helper thread's when many bands changed) wrote a band.
-    The deflating and the Adler-32 are zlib-ng's (python-zlib-ng) where it is installed: the same format, about
-    two and a half times as fast at level 1 (static Huffman codes: files about a sixth larger), and, unlike ISA-L's,
-    whose output for the same rows varied with what the process had done before, a function of its input.
+    zlib-ng deflates and sums in the same format as zlib, about twice as fast at level 1 (static Huffman codes: files
+    about a sixth larger), and, unlike ISA-L's (tried, benchmarks/HISTORY.md), gives the same bytes for the same rows.
     """
 
     def __init__(self):
         self._bands: list[tuple[bytes, bytes, int]] = []  # the last frame's bands: (rows, deflate blocks, Adler-32)
         # raw deflate (the zlib framing is written here): one compressor for this thread, one for the helper's
-        self._deflate = [_deflate_lib.compressobj(1, zlib.DEFLATED, -15) for _ in range(2)]
+        self._deflate = [_deflate_lib.compressobj(1, _deflate_lib.DEFLATED, -15) for _ in range(2)]
 
     def __call__(self, rgba: np.ndarray) -> bytes:
         """The PNG file of an (height, width, 4) uint8 image."""
@@ -406,7 +406,7 @@ class PngWriter:
             else:
                 bands.append(raw)
                 changed.append(i)
-        # zlib lets go of the interpreter while it compresses: with many bands changed (a move that redraws the
+        # the deflate lets go of the interpreter while it compresses: with many bands changed (a move that redraws the
         # whole figure), a helper thread compresses the second half of them on another core meanwhile
         half = len(changed) // 2 if len(changed) >= SHARED_BANDS and _cores() > 1 else 0
         helper = _helper().submit(self._compress, bands, changed[-half:], 1) if half else None
@@ -426,7 +426,8 @@ class PngWriter:
         deflate = self._deflate[compressor]
         for i in which:
             raw = bands[i]
-            bands[i] = (raw, deflate.compress(raw) + deflate.flush(zlib.Z_FULL_FLUSH), _deflate_lib.adler32(raw))
+            blocks = deflate.compress(raw) + deflate.flush(_deflate_lib.Z_FULL_FLUSH)
+            bands[i] = (raw, blocks, _deflate_lib.adler32(raw))
 
 
 SHARED_BANDS = 8  # a frame with at least this many bands to compress shares them with a helper thread
@@ -449,11 +450,11 @@ def _cores() -> int:
 
 
 _ZLIB_HEADER = b"\x78\x01"  # deflate with a 32 kB window, "fastest" compression
-_LAST_BLOCK = _deflate_lib.compressobj(1, zlib.DEFLATED, -15).flush()  # an empty block marked last
+_LAST_BLOCK = _deflate_lib.compressobj(1, _deflate_lib.DEFLATED, -15).flush()  # an empty block marked last
 
 
 def _chunk(tag: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
+    return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", _deflate_lib.crc32(tag + data))
 
 
 def _adler32_combine(adler1: int, adler2: int, length2: int) -> int:
