@@ -12,7 +12,7 @@ from dpviz.records.paths import SHIPPED_DIR
 from dpviz.records.schema import Array, Kind, Meta
 
 FIGURE_RECORDS = Path(__file__).resolve().parents[1] / "figures" / "records"
-README = Path(__file__).resolve().parents[1] / "README.md"
+RECORDS_DOC = Path(__file__).resolve().parents[1] / "docs" / "records.md"
 
 
 @pytest.fixture(scope="module")
@@ -214,10 +214,10 @@ def test_run_description_comes_from_the_record():
     assert f"MLP {m['depth']}×{m['width']}" in words
 
 
-def test_readme_record_tables_are_the_declarations():
-    text = README.read_text()
+def test_record_reference_tables_are_the_declarations():
+    text = RECORDS_DOC.read_text()
     for cls in KINDS.values():
-        assert cls.KIND.markdown() in text, f"README's table for {cls.KIND.name!r} records is out of step: run python -m dpviz.records.readme"
+        assert cls.KIND.markdown() in text, f"docs/records.md's table for {cls.KIND.name!r} records is out of step: run python -m dpviz.records.readme"
     assert set(re.findall(r"#### `(\w+)` records", text)) == set(KINDS)
 
 

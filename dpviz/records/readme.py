@@ -1,8 +1,9 @@
-"""Write the README's record tables from the declarations, so the two never disagree.
+"""Write the record-schema reference's tables from the declarations, so the two never disagree.
 
-    python -m dpviz.records.readme            # rewrites the part of README.md between the record markers
+    python -m dpviz.records.readme            # rewrites the part of docs/records.md between the record markers
+    python -m dpviz.records.readme FILE       # the same for another markdown file holding the markers
 
-A test (tests/test_records.py) fails when README.md and the declarations part ways.
+A test (tests/test_records.py) fails when docs/records.md and the declarations part ways.
 """
 
 from __future__ import annotations
@@ -34,5 +35,5 @@ def rewrite(readme) -> bool:
 
 
 if __name__ == "__main__":
-    target = sys.argv[1] if len(sys.argv) > 1 else "README.md"
+    target = sys.argv[1] if len(sys.argv) > 1 else "docs/records.md"
     print(f"{target}: {'rewritten' if rewrite(target) else 'already in step'}")
