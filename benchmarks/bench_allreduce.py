@@ -46,7 +46,7 @@ import warnings
 import numpy as np
 
 import machine
-from dpviz.runs.bench import BenchConfig, log_sizes, run_sweep
+from dpviz.topics.measuring.run_bench import BenchConfig, log_sizes, run_sweep
 
 LATE = 1e-3  # seconds over the fastest call at a size: a late wake-up (a scheduler tick here is 4 ms)
 RING_FIT_TARGET = 0.20  # median relative error of the ring formula
@@ -132,8 +132,8 @@ def ring_worker(rank: int, world_size: int, sizes, pieces, repeats: int, warmup:
     import torch
     import torch.distributed as dist
 
-    from dpviz.runs.collectives import ring_all_reduce
-    from dpviz.runs.launch import report_progress
+    from dpviz.topics.all_reduce.rank_collectives import ring_all_reduce
+    from dpviz.engine.rank import report_progress
 
     impls = [dist.all_reduce] + [lambda t, p=p: ring_all_reduce(t, piece=p) for p in pieces]
     gen = torch.Generator().manual_seed(rank)
@@ -158,7 +158,7 @@ def ring_times(k: int, sizes, pieces, repeats: int, warmup: int = 3) -> tuple:
 
     A call lasts until its last rank is done (the largest wall time over ranks); its CPU time is the sum over ranks.
     """
-    from dpviz.runs.launch import launch
+    from dpviz.engine.launch import launch
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # more ranks than cores is the case measured; the load is reported instead
@@ -175,7 +175,7 @@ def ring_target(repeats: int = 30, launches: int = RING_LAUNCHES) -> bool:
     of each per launch; the target is read on the median over every call of every launch, and each launch's own
     median ratio is printed beside it.
     """
-    from dpviz.runs.collectives import PIECE
+    from dpviz.topics.all_reduce.rank_collectives import PIECE
 
     cores = len(os.sched_getaffinity(0))
     load_before, speed_before = os.getloadavg(), speed_reference()
@@ -221,7 +221,7 @@ def ring_target(repeats: int = 30, launches: int = RING_LAUNCHES) -> bool:
 
 def pieces(repeats: int = 20) -> None:
     """The ring at each of PIECE_CHOICES against dist.all_reduce: how collectives.PIECE was chosen."""
-    from dpviz.runs.collectives import PIECE
+    from dpviz.topics.all_reduce.rank_collectives import PIECE
 
     cores = len(os.sched_getaffinity(0))
     print(f"ring / dist.all_reduce by piece size, {repeats} calls each, all taking turns; now PIECE = {PIECE} elements")
@@ -251,8 +251,8 @@ def wakeup(sizes=(1 << 10, 1 << 16, 1 << 20), calls: int = 100) -> None:
     """k = 2 all-reduces with the ranks placed three ways; the share of late calls for each."""
     import numpy as np
 
-    from dpviz.runs.bench import PLACEMENTS, wakeup_worker
-    from dpviz.runs.launch import cpu_count, launch
+    from dpviz.topics.measuring.run_bench import PLACEMENTS, wakeup_worker
+    from dpviz.engine.launch import cpu_count, launch
 
     print(f"k = 2, {calls} dist.all_reduce calls per size, each after a barrier; {cpu_count()} cores; "
           f"late = more than {LATE * 1e3:g} ms over the fastest call at that size")

@@ -39,11 +39,11 @@ from pathlib import Path
 
 import psutil
 
-from dpviz.runs.launch import is_helper_process
+from dpviz.engine.forkserver import is_helper_process
 from machine import describe
 
 ROOT = Path(__file__).resolve().parents[1]
-SETUP = "import dpviz.runs\ndpviz.runs.warm_up()\nfrom dpviz.runs.training import record_run\n"  # as a chapter's set-up cell
+SETUP = "from dpviz.engine.forkserver import warm_up\nwarm_up()\nfrom dpviz.topics.ground_floor.run_training import record_run\n"  # as a chapter's set-up cell
 LIVE_RUN = "run = record_run(k=2, b=8, steps=5)\nprint('CHECK', run.check())\n"
 
 

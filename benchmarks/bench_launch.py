@@ -26,7 +26,7 @@ PROBE = """
 import statistics, sys, time, warnings
 warnings.simplefilter("ignore")
 sys.path.insert(0, "tests")
-from dpviz.runs.launch import launch
+from dpviz.engine.launch import launch
 from _workers import sum_ranks
 
 if __name__ == "__main__":

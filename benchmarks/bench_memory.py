@@ -7,7 +7,7 @@
 PSS (proportional set size) splits each shared page between the processes that map it, so the PSS of a
 student's processes adds up across students: it is what a JupyterHub server pays per open chapter. A
 kernel is started with jupyter_client (as in bench_classroom.py), sent the set-up cell of a chapter that starts
-ranks (imports, ``dpviz.runs.warm_up()``, chapter 06's figure records loaded), and measured idle; then sent one live run of
+ranks (imports, ``dpviz.engine.forkserver.warm_up()``, chapter 06's figure records loaded), and measured idle; then sent one live run of
 k = 2 ranks and measured again while the ranks exist, and once more after. Prints each process's PSS,
 the totals, the target (350 MB idle) and met/missed, the load average and benchmarks/machine.py's
 references, and how many students a server of the given size holds on
@@ -34,10 +34,10 @@ from bench_classroom import Student  # noqa: E402
 from machine import describe  # noqa: E402
 
 TARGET_MB = 350  # PSS of one open chapter, idle: kernel, fork server, helpers
-SETUP = ("import dpviz.runs\ndpviz.runs.warm_up()\n"
-         "from dpviz.records.figure_set import load_inputs\ninputs = load_inputs()\n"
-         "from dpviz.figures import figure_s01_sync_timelines\nfrom dpviz.widgets.costs import costs_widget\n"
-         "from dpviz.runs.training import record_run\nimport time; time.sleep(1.0)\n")
+SETUP = ("from dpviz.engine.forkserver import warm_up\nwarm_up()\n"
+         "from dpviz.topics.speedup_model.figure_records import load_inputs\ninputs = load_inputs()\n"
+         "from dpviz.topics.speedup_model.figures import figure_s01_sync_timelines\nfrom dpviz.topics.speedup_model.widget import costs_widget\n"
+         "from dpviz.topics.ground_floor.run_training import record_run\nimport time; time.sleep(1.0)\n")
 RUN = "run = record_run(k=2, b=8, steps=400, progress=False)\n"
 
 

@@ -31,10 +31,12 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from dpviz.runs.launch import cpu_count, launch
-from dpviz.runs.models import flat_grad, set_flat_grad
-from dpviz.runs.ranks.training import batch_indices, load_data, make_model, make_optimizer, mse, train_worker
-from dpviz.runs.training import TrainConfig, record_run
+from dpviz.engine.launch import cpu_count, launch
+from dpviz.topics.ground_floor.rank_models import flat_grad, set_flat_grad
+from dpviz.topics.ground_floor.rank_training import (
+    batch_indices, load_data, make_model, make_optimizer, mse, train_worker,
+)
+from dpviz.topics.ground_floor.run_training import TrainConfig, record_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_allreduce import speed_reference  # noqa: E402

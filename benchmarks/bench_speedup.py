@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_speedup.py              # k = 1 and k = 2, about 20 s on 2 cores
     .venv/bin/python benchmarks/bench_speedup.py --repeats 3  # three pairs of runs, the median S(2)
 
-Records the MLP runs the chapter-06 figures use (``dpviz.records.figure_set.MLP_WORKLOAD``: one intra-op
+Records the MLP runs the chapter-06 figures use (``dpviz.topics.speedup_model.figure_records.MLP_WORKLOAD``: one intra-op
 thread per rank for every k) for k = 1 and k = 2, and prints, from the records:
 
 * T_compute per rank (median over steps and ranks, the first step left out) at k = 1 and k = 2,
@@ -24,9 +24,9 @@ import warnings
 
 import numpy as np
 
-from dpviz.records.figure_set import MLP_WORKLOAD as MLP
-from dpviz.runs.training import record_run
-from dpviz.theory import timing
+from dpviz.topics.speedup_model.figure_records import MLP_WORKLOAD as MLP
+from dpviz.topics.ground_floor.run_training import record_run
+from dpviz.topics.ground_floor import timing
 from machine import describe
 
 TARGET_SPEEDUP = 1.5  # measured S(2) on 2 cores, one thread per rank

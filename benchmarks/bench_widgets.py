@@ -125,52 +125,52 @@ def _measure(widget, sf, moves, *, click=()):
 # One cell per widget: build it from real records, then move its controls.
 KERNEL_CELLS = {
     "eta_widget": """
-        from dpviz.data import line_data
-        from dpviz.widgets.step1 import eta_widget
+        from dpviz.engine.data import line_data
+        from dpviz.topics.one_step.widget import eta_widget
         _measure("eta_widget", eta_widget(*line_data()), MOVES)
     """,
     "batch_widget": """
-        from dpviz.records import shipped
-        from dpviz.records.run import Run
-        from dpviz.widgets.step2 import batch_widget
+        from dpviz.topics.one_group_per_device import shipped
+        from dpviz.topics.ground_floor.records import Run
+        from dpviz.topics.mini_batch.widget import batch_widget
         _grid = shipped.grid_runs()
         _measure("batch_widget", batch_widget(_grid[(1, 16)], biased=Run.load(RECORDS + "/biased")), MOVES)
     """,
     "average_widget": """
-        from dpviz.records import shipped
-        from dpviz.widgets.step3 import average_widget
+        from dpviz.topics.one_group_per_device import shipped
+        from dpviz.topics.average_of_averages.widget import average_widget
         _measure("average_widget", average_widget(shipped.grid_runs()[(4, 16)]), MOVES)
     """,
     "costs_widget": """
-        from dpviz.records import shipped
-        from dpviz.records import BenchRecord
-        from dpviz.widgets.costs import costs_widget
+        from dpviz.topics.one_group_per_device import shipped
+        from dpviz.topics.speedup_model.records import BenchRecord
+        from dpviz.topics.speedup_model.widget import costs_widget
         _grid = shipped.grid_runs()
         _sf = costs_widget(measured_bench=BenchRecord.load(RECORDS + "/bench"),
                            measured_runs={1: _grid[(1, 16)], 2: _grid[(2, 8)], 4: _grid[(4, 4)]})
         _measure("costs_widget", _sf, MOVES, click=("preset", "formula"))
     """,
     "devices_widget": """
-        from dpviz.records import shipped
-        from dpviz.widgets.step45 import devices_widget
+        from dpviz.topics.one_group_per_device import shipped
+        from dpviz.topics.one_group_per_device.widget import devices_widget
         _measure("devices_widget", devices_widget(shipped.grid_runs()), MOVES)
     """,
     "all_reduce_widget": """
-        from dpviz.records import shipped
-        from dpviz.widgets.step45 import all_reduce_widget
+        from dpviz.topics.one_group_per_device import shipped
+        from dpviz.topics.one_group_per_device.widget import all_reduce_widget
         _measure("all_reduce_widget", all_reduce_widget(shipped.grid_runs()), MOVES)
     """,
     "straggler_widget": """
-        from dpviz.records.straggler import shipped_straggler
-        from dpviz.widgets.waiting import straggler_widget
+        from dpviz.topics.waiting.records_straggler import shipped_straggler
+        from dpviz.topics.waiting.widget import straggler_widget
         _measure("straggler_widget", straggler_widget(shipped_straggler()), MOVES)
     """,
     "sharding_widget": """
-        from dpviz.widgets.sharding import sharding_widget
+        from dpviz.topics.sharding.widget import sharding_widget
         _measure("sharding_widget", sharding_widget(), MOVES)
     """,
     "cheaper_sync_widget": """
-        from dpviz.widgets.cheaper_sync import cheaper_sync_widget
+        from dpviz.topics.cheaper_sync.widget import cheaper_sync_widget
         _measure("cheaper_sync_widget", cheaper_sync_widget(), MOVES)
     """,
 }
@@ -187,8 +187,8 @@ def machine_line() -> str:
 
 def record_inputs(folder: Path) -> None:
     """The records no shipped file covers: a biased single-rank grab and a small all-reduce sweep."""
-    from dpviz.runs.bench import BenchConfig, run_sweep
-    from dpviz.runs.training import record_run
+    from dpviz.topics.measuring.run_bench import BenchConfig, run_sweep
+    from dpviz.topics.ground_floor.run_training import record_run
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # timings of these records are not what is measured here

@@ -1,28 +1,24 @@
 """dpviz: data-parallel training derived one step at a time, drawn from real torch.distributed runs.
 
-Three layers, and the theory beside the records::
+One folder per chapter over a small engine::
 
-    ranks run (torch)        ->  records (numpy)        ->  pictures (matplotlib)
-    dpviz.runs                   dpviz.records              dpviz.plots, dpviz.widgets, dpviz.figures
-                                 dpviz.theory (numpy)
+    dpviz/course.py          the chapters in order: the only place a chapter's number is decided
+    dpviz/engine/            what every chapter stands on: launching ranks, the record schema, the slider base,
+                             figure layout and style, the sandbox for student code, the self-check cards
+    dpviz/topics/<topic>/    one chapter's code, files named by role: run_<kind> (torch-free front),
+                             rank_<kind> (what runs in the ranks: the only torch), records, theory, claims,
+                             plots, figures, widget, deck
+    dpviz/records/           data only: the runs shipped for the sliders and the figures' records
 
-* :mod:`dpviz.runs`      the torch side: the launcher, rank workers (training, benchmark, schedules, each
-                         chapter's experiments), models, optimizers, hand-written collectives. The only writers
-                         of records.
-* :mod:`dpviz.records`   one module per record kind, each declaring its arrays and metadata once; ``load``,
-                         ``provenance``, the shipped runs. numpy only.
-* :mod:`dpviz.theory`    the cost model, timelines, the line model's loss landscape, link presets. numpy only.
-* :mod:`dpviz.plots`     ``plot_*(data, *, ax=None) -> Axes``: draw records and theory outputs, compute nothing new.
-* :mod:`dpviz.widgets`   one figure class per slider panel (artists built once, ``update(**values)``), with controls.
-* :mod:`dpviz.figures`   one ``figure_<name>`` function per published figure, for the chapters and the CLI.
-* :mod:`dpviz.teaching`  self-check cards and the question bank.
-* :mod:`dpviz.exercises` the chapters' "your turn" exercises: ``check_<name>(fn)`` against recorded runs, the
-                         theory, or real ranks (the three collective ones, through :mod:`dpviz.runs.exercises`).
-* :mod:`dpviz.regenerate`, :mod:`dpviz.cli`  the main job (``./run``) and ``python -m dpviz``.
-* :mod:`dpviz.checks`, :mod:`dpviz.data`    argument checks and the seeded data sets, used by every layer.
+Each chapter's data flow is the same three steps: ranks run (torch) -> records (numpy) -> pictures
+(matplotlib), with the theory and the claims beside the records. A topic imports the engine and earlier
+topics only; torch is imported only by rank files, matplotlib only by drawing files
+(``tests/test_layers.py`` checks all three rules).
 
-Plots, widgets, figures, records, theory and teaching never import torch or :mod:`dpviz.runs`
-(``tests/test_layers.py`` checks it, and that no import cycle exists).
+Above them, the course-level modules: :mod:`dpviz.regenerate` and :mod:`dpviz.cli` (``./run`` and
+``python -m dpviz``), :mod:`dpviz.recipes` (which recorder makes which figure plan's records),
+:mod:`dpviz.exercises` (the chapters' "your turn" checkers), :mod:`dpviz.grading` (nbgrader) and
+:mod:`dpviz.docs` (the record reference in ``docs/records.md``).
 """
 
 __version__ = "0.2.0"

@@ -39,19 +39,19 @@ def main(argv=None) -> int:
 
 
 def _is_rank_failure(e: BaseException) -> bool:
-    """Whether ``e`` is a :class:`~dpviz.runs.launch.RankError` or ``RankTimeout``.
+    """Whether ``e`` is a :class:`~dpviz.engine.launch.RankError` or ``RankTimeout``.
 
     The launcher is imported here, once something has failed, so that ``--help`` and drawing from
     records never load the torch layer.
     """
-    from dpviz.runs.launch import RankError, RankTimeout
+    from dpviz.engine.supervise import RankError, RankTimeout
 
     return isinstance(e, (RankError, RankTimeout))
 
 
 # --- record ---
 
-# The defaults of dpviz.runs.training.TrainConfig, written out so that `record --help` needs no torch
+# The defaults of dpviz.topics.ground_floor.run_training.TrainConfig, written out so that `record --help` needs no torch
 # (training.py imports it); tests/test_cli.py checks that they agree.
 RECORD_DEFAULTS = {
     "k": 4, "b": 8, "steps": 5, "model": "line", "width": 64, "depth": 2, "optimizer": "sgd", "lr": 0.1,
@@ -90,7 +90,7 @@ def _int_list(text: str) -> tuple:
 
 
 def _record(args) -> None:
-    from dpviz.runs.training import TrainConfig, record_run
+    from dpviz.topics.ground_floor.run_training import TrainConfig, record_run
 
     check_out(args.out)
     with options_named(RECORD_OPTIONS):
@@ -139,7 +139,7 @@ def check_out(out: str | None) -> None:
     in which no file can be made, or OUT.npz or OUT.json already there as something other than a file."""
     if not out:
         return
-    from dpviz.records.schema import files  # numpy only: no torch before the ranks
+    from dpviz.engine.schema import files  # numpy only: no torch before the ranks
 
     folder = os.path.dirname(os.path.abspath(out))
     for path in files(out):
@@ -197,9 +197,9 @@ def _add_bench(p) -> None:
 
 
 def _bench(args) -> None:
-    from dpviz.runs.bench import BenchConfig, log_sizes, run_sweep
+    from dpviz.topics.measuring.run_bench import BenchConfig, log_sizes, run_sweep
 
-    from dpviz.checks import check_int
+    from dpviz.engine.checks import check_int
 
     check_out(args.out)
     low = check_int("--min-bytes", args.min_bytes, low=4, high=1 << 30)
@@ -232,7 +232,7 @@ def _figures(args) -> None:
     if args.from_records is not None and not os.path.isdir(args.from_records):
         raise FileNotFoundError(f"--from-records {args.from_records!r} is not a folder of records.")
     if args.from_records is None:
-        from dpviz.runs.recipes import warm_up
+        from dpviz.recipes import warm_up
 
         warm_up()  # the fork server imports torch while this process imports matplotlib and the figures
     import matplotlib

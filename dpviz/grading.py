@@ -28,7 +28,7 @@ nbgrader releases, collects and grades with one due date, and one chapter is wha
 session asks for. Autograding a chapter also takes seconds, not the minutes the whole course would.
 
 **The time limits.** nbgrader's own default is 30 s per cell; a check on ranks may wait for
-ranks to start (``dpviz.runs.launch.START_TIMEOUT``, 120 s on a loaded machine), then its calls
+ranks to start (``dpviz.engine.launch.START_TIMEOUT``, 120 s on a loaded machine), then its calls
 (``CALL_LIMIT``, 10 s each, two for the ring step) and a stall timeout (``STALL_TIMEOUT``, 15 s),
 so the config gives a cell :data:`CELL_TIMEOUT` seconds. A student's answer that never returns is
 stopped by the checker's own limits (5 s in the notebook's process, 10 s per call on a rank) and

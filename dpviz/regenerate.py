@@ -2,8 +2,8 @@
 
     python -m dpviz figures            # figures/*.png, figures/*.svg, figures/manifest.json, figures/MANIFEST.md
 
-One pass downward: for each figure group of :data:`dpviz.figures.GROUPS`, its plan (records layer) says
-which records it needs, the torch layer's recipe of the same name (:data:`dpviz.runs.recipes.RECIPES`)
+One pass downward: for each figure group of :data:`dpviz.course.GROUPS`, its plan (records layer) says
+which records it needs, the torch layer's recipe of the same name (:data:`dpviz.recipes.RECIPES`)
 records them, the group draws each figure, and its claims are checked and printed. A manifest says which
 run made each figure (k, b, backend, host, cores and date) and gives the caption a chapter prints under it.
 
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import matplotlib as mpl
 
-from dpviz.figures import GROUPS
-from dpviz.records import provenance
-from dpviz.widgets.agg import FastCanvas
+from dpviz.course import GROUPS
+from dpviz.engine.schema import provenance
+from dpviz.engine.canvas import FastCanvas
 
 
 def regenerate(out="figures", *, quick: bool = False, progress: bool = True, records=None) -> list[Path]:
@@ -74,7 +74,7 @@ def regenerate(out="figures", *, quick: bool = False, progress: bool = True, rec
 
 def record(plans: dict, recorded: dict, *, quick: bool = False, progress: bool = True) -> None:
     """Record every plan into ``recorded``, ``{plan name: {stem: record}}``, one after another; nothing is saved here."""
-    from dpviz.runs import recipes  # torch only when recording
+    from dpviz import recipes  # torch only when recording
 
     recipes.warm_up()  # the fork server imports torch and the workers' modules while this process goes on
     for name, plan in plans.items():
@@ -109,8 +109,8 @@ def _in_processes(tasks: list, initargs: tuple) -> tuple[dict, int]:
 
 
 def _cores() -> int:
-    # dpviz.runs.launch.cpu_count's rule, written here again: drawing from saved records imports nothing of
-    # dpviz.runs (tests/test_cli.py holds it to that).
+    # dpviz.engine.launch.cpu_count's rule, written here again: drawing from saved records imports nothing of
+    # the launcher (tests/test_cli.py holds it to that).
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:
@@ -148,7 +148,7 @@ def manifest_markdown(manifest: dict) -> str:
     lines = ["# Figures and the runs that made them", "",
              "Regenerate with `./run` (or `python -m dpviz figures`). Each figure is drawn from data recorded on the",
              "machine named below, at the date given; the records themselves are in `records/`",
-             "(`dpviz.records.figure_set.load_inputs()` and each plan's `load()` read them). The caption is the line",
+             "(`dpviz.topics.speedup_model.figure_records.load_inputs()` and each plan's `load()` read them). The caption is the line",
              "printed under the figure in its chapter.", "", "| figure | caption | made from |", "| --- | --- | --- |"]
     for name, entry in manifest.items():
         made = "<br>".join(s.get("describe") or s.get("source") for s in entry["made_from"])

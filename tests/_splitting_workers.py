@@ -2,7 +2,7 @@
 
 import time
 
-from dpviz.runs.pipeline import pipeline_worker
+from dpviz.topics.splitting.run_pipeline import pipeline_worker
 
 
 def failing_stage(rank, world_size, configs, bad_rank):

@@ -2,7 +2,7 @@
 
 import time
 
-from dpviz.runs.async_sgd import async_worker
+from dpviz.topics.waiting.run_async_sgd import async_worker
 
 
 def failing_worker(rank, world_size, config, bad_rank):

@@ -6,7 +6,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from dpviz.runs.launch import report_progress
+from dpviz.engine.rank import report_progress
 
 
 def sum_ranks(rank, world_size):

@@ -539,7 +539,7 @@ def expected_answer(chapter: str | None) -> str | None:
     """The first card's answer for ``chapter`` as dpviz writes it, whitespace folded; None without a chapter."""
     if chapter is None:
         return None
-    from dpviz.teaching.questionbank import cards_for
+    from dpviz.topics.question_bank.bank import cards_for
 
     cards = cards_for(chapter)
     return " ".join(cards[0].answer_text().split()) if cards else None

@@ -11,7 +11,7 @@ from pathlib import Path  # noqa: E402
 import psutil  # noqa: E402
 import pytest  # noqa: E402
 
-from dpviz.runs.launch import is_helper_process  # noqa: E402
+from dpviz.engine.forkserver import is_helper_process  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,7 +69,7 @@ def pytest_terminal_summary(terminalreporter, config):
 
 def live_children(pid: int | None = None):
     """The descendants of ``pid`` (default: this process) that are still running, its launch helpers excepted
-    (:func:`dpviz.runs.launch.is_helper_process`: the resource tracker and the fork server, which live as long as it)."""
+    (:func:`dpviz.engine.launch.is_helper_process`: the resource tracker and the fork server, which live as long as it)."""
     owner = os.getpid() if pid is None else pid
     alive = []
     try:

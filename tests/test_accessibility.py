@@ -46,7 +46,7 @@ KINDS = re.compile(r"\b(chart|charts|diagram|diagrams|bars?|bands?|lines?|arrows
 @pytest.fixture(scope="module")
 def figures() -> dict:
     """Every published figure by name, drawn from the committed records."""
-    from dpviz.figures import GROUPS
+    from dpviz.course import GROUPS
 
     plans = {group.plan.name: group.plan for group in GROUPS}
     records = {name: plan.load(RECORDS) for name, plan in plans.items()}
@@ -168,7 +168,10 @@ def _too_close(figures) -> list[str]:
 
 def test_the_palette_s_series_colours_stay_apart_under_colour_blindness():
     """The sets of colours dpviz gives series drawn together stay apart."""
-    from dpviz.plots import alpha_beta, lr, step5, style
+    from dpviz.topics.measuring import plots_alpha_beta as alpha_beta
+    from dpviz.topics.bigger_batch import plots as lr
+    from dpviz.topics.one_group_per_device import plots_all_reduce as step5
+    from dpviz.engine import style
 
     groups = {
         "meanings": (style.LAVENDER, style.CORAL, style.SLATE, style.GREY, style.RED, style.REPLICA),
@@ -199,7 +202,7 @@ def test_every_figure_a_chapter_shows_has_alt_text():
                 if len(alt.strip()) < 20 and not tag:
                     missing.append(f"{path.name} cell {i}: {''.join(cell['source']).splitlines()[:1]}")
     assert not missing, (f"{len(missing)} chapter figures without alt text (execute and save the chapter again; a "
-                         "plain matplotlib Figure needs dpviz.figures.layout.figure instead):\n" + "\n".join(missing))
+                         "plain matplotlib Figure needs dpviz.engine.layout.figure instead):\n" + "\n".join(missing))
 
 
 @pytest.fixture(scope="module")

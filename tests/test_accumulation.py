@@ -14,28 +14,39 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from dpviz.claims import accumulation as claims  # noqa: E402
-from dpviz.claims.accumulation import figure_claims  # noqa: E402
-from dpviz.data import teacher_data  # noqa: E402
-from dpviz.figures import (  # noqa: E402
-    GROUPS, figure_accumulation_memory, figure_accumulation_sync, figure_accumulation_timelines,
+from dpviz.topics.accumulation import claims  # noqa: E402
+from dpviz.topics.accumulation.claims import figure_claims  # noqa: E402
+from dpviz.engine.data import teacher_data  # noqa: E402
+from dpviz.course import GROUPS
+from dpviz.topics.accumulation.figures import (
+    figure_accumulation_memory, figure_accumulation_sync, figure_accumulation_timelines,
 )
-from dpviz.plots.accumulation import UpdateBars, plot_activation_memory, plot_comm_per_update, plot_update_rows  # noqa: E402
-from dpviz.records import load, provenance  # noqa: E402
-from dpviz.records.accumulation import (  # noqa: E402
-    FIGURE_PLAN, FIGURE_STEMS, TIMELINE_BATCH, AccumulationRun, accumulation_grid, figure_records, figure_selection, grid_keys,
-    grid_name, grid_run, same_update, timeline_stem,
+from dpviz.topics.accumulation.plots import UpdateBars, plot_activation_memory, plot_comm_per_update, plot_update_rows  # noqa: E402
+from dpviz.engine.schema import load, provenance  # noqa: E402
+from dpviz.topics.accumulation.records import (
+    FIGURE_PLAN,
+    FIGURE_STEMS,
+    TIMELINE_BATCH,
+    AccumulationRun,
+    accumulation_grid,
+    figure_records,
+    figure_selection,
+    grid_keys,
+    grid_name,
+    grid_run,
+    same_update,
+    timeline_stem,
 )
-from dpviz.records.paths import SHIPPED_DIR  # noqa: E402
-from dpviz.records.run import rel_err  # noqa: E402
-from dpviz.runs.accumulation import (  # noqa: E402
+from dpviz.engine.paths import SHIPPED_DIR  # noqa: E402
+from dpviz.topics.ground_floor.records import rel_err  # noqa: E402
+from dpviz.topics.accumulation.run_accumulation import (
     AccumConfig, figure_configs, micro_batches_of, record_accumulation, saved_activation_bytes,
 )
-from dpviz.runs.models import build_model  # noqa: E402
-from dpviz.teaching.questionbank import ALL_CARDS, cards_for  # noqa: E402
-from dpviz.theory import accumulation as acc  # noqa: E402
-from dpviz.theory import costmodel  # noqa: E402
-from dpviz.widgets.accumulation import accumulation_widget  # noqa: E402
+from dpviz.topics.ground_floor.rank_models import build_model  # noqa: E402
+from dpviz.topics.question_bank.bank import ALL_CARDS, cards_for  # noqa: E402
+from dpviz.topics.accumulation import theory as acc  # noqa: E402
+from dpviz.topics.ground_floor import costmodel  # noqa: E402
+from dpviz.topics.accumulation.widget import accumulation_widget  # noqa: E402
 from widget_checks import assert_blit_is_right  # noqa: E402
 
 WIDTH, DEPTH, D_IN = 32, 2, 8
@@ -99,7 +110,7 @@ def test_accumulate_then_all_reduce_is_the_same_update_with_fewer_calls(runs):
 def test_runs_that_start_a_step_alike_share_its_reference_and_it_is_a_fresh_pass(runs):
     """one2 and ranks2 step alike, bit for bit, so one backward pass per step serves both; it is still a pass of its
     own over all the step's examples, on a fresh model at the parameters the step started from."""
-    from dpviz.runs.ranks.accumulation import batch_rows, big_batch_grad
+    from dpviz.topics.accumulation.rank_accumulation import batch_rows, big_batch_grad
 
     one2, ranks2 = runs["one2"], runs["ranks2"]
     assert (one2.param_digest[:, 0] == ranks2.param_digest[:, 0]).all()
@@ -112,7 +123,7 @@ def test_runs_that_start_a_step_alike_share_its_reference_and_it_is_a_fresh_pass
 
 
 def test_the_reference_plan_computes_each_distinct_reference_once_and_shares_the_passes_out():
-    from dpviz.runs.ranks.accumulation import reference_plan
+    from dpviz.topics.accumulation.rank_accumulation import reference_plan
 
     same, apart = AccumConfig(k=1, m=2, b=B, **SMALL), AccumConfig(k=2, m=1, b=B // 2, **SMALL)
     other_seed = AccumConfig(k=1, m=1, b=B, **{**SMALL, "seed": 1})
@@ -277,8 +288,8 @@ def figure_set():
 
 
 def test_the_group_is_registered_with_its_runs():
-    from dpviz.runs.accumulation import record_figure_records
-    from dpviz.runs.recipes import RECIPES
+    from dpviz.topics.accumulation.run_accumulation import record_figure_records
+    from dpviz.recipes import RECIPES
 
     group = next(g for g in GROUPS if g.name == "accumulation")
     assert group.plan is FIGURE_PLAN and FIGURE_PLAN.stems == FIGURE_STEMS == tuple(figure_configs())

@@ -14,9 +14,9 @@ from html.parser import HTMLParser
 
 import pytest
 
-from dpviz.teaching.cards import CHAPTERS, Card
-from dpviz.teaching.questionbank import ALL_CARDS, cards_for
-from dpviz.teaching.quiz import SHOW, answer_key_html, card_widget, deck, show_cards
+from dpviz.engine.cards import CHAPTERS, Card
+from dpviz.topics.question_bank.bank import ALL_CARDS, cards_for
+from dpviz.engine.quiz import SHOW, answer_key_html, card_widget, deck, show_cards
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 

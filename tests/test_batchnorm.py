@@ -8,9 +8,10 @@ import json
 import numpy as np
 import pytest
 
-from dpviz.records import BatchNormRun, load
-from dpviz.records.run import rel_err
-from dpviz.runs.batchnorm import BatchNormConfig, record_batchnorm
+from dpviz.topics.whole_picture.records import BatchNormRun
+from dpviz.engine.schema import load
+from dpviz.topics.ground_floor.records import rel_err
+from dpviz.topics.whole_picture.run_batchnorm import BatchNormConfig, record_batchnorm
 
 TOL = 1e-5
 
@@ -94,7 +95,7 @@ def test_the_figures_draw_the_record(run):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpviz.plots.batchnorm import plot_batchnorm_errors, plot_batchnorm_means
+    from dpviz.topics.whole_picture.plots_batchnorm import plot_batchnorm_errors, plot_batchnorm_means
 
     fig, (left, right) = plt.subplots(1, 2)
     assert plot_batchnorm_means(run, ax=left, step=1) is left

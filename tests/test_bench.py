@@ -6,10 +6,11 @@ import json
 import numpy as np
 import pytest
 
-from dpviz.theory import costmodel
-from dpviz.records import BenchRecord
-from dpviz.runs.bench import IMPLS, PLACEMENTS, BenchConfig, log_sizes, run_sweep, wakeup_worker
-from dpviz.runs.launch import launch
+from dpviz.topics.ground_floor import costmodel
+from dpviz.topics.speedup_model.records import BenchRecord
+from dpviz.topics.speedup_model.records import IMPLS
+from dpviz.topics.measuring.run_bench import PLACEMENTS, BenchConfig, log_sizes, run_sweep, wakeup_worker
+from dpviz.engine.launch import launch
 
 SIZES = (64, 4096)  # bytes
 

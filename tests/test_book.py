@@ -17,7 +17,7 @@ Each page is opened once, at a projector's 1280×720, for all of these checks. a
 (``npm install --no-save axe-core@4`` in the repository: node_modules/ is git-ignored; .ci/run installs it); without
 it only the audit's tests skip, saying so.
 
-The answer keys are the ``text/html`` the decks of dpviz.teaching.quiz save beside their widget views, so the
+The answer keys are the ``text/html`` the decks of dpviz.engine.quiz save beside their widget views, so the
 answer-key checks pass on chapters saved since the decks carry them: a chapter saved before shows its widget's
 older fallback, and the checks name it as one to execute and save again.
 """
@@ -39,7 +39,7 @@ from pathlib import Path
 import pytest
 
 from browser_support import NO_CHROMIUM, find_chromium, launched_chromium
-from dpviz.teaching.questionbank import ALL_CARDS
+from dpviz.topics.question_bank.bank import ALL_CARDS
 
 ROOT = Path(__file__).resolve().parents[1]
 # the chapters to build: notebooks/, or a copy executed elsewhere (DPVIZ_BOOK_NOTEBOOKS=/tmp/x/notebooks)

@@ -9,13 +9,13 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from dpviz.plots.summary import GIDS, plot_summary  # noqa: E402
-from dpviz.records import shipped  # noqa: E402
-from dpviz.theory import timing  # noqa: E402
-from dpviz.theory.costmodel import speedup  # noqa: E402
-from dpviz.widgets.base import find  # noqa: E402
-from dpviz.widgets.ground_floor import KS, RATIOS, speedup_widget  # noqa: E402
-from dpviz.widgets.summary import summary_widget  # noqa: E402
+from dpviz.topics.whole_picture.plots_summary import GIDS, plot_summary  # noqa: E402
+from dpviz.topics.one_group_per_device import shipped  # noqa: E402
+from dpviz.topics.ground_floor import timing  # noqa: E402
+from dpviz.topics.ground_floor.costmodel import speedup  # noqa: E402
+from dpviz.engine.slider import find  # noqa: E402
+from dpviz.topics.ground_floor.widget import KS, RATIOS, speedup_widget  # noqa: E402
+from dpviz.topics.whole_picture.widget import summary_widget  # noqa: E402
 from widget_checks import assert_blit_is_right  # noqa: E402
 
 

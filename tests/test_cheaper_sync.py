@@ -14,18 +14,18 @@ import warnings
 import numpy as np
 import pytest
 
-from dpviz.claims import cheaper_sync as claims
-from dpviz.records import load
-from dpviz.records.compression import CompressionRecord
-from dpviz.records.hierarchical import HierarchicalRecord
-from dpviz.records.local_sgd import LocalSgdRecord
-from dpviz.records.run import rel_err
-from dpviz.runs.compression import CompressionConfig, record_compression
-from dpviz.runs.hierarchical import HierarchicalConfig, record_hierarchical
-from dpviz.runs.local_sgd import LocalSgdConfig, record_local_sgd
-from dpviz.theory import cheaper_sync as theory
-from dpviz.theory import costmodel
-from dpviz.theory.links import PRESETS
+from dpviz.topics.cheaper_sync import claims
+from dpviz.engine.schema import load
+from dpviz.topics.cheaper_sync.records_compression import CompressionRecord
+from dpviz.topics.cheaper_sync.records_hierarchical import HierarchicalRecord
+from dpviz.topics.cheaper_sync.records_local_sgd import LocalSgdRecord
+from dpviz.topics.ground_floor.records import rel_err
+from dpviz.topics.cheaper_sync.run_compression import CompressionConfig, record_compression
+from dpviz.topics.cheaper_sync.run_hierarchical import HierarchicalConfig, record_hierarchical
+from dpviz.topics.cheaper_sync.run_local_sgd import LocalSgdConfig, record_local_sgd
+from dpviz.topics.cheaper_sync import theory
+from dpviz.topics.ground_floor import costmodel
+from dpviz.topics.ground_floor.links import PRESETS
 
 # The default MLP: 16 inputs, two hidden layers of 32, one output: 1,633 parameters, M = 6,532 bytes.
 M = 6_532
@@ -425,10 +425,10 @@ def test_bad_input_is_named_in_one_sentence(make, error, words):
 def test_the_fronts_check_configs_without_torch():
     code = (
         "import sys\n"
-        "from dpviz.runs.compression import CompressionConfig, record_compression\n"
-        "from dpviz.runs.local_sgd import LocalSgdConfig, record_local_sgd\n"
-        "from dpviz.runs.hierarchical import HierarchicalConfig, record_hierarchical\n"
-        "import dpviz.claims.cheaper_sync, dpviz.theory.cheaper_sync\n"
+        "from dpviz.topics.cheaper_sync.run_compression import CompressionConfig, record_compression\n"
+        "from dpviz.topics.cheaper_sync.run_local_sgd import LocalSgdConfig, record_local_sgd\n"
+        "from dpviz.topics.cheaper_sync.run_hierarchical import HierarchicalConfig, record_hierarchical\n"
+        "import dpviz.topics.cheaper_sync.claims, dpviz.topics.cheaper_sync.theory\n"
         "for make in (lambda: record_compression(ranks=(0,)), lambda: record_local_sgd(periods=(99,)),\n"
         "             lambda: record_hierarchical(group_size=3)):\n"
         "    try:\n"
@@ -443,8 +443,8 @@ def test_the_fronts_check_configs_without_torch():
 
 
 def test_chapter_14_titles_hold_on_the_committed_records_and_fail_when_tampered():
-    from dpviz.claims import cheaper_sync as titles
-    from dpviz.records.compression import FIGURE_PLAN
+    from dpviz.topics.cheaper_sync import claims as titles
+    from dpviz.topics.cheaper_sync.records_compression import FIGURE_PLAN
 
     records = FIGURE_PLAN.load()
     comp, local = records["cheaper_sync_compression"], records["cheaper_sync_local_sgd"]

@@ -17,19 +17,29 @@ import re
 import numpy as np
 import pytest
 
-from dpviz.claims import (
-    accumulation, all_reduce, average_of_averages, ground_floor, mini_batch, one_group_per_device, one_step,
-    question_bank, splitting, sync_costs, waiting, whole_picture,
-)
-from dpviz.data import LINE_START, line_data
-from dpviz.plots.step1 import arrow_end
-from dpviz.records import load, shipped
-from dpviz.records.async_sgd import shipped_async
-from dpviz.records.figure_set import load_inputs
-from dpviz.runs.accumulation import AccumConfig, record_accumulation
-from dpviz.runs.training import record_run
-from dpviz.theory import costmodel, landscape
-from dpviz.theory.links import PRESETS, Link
+from dpviz.topics.accumulation import claims as accumulation
+from dpviz.topics.all_reduce import claims as all_reduce
+from dpviz.topics.average_of_averages import claims as average_of_averages
+from dpviz.topics.ground_floor import claims as ground_floor
+from dpviz.topics.mini_batch import claims as mini_batch
+from dpviz.topics.one_group_per_device import claims as one_group_per_device
+from dpviz.topics.one_step import claims as one_step
+from dpviz.topics.question_bank import claims as question_bank
+from dpviz.topics.splitting import claims as splitting
+from dpviz.topics.speedup_model import claims as sync_costs
+from dpviz.topics.waiting import claims as waiting
+from dpviz.topics.whole_picture import claims as whole_picture
+from dpviz.engine.data import LINE_START, line_data
+from dpviz.topics.one_step.plots import arrow_end
+from dpviz.engine.schema import load
+from dpviz.topics.one_group_per_device import shipped
+from dpviz.topics.waiting.records_async_sgd import shipped_async
+from dpviz.topics.speedup_model.figure_records import load_inputs
+from dpviz.topics.accumulation.run_accumulation import AccumConfig, record_accumulation
+from dpviz.topics.ground_floor.run_training import record_run
+from dpviz.topics.ground_floor import costmodel
+from dpviz.topics.one_step import landscape
+from dpviz.topics.ground_floor.links import PRESETS, Link
 
 FIGURES = Path(__file__).resolve().parents[1] / "figures" / "records"
 
@@ -433,7 +443,7 @@ TIMELINE_TITLE = re.compile(r"8192 examples per update, m = k = 2: one process a
 @pytest.fixture(scope="module")
 def timeline_runs():
     """The committed timeline records at m = k = 2: one process accumulating, two ranks, one pass over all."""
-    from dpviz.records.accumulation import timeline_stem
+    from dpviz.topics.accumulation.records import timeline_stem
     return tuple(load(FIGURES / timeline_stem(k, m)) for k, m in ((1, 2), (2, 1), (1, 1)))
 
 
@@ -541,7 +551,7 @@ def test_timeline_titles_follow_the_times(timeline_runs):
 
 
 def test_figure_claims_assert_the_lesson_on_the_timeline_records():
-    from dpviz.records.accumulation import figure_records, timeline_stem
+    from dpviz.topics.accumulation.records import figure_records, timeline_stem
     records = figure_records()
     assert "at least the 1.5× the lesson asks for" in accumulation.figure_claims(records)
     one = records[timeline_stem(1, 2)]
@@ -639,7 +649,7 @@ def test_straggler_waits_on_the_figure_record(sweep):
 
 
 def test_straggler_waits_on_the_shipped_sweeps_that_share_cores():
-    from dpviz.records.straggler import shipped_straggler
+    from dpviz.topics.waiting.records_straggler import shipped_straggler
     assert waiting.straggler_waits(shipped_straggler()[3]) == (
         "With k = 3 ranks on 2 cores, taking turns on the CPU: in all 12 settings the ranks that did not sleep waited "
         "d inside the all-reduce, within 5 ms + 30 % of d, and with d = 25, 50, 100 ms a step of every rank lasted "
@@ -1085,14 +1095,14 @@ def _places(fwd, bwd):
 
 def _model_of(run):
     """The model of ``run``: every pass as long as the median measured one, hand-offs free."""
-    from dpviz.theory.pipeline import modeled_timeline
+    from dpviz.topics.splitting.theory_pipeline import modeled_timeline
     return modeled_timeline(run.p, run.m, run.schedule, t_f=float(np.median(run.fwd[..., 1] - run.fwd[..., 0])),
                             t_b=float(np.median(run.bwd[..., 1] - run.bwd[..., 0])))
 
 
 def _handoffs(run):
     """Seconds from each handed-over input being ready (and the stage free) to the pass that used it starting."""
-    from dpviz.theory.pipeline import stage_order
+    from dpviz.topics.splitting.theory_pipeline import stage_order
     delays = []
     for s in range(run.p):
         free = -np.inf
@@ -1148,7 +1158,7 @@ def test_where_stages_wait_on_the_figure_record(pipes):
 def _ideal(run, t_f=0.005, t_b=0.010, cores=None):
     """A copy of ``run`` whose passes are the model's: each forward ``t_f`` s, each backward ``t_b`` s, hand-offs free;
     on ``cores`` cores (default: one per stage)."""
-    from dpviz.theory.pipeline import modeled_timeline
+    from dpviz.topics.splitting.theory_pipeline import modeled_timeline
     t = modeled_timeline(run.p, run.m, run.schedule, t_f=t_f, t_b=t_b)
     return with_meta(with_arrays(run, fwd=t.fwd, bwd=t.bwd), cores=run.p if cores is None else cores)
 
@@ -1202,7 +1212,7 @@ def test_gantt_title_on_the_figure_records(pipes):
 
 def _idle_against_model_expected(run):
     """The lines idle_against_model must give for ``run`` (p > 1), worked out here."""
-    from dpviz.theory.pipeline import modeled_timeline
+    from dpviz.topics.splitting.theory_pipeline import modeled_timeline
     name = {"gpipe": "All forwards, then all backwards", "1f1b": "One forward, one backward"}[run.schedule]
     busy, span, idle = _idle(run.fwd, run.bwd)
     bubble, mean = (run.p - 1) / (run.m + run.p - 1), float(idle.mean())
@@ -1313,7 +1323,7 @@ def test_idle_over_m_on_the_figure_records(pipes):
 
 
 def test_idle_over_m_follows_tampered_records(pipes):
-    from dpviz.theory.pipeline import modeled_timeline
+    from dpviz.topics.splitting.theory_pipeline import modeled_timeline
 
     def lopsided(m, heavy):   # stage 1's passes `heavy` times stage 0's: stage 0 waits most of the step
         t = modeled_timeline(2, m, "gpipe", t_f=np.array([[0.001] * m, [0.001 * heavy] * m]),
@@ -1342,7 +1352,7 @@ def test_idle_over_m_follows_tampered_records(pipes):
 
 
 def test_pipeline_against_one_device_on_the_shipped_runs():
-    from dpviz.records.pipeline import shipped_grid
+    from dpviz.topics.splitting.records_pipeline import shipped_grid
 
     grid = shipped_grid()
     assert splitting.pipeline_against_one_device(grid[(1, 4, "gpipe")], grid[(2, 4, "gpipe")]) == [
@@ -1356,8 +1366,8 @@ def test_pipeline_against_one_device_on_the_shipped_runs():
 
 
 def test_pipeline_against_one_device_follows_tampered_runs():
-    from dpviz.records.pipeline import shipped_grid
-    from dpviz.theory.pipeline import modeled_timeline
+    from dpviz.topics.splitting.records_pipeline import shipped_grid
+    from dpviz.topics.splitting.theory_pipeline import modeled_timeline
 
     grid = shipped_grid()
     one, pipe = grid[(1, 4, "gpipe")], grid[(2, 4, "gpipe")]

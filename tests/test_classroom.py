@@ -21,8 +21,9 @@ import pytest
 import _workers
 from conftest import live_children
 from dpviz import cli
-from dpviz.runs import launch as launcher
-from dpviz.runs.launch import RankTimeout, launch
+from dpviz.engine import launch as launcher
+from dpviz.engine.supervise import RankTimeout
+from dpviz.engine.launch import launch
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
@@ -91,7 +92,7 @@ PARENT = """
 import sys
 sys.path.insert(0, {tests!r})
 import _workers
-from dpviz.runs.launch import launch
+from dpviz.engine.launch import launch
 launch(_workers.forever, 2, args=({marker!r},))
 """
 
@@ -130,7 +131,7 @@ def test_ranks_die_with_their_parent(method, sig, when, tmp_path):
 
 # --- a real Jupyter kernel ---
 
-LIVE_RUN = "from dpviz.runs.training import record_run\nrecord_run(k=2, steps=100000, model='line', b=4)\n"
+LIVE_RUN = "from dpviz.topics.ground_floor.run_training import record_run\nrecord_run(k=2, steps=100000, model='line', b=4)\n"
 
 
 class Kernel:
@@ -197,7 +198,7 @@ def test_ranks_die_with_their_kernel(how, kernel):
 
 
 def test_run_all_twice_in_one_kernel_leaves_nothing_behind(kernel):
-    cell = "from dpviz.runs.training import record_run\nrun = record_run(k=2, b=8, steps=5)\nrun.check()\n"
+    cell = "from dpviz.topics.ground_floor.run_training import record_run\nrun = record_run(k=2, b=8, steps=5)\nrun.check()\n"
     kernel.run(cell)
     kernel.run(cell)
     left = live_children(kernel.pid)
@@ -215,12 +216,12 @@ def fork_servers_of(pid: int) -> list[psutil.Process]:
 
 
 def test_a_kernel_starts_no_process_on_import_and_its_warmed_up_fork_server_dies_with_it(kernel):
-    kernel.run("import dpviz.runs, dpviz.runs.launch, dpviz.runs.training\nimport time; time.sleep(1)")
+    kernel.run("import dpviz.engine.launch, dpviz.topics.ground_floor.run_training\nimport time; time.sleep(1)")
     assert psutil.Process(kernel.pid).children() == []  # importing starts nothing, in a kernel too
-    kernel.run("dpviz.runs.warm_up()")  # a chapter's set-up cell
+    kernel.run("dpviz.engine.forkserver.warm_up()")  # a chapter's set-up cell
     servers = wait_for(lambda: fork_servers_of(kernel.pid), 30, "the kernel's fork server")
     assert len(servers) == 1
-    kernel.run("from dpviz.runs.training import record_run\nrecord_run(k=2, b=8, steps=5).check()\n")
+    kernel.run("from dpviz.topics.ground_floor.run_training import record_run\nrecord_run(k=2, b=8, steps=5).check()\n")
     assert fork_servers_of(kernel.pid) == servers  # the run used the server the warm-up started
     os.kill(kernel.pid, signal.SIGKILL)
     seconds = time_until_gone(servers)
@@ -228,9 +229,9 @@ def test_a_kernel_starts_no_process_on_import_and_its_warmed_up_fork_server_dies
     assert seconds < GONE_WITHIN
 
 
-def test_a_script_that_imports_the_runs_layer_starts_no_process():
-    code = ("import time, psutil, dpviz.runs, dpviz.runs.launch, dpviz.runs.forkserver, dpviz.runs.supervise, "
-            "dpviz.runs.rank; time.sleep(1); print(len(psutil.Process().children()))")
+def test_a_script_that_imports_the_launcher_and_the_recipes_starts_no_process():
+    code = ("import time, psutil, dpviz.recipes, dpviz.engine.launch, dpviz.engine.forkserver, dpviz.engine.supervise, "
+            "dpviz.engine.rank; time.sleep(1); print(len(psutil.Process().children()))")
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0"]
@@ -303,7 +304,7 @@ def test_unwritable_out_is_refused_before_any_rank_starts(command, monkeypatch, 
         raise AssertionError("a rank was started")
 
     monkeypatch.setattr(launcher, "launch", no_launch)
-    monkeypatch.setattr("dpviz.runs.bench.launch", no_launch)
+    monkeypatch.setattr("dpviz.topics.measuring.run_bench.launch", no_launch)
     assert cli.main(command + ["--out", "/proc/x/y"]) == 2
     message = capsys.readouterr().err.strip()
     assert "--out" in message and "/proc/x/y" in message

@@ -10,7 +10,7 @@ from dataclasses import fields
 import pytest
 
 from dpviz.cli import RECORD_DEFAULTS, main
-from dpviz.records.run import Run
+from dpviz.topics.ground_floor.records import Run
 
 
 def dpviz(*args, timeout=180):
@@ -31,9 +31,15 @@ def dpviz_importing(*args, timeout=180):
     return subprocess.CompletedProcess(done.args, done.returncode, done.stdout, "\n".join(rest)), imported
 
 
+LAUNCH_SIDE = ("dpviz.engine.launch", "dpviz.engine.forkserver", "dpviz.engine.supervise", "dpviz.engine.rank",
+               "dpviz.engine.where", "dpviz.engine.server_exit", "dpviz.recipes")
+
+
 def torch_layer(imported: set) -> list:
-    """torch (not its hundreds of submodules) and the dpviz.runs modules among ``imported``."""
-    return sorted(m for m in imported if m == "torch" or m.startswith("dpviz.runs"))
+    """torch (not its hundreds of submodules) and the run side of dpviz among ``imported``: the engine's launcher,
+    the recipes, and every topic's ``run_*`` and ``rank_*`` modules."""
+    return sorted(m for m in imported if m == "torch" or m in LAUNCH_SIDE
+                  or m.startswith("dpviz.topics.") and m.rsplit(".", 1)[-1].startswith(("run_", "rank_")))
 
 
 @pytest.mark.parametrize("args", [[], ["record"], ["bench"], ["figures"]], ids=["dpviz", "record", "bench", "figures"])
@@ -60,7 +66,7 @@ def test_drawing_from_records_imports_no_torch(tmp_path):
 
 
 def test_record_help_shows_the_defaults_of_train_config():
-    from dpviz.runs.training import TrainConfig
+    from dpviz.topics.ground_floor.run_training import TrainConfig
 
     defaults = {f.name: f.default for f in fields(TrainConfig)}
     unknown = sorted(set(RECORD_DEFAULTS) - set(defaults))

@@ -1,6 +1,6 @@
 """The README's cluster path, for real: two torchrun agents on two "machines" (network namespaces on a veth pair).
 
-Each machine runs two ranks (``--nnodes 2 --nproc-per-node 2``) of ``python -m dpviz.runs.training``,
+Each machine runs two ranks (``--nnodes 2 --nproc-per-node 2``) of ``python -m dpviz.topics.ground_floor.run_training``,
 joined by c10d rendezvous, with gloo talking over the veth. Claims checked:
 
 - with what the README tells a lab to pass, the run records, and the record passes ``check()``;
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import _netns
-from dpviz.records.run import Run
+from dpviz.topics.ground_floor.records import Run
 
 TIMEOUT = 60  # seconds, for any one run of the two agents
 
@@ -40,7 +40,7 @@ def agent_args(a, machine, rdzv_id, *, local_addr=True, steps):
         args += ["--rdzv-conf", "is_host=1"]
     if local_addr:
         args += ["--local-addr", machine.address]
-    return args + ["-m", "dpviz.runs.training", "--steps", str(steps)]
+    return args + ["-m", "dpviz.topics.ground_floor.run_training", "--steps", str(steps)]
 
 
 def start_both(machines, tmp_path, rdzv_id, *, env=None, local_addr=True, steps):
@@ -101,7 +101,7 @@ def test_killed_agent_is_named_by_the_survivor_and_leaves_nothing(machines, tmp_
     reported = time.monotonic() - killed
     survivor = log(tmp_path, 0)
     assert agents[0].returncode != 0
-    assert "ChildFailedError" in survivor and "dpviz.runs.training FAILED" in survivor, survivor[-3000:]
+    assert "ChildFailedError" in survivor and "dpviz.topics.ground_floor.run_training FAILED" in survivor, survivor[-3000:]
     # gloo's error on the surviving ranks names the killed machine's address.
     named = [line for line in survivor.splitlines() if b.address in line and "peer" in line]
     assert named, survivor[-3000:]

@@ -5,8 +5,8 @@ import warnings
 import numpy as np
 import pytest
 
-from dpviz.runs.collectives import PIECE, compare_with_all_reduce, owned_chunk
-from dpviz.runs.launch import launch
+from dpviz.topics.all_reduce.rank_collectives import PIECE, compare_with_all_reduce, owned_chunk
+from dpviz.engine.launch import launch
 
 # 1 and 3 are smaller than some k (empty chunks); 12 splits evenly for every k; 1001 for none but k = 1.
 SIZES = (1, 3, 12, 1001, 400_003)
@@ -175,7 +175,7 @@ def test_the_rings_spare_buffers_are_kept_between_calls_grown_when_needed_and_pe
 
     import torch
 
-    from dpviz.runs.collectives import _spares
+    from dpviz.topics.all_reduce.rank_collectives import _spares
 
     like = torch.zeros(1)
     first = _spares(like, 100)

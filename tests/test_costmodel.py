@@ -6,8 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-from dpviz.theory import costmodel as cm
-from dpviz.theory.links import PRESETS, SPEED_ORDER
+from dpviz.topics.ground_floor import costmodel as cm
+from dpviz.topics.ground_floor.links import PRESETS, SPEED_ORDER
 
 ALPHA, BETA = 20e-6, 1.25e9  # seconds, bytes/second: roughly 10 Gb Ethernet
 K = np.array([2, 3, 4, 8, 16])
@@ -202,7 +202,7 @@ def test_link_presets():
 
 def test_costmodel_needs_neither_torch_nor_matplotlib():
     code = (
-        "import dpviz.theory.costmodel, dpviz.theory.links, sys; "
+        "import dpviz.topics.ground_floor.costmodel, dpviz.topics.ground_floor.links, sys; "
         "assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

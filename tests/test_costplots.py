@@ -11,19 +11,19 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from dpviz.theory import costmodel, timing  # noqa: E402
-from dpviz.runs.bench import BenchConfig, run_sweep  # noqa: E402
-from dpviz.theory.links import PRESETS, SPEED_ORDER  # noqa: E402
-from dpviz.plots import bench as bench_plot  # noqa: E402
-from dpviz.plots import speedup as speedup_plot  # noqa: E402
-from dpviz.plots import summary as summary_plot  # noqa: E402
-from dpviz.plots import timeline as timeline_plot  # noqa: E402
-from dpviz.plots.bench import plot_allreduce_times  # noqa: E402
-from dpviz.plots.speedup import plot_speedup  # noqa: E402
-from dpviz.plots.summary import plot_summary  # noqa: E402
-from dpviz.plots.timeline import plot_timelines  # noqa: E402
-from dpviz.runs.training import record_run  # noqa: E402
-from dpviz.widgets.costs import MACHINE, YOURS, CostsFigure, costs_widget  # noqa: E402
+from dpviz.topics.ground_floor import costmodel, timing  # noqa: E402
+from dpviz.topics.measuring.run_bench import BenchConfig, run_sweep  # noqa: E402
+from dpviz.topics.ground_floor.links import PRESETS, SPEED_ORDER  # noqa: E402
+from dpviz.topics.measuring import plots_bench as bench_plot  # noqa: E402
+from dpviz.topics.speedup_model import plots_speedup as speedup_plot  # noqa: E402
+from dpviz.topics.whole_picture import plots_summary as summary_plot  # noqa: E402
+from dpviz.topics.speedup_model import plots_timeline as timeline_plot  # noqa: E402
+from dpviz.topics.measuring.plots_bench import plot_allreduce_times  # noqa: E402
+from dpviz.topics.speedup_model.plots_speedup import plot_speedup  # noqa: E402
+from dpviz.topics.whole_picture.plots_summary import plot_summary  # noqa: E402
+from dpviz.topics.speedup_model.plots_timeline import plot_timelines  # noqa: E402
+from dpviz.topics.ground_floor.run_training import record_run  # noqa: E402
+from dpviz.topics.speedup_model.widget import MACHINE, YOURS, CostsFigure, costs_widget  # noqa: E402
 from widget_checks import assert_blit_is_right  # noqa: E402
 
 GLOBAL_BATCH = 32
@@ -55,7 +55,7 @@ def widget(bench, runs):
 
 
 def _cores():
-    from dpviz.runs.launch import cpu_count
+    from dpviz.engine.launch import cpu_count
 
     return cpu_count()
 
@@ -601,7 +601,7 @@ def test_snapped_labels_start_on_whole_pixels_and_an_unchanged_row_leaves_its_la
     and showing the same rows again sets nothing (a set label would be redrawn)."""
     from matplotlib.figure import Figure
 
-    from dpviz.plots.timeline import TimelineBars
+    from dpviz.topics.speedup_model.plots_timeline import TimelineBars
 
     rows = timing.timeline_rows((1, 2, 4), t_compute=0.05, alpha=1e-5, beta=1e9, M=1e7)
     ax = Figure(figsize=(6, 3), dpi=80).subplots()
@@ -623,7 +623,7 @@ def test_link_curves_keep_the_marks_matplotlib_gives_the_starting_curves(bench, 
     marks for the curves it starts with, and the marks stay at those k while the sliders move the curves."""
     from matplotlib.lines import _mark_every_path
 
-    from dpviz.widgets.costs import _marks_now
+    from dpviz.topics.speedup_model.widget import _marks_now
 
     for t_compute, M in ((1.0, 1e8), (1e-3, 1e9), (5.0, 1e4)):
         ax = plot_speedup(timing.speedup_curves(np.arange(1, 65), t_compute=t_compute, M=M),

@@ -18,7 +18,7 @@ import torch.distributed as dist
 
 import dpviz.exercises as ex
 from dpviz.exercises import catalogue, ranked
-from dpviz.exercises.verdict import FAILED, NOT_ATTEMPTED, PASSED, Verdict, is_stub, not_attempted
+from dpviz.engine.verdict import FAILED, NOT_ATTEMPTED, PASSED, Verdict, is_stub, not_attempted
 from dpviz.grading import load_solutions
 
 solutions = load_solutions()  # the checkout's instructor/solutions.py: the reference answers are not in dpviz
@@ -168,9 +168,9 @@ def test_a_function_that_changes_its_input_in_place_cannot_spoil_the_next_case()
 
 @pytest.mark.parametrize("exercise", catalogue.EXERCISES, ids=lambda e: e.name)
 def test_a_stub_is_not_attempted_yet_every_time(exercise, monkeypatch):
-    import dpviz.runs.launch
+    import dpviz.engine.launch
 
-    monkeypatch.setattr(dpviz.runs.launch, "launch", lambda *a, **k: pytest.fail("a stub must not start ranks"))
+    monkeypatch.setattr(dpviz.engine.launch, "launch", lambda *a, **k: pytest.fail("a stub must not start ranks"))
     checker = getattr(ex, exercise.checker)
     stub = notebook_function(exercise.stub(), exercise.name)
     first, second = checker(stub), checker(stub)

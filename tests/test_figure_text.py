@@ -15,8 +15,8 @@ from matplotlib.collections import PathCollection
 from matplotlib.patches import Rectangle
 from matplotlib.quiver import Quiver
 
-from dpviz.figures import GROUPS
-from dpviz.records import provenance
+from dpviz.course import GROUPS
+from dpviz.engine.schema import provenance
 from figure_text import BOOK_COLUMN_PX, LAB_OUTPUT_PX, MIN_TEXT_PX, shown_texts, smallest_text
 
 RECORDS = Path(__file__).resolve().parents[1] / "figures" / "records"

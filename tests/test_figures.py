@@ -11,9 +11,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pytest
 
-from dpviz import figures
-from dpviz.records import provenance
-from dpviz.records.figure_set import FIGURE_PLAN, load_inputs
+from dpviz import course
+from dpviz.engine.schema import provenance
+from dpviz.topics.speedup_model.figure_records import FIGURE_PLAN, load_inputs
 from dpviz.regenerate import regenerate
 from svg_compare import svg_difference
 
@@ -30,7 +30,7 @@ EXPECTED = {
 def drawn():
     inputs = load_inputs(RECORDS)
     figs = {}
-    for group in figures.GROUPS:
+    for group in course.GROUPS:
         if group.plan is FIGURE_PLAN:  # the derivation's records: Steps 1 to 6, s01, s02, the all-reduce, the summary
             figs.update(group.draw(group.plan.load(RECORDS)))
     yield inputs, figs
@@ -65,7 +65,7 @@ def test_records_behind_the_committed_figures_pass_their_checks(drawn):
 
 def test_committed_manifest_lists_every_figure_with_its_files():
     manifest = json.loads((ROOT / "figures" / "manifest.json").read_text())
-    assert EXPECTED <= set(manifest)  # and the figures of each later chapter's group (dpviz.figures.GROUPS)
+    assert EXPECTED <= set(manifest)  # and the figures of each later chapter's group (dpviz.course.GROUPS)
     for name, entry in manifest.items():
         for file in entry["files"]:
             assert (ROOT / "figures" / file).is_file(), file
@@ -144,9 +144,9 @@ def test_svg_comparer_names_a_changed_label_and_a_missing_element():
 def test_a_plan_that_fails_keeps_the_plans_recorded_before_it_and_saves_nothing_of_its_own(tmp_path, monkeypatch):
     """Recording stops at the first plan whose recipe raises or whose records are not the plan's stems: the plans
     recorded before it are saved, that plan's records are not, and the error goes up."""
-    from dpviz.runs import recipes
+    from dpviz import recipes
 
-    plans = {group.plan.name: group.plan for group in figures.GROUPS}
+    plans = {group.plan.name: group.plan for group in course.GROUPS}
     names = list(plans)
     committed = {name: plan.load(RECORDS) for name, plan in plans.items()}  # stand-ins for fresh recordings
     monkeypatch.setattr(recipes, "warm_up", lambda: None)

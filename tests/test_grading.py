@@ -156,7 +156,7 @@ def test_each_in_process_solution_cell_passes_its_checker_on_its_own(course):
 
 def test_the_config_gives_a_check_on_ranks_time_to_start_and_stall(course):
     from dpviz.exercises.ranked import CALL_LIMIT, K, STALL_TIMEOUT
-    from dpviz.runs.launch import START_TIMEOUT
+    from dpviz.engine.launch import START_TIMEOUT
 
     folder, _ = course
     config = (folder / "nbgrader_config.py").read_text()

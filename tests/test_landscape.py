@@ -1,7 +1,7 @@
-"""dpviz.theory.landscape is numpy only, and its closed-form MSE agrees with torch autograd on the real LineModel.
+"""dpviz.topics.one_step.landscape is numpy only, and its closed-form MSE agrees with torch autograd on the real LineModel.
 
-The reference here is the torch side of the package: :class:`dpviz.runs.models.LineModel`,
-:func:`dpviz.runs.training.mse`, ``loss.backward()`` and ``torch.optim.SGD``.
+The reference here is the torch side of the package: :class:`dpviz.topics.ground_floor.rank_models.LineModel`,
+:func:`dpviz.topics.ground_floor.run_training.mse`, ``loss.backward()`` and ``torch.optim.SGD``.
 """
 
 import subprocess
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from dpviz.data import LINE_START, line_data
-from dpviz.runs.models import LineModel
-from dpviz.runs.training import mse
-from dpviz.theory import landscape
+from dpviz.engine.data import LINE_START, line_data
+from dpviz.topics.ground_floor.rank_models import LineModel
+from dpviz.topics.ground_floor.run_training import mse
+from dpviz.topics.one_step import landscape
 
 RTOL = 1e-5  # torch works in float32, landscape in float64: they agree to float32 rounding
 ETAS = (0.01, 0.1, 0.5, 0.9)
@@ -119,8 +119,8 @@ def test_a_diverging_path_overflows_quietly(data):
 
 
 def test_importing_landscape_does_not_import_torch():
-    code = ("import sys; import dpviz.theory.landscape; "
+    code = ("import sys; import dpviz.topics.one_step.landscape; "
             "bad = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')); "
             "print(bad); sys.exit(1 if bad else 0)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, f"importing dpviz.theory.landscape imported torch: {done.stdout}{done.stderr}"
+    assert done.returncode == 0, f"importing dpviz.topics.one_step.landscape imported torch: {done.stdout}{done.stderr}"

@@ -13,10 +13,11 @@ import pytest
 import torch.multiprocessing as mp
 
 import _workers
-from dpviz.runs import forkserver
-from dpviz.runs import launch as launcher
-from dpviz.runs.forkserver import _StdlibForkServer
-from dpviz.runs.launch import RankError, RankTimeout, launch
+from dpviz.engine import forkserver
+from dpviz.engine import launch as launcher
+from dpviz.engine.forkserver import _StdlibForkServer
+from dpviz.engine.supervise import RankError, RankTimeout
+from dpviz.engine.launch import launch
 
 
 @pytest.mark.parametrize("k", [1, 2, 4])
@@ -134,7 +135,7 @@ def test_the_fork_server_stops_when_idle_and_on_request(no_leftover_processes, m
     assert launcher.stop_fork_server() is True
     assert launcher.fork_server_pid() is None
     assert launcher.stop_fork_server() is False  # nothing left to stop
-    monkeypatch.setattr(forkserver, "FORK_SERVER_IDLE", 0.5)  # read by the idle timer, in dpviz.runs.forkserver
+    monkeypatch.setattr(forkserver, "FORK_SERVER_IDLE", 0.5)  # read by the idle timer, in dpviz.engine.forkserver
     launch(_workers.sum_ranks, 1)
     server = launcher.fork_server_pid()
     end = time.monotonic() + 10
@@ -183,7 +184,7 @@ def test_the_private_fork_server_handle_finds_and_stops_the_live_server(no_lefto
     # multiprocessing keeps its fork server under private names; a Python that renames them fails here, by name.
     missing = _StdlibForkServer.missing()
     assert not missing, (f"Python {sys.version.split()[0]}'s multiprocessing no longer has {', '.join(missing)}: "
-                         f"update dpviz.runs.forkserver._StdlibForkServer, the one place dpviz reads them")
+                         f"update dpviz.engine.forkserver._StdlibForkServer, the one place dpviz reads them")
     monkeypatch.delenv("DPVIZ_START_METHOD", raising=False)
     launch(_workers.sum_ranks, 1)
     servers = fork_servers_here()
@@ -207,7 +208,7 @@ def test_warm_up_starts_the_server_that_the_first_run_uses(no_leftover_processes
 
 
 def test_warm_up_for_backward_with_a_gradient_has_the_server_import_it_once(no_leftover_processes, monkeypatch):
-    from dpviz.runs import forkserver
+    from dpviz.engine import forkserver
 
     monkeypatch.delenv("DPVIZ_START_METHOD", raising=False)
     monkeypatch.setattr(forkserver, "_extra_preload", [])
@@ -237,7 +238,7 @@ def test_warm_up_with_spawn_or_a_bad_start_method_starts_nothing(no_leftover_pro
 
 
 def test_the_fork_server_leaves_at_once_and_nothing_else_does():
-    """The fork server imports dpviz.runs.server_exit last, and so leaves through os._exit at its end instead of
+    """The fork server imports dpviz.engine.server_exit last, and so leaves through os._exit at its end instead of
     finalizing an interpreter that imported torch (0.8 s quiet, 5.9 s on a busy 2-core machine); it is stopped in
     under the 2 s a rank has to leave after its launcher (it took 0.01 s here). Imported anywhere else, the module
     changes nothing: a process's own exit status and exit handlers survive it."""
@@ -246,13 +247,13 @@ def test_the_fork_server_leaves_at_once_and_nothing_else_does():
 
     if forkserver._context().get_start_method() == "forkserver":
         assert multiprocessing.forkserver._forkserver._preload_modules[-1] == forkserver.SERVER_EXIT
-    code = "import dpviz.runs.server_exit, atexit, sys; atexit.register(print, 'handlers ran'); sys.exit(3)"
+    code = "import dpviz.engine.server_exit, atexit, sys; atexit.register(print, 'handlers ran'); sys.exit(3)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 3 and proc.stdout.strip() == "handlers ran", (proc.returncode, proc.stdout, proc.stderr)
     probe = (f"import sys, time; sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
              "import _workers\n"
-             "from dpviz.runs.forkserver import stop_fork_server\n"
-             "from dpviz.runs.launch import launch\n"
+             "from dpviz.engine.forkserver import stop_fork_server\n"
+             "from dpviz.engine.launch import launch\n"
              "launch(_workers.sum_ranks, 1)\n"  # the server is up, its preload imported
              "start = time.perf_counter(); assert stop_fork_server(); print(time.perf_counter() - start)\n")
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)

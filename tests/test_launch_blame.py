@@ -11,7 +11,8 @@ import pytest
 pytestmark = pytest.mark.filterwarnings("ignore:k=.* ranks share")
 
 import _workers
-from dpviz.runs.launch import RankError, RankTimeout, launch
+from dpviz.engine.supervise import RankError, RankTimeout
+from dpviz.engine.launch import launch
 
 
 def _pids(pid_dir, k, timeout=60.0):
@@ -58,7 +59,7 @@ def test_a_script_without_the_main_guard_is_told_to_add_it(tmp_path):
     import sys
 
     script = tmp_path / "noguard.py"
-    script.write_text("from dpviz.runs.training import record_run\nrun = record_run(k=2, b=4, steps=2)\n")
+    script.write_text("from dpviz.topics.ground_floor.run_training import record_run\nrun = record_run(k=2, b=4, steps=2)\n")
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=180)
     assert done.returncode != 0
     assert f"{script} launches ranks without the `if __name__ == \"__main__\":` guard" in done.stderr

@@ -12,17 +12,18 @@ import logging
 import pytest
 
 import _workers
-from dpviz.runs import launch as launcher
-from dpviz.runs.launch import RankError, launch
-from dpviz.runs.rank import JOIN_FAULT_VARIABLE
-from dpviz.runs.supervise import LOST_PEER
+from dpviz.engine import launch as launcher
+from dpviz.engine.supervise import RankError
+from dpviz.engine.launch import launch
+from dpviz.engine.rank import JOIN_FAULT_VARIABLE
+from dpviz.engine.supervise import LOST_PEER
 
 
 def test_a_peer_lost_while_joining_starts_the_ranks_again(tmp_path, monkeypatch, caplog, no_leftover_processes):
     fault = tmp_path / "fault"
     fault.touch()
     monkeypatch.setenv(JOIN_FAULT_VARIABLE, str(fault))
-    with caplog.at_level(logging.INFO, logger="dpviz.runs.launch"):
+    with caplog.at_level(logging.INFO, logger="dpviz.engine.launch"):
         assert launch(_workers.sum_ranks, 2) == launch(_workers.sum_ranks, 2)  # the second launch finds no fault
     assert not fault.exists()  # one rank of the first start took it
     restarts = [r.getMessage() for r in caplog.records if "starting the 2 ranks again" in r.getMessage()]
@@ -40,7 +41,7 @@ def test_a_second_lost_peer_is_raised(tmp_path, monkeypatch, no_leftover_process
 
 
 def test_a_worker_failure_is_not_started_again(no_leftover_processes, caplog):
-    with caplog.at_level(logging.INFO, logger="dpviz.runs.launch"), pytest.raises(RankError) as failure:
+    with caplog.at_level(logging.INFO, logger="dpviz.engine.launch"), pytest.raises(RankError) as failure:
         launch(_workers.fail_on_rank, 2, args=(1,))
     assert failure.value.rank == 1 and not failure.value.rejoinable
     assert not [r for r in caplog.records if "again" in r.getMessage()]

@@ -1,35 +1,41 @@
-"""The three layers: ranks run (torch) -> records (numpy) -> pictures (matplotlib), theory (numpy) beside the records.
+"""The course's order is the import rule: a topic imports the engine and earlier topics only.
 
-Drawing, records, theory, claims and teaching never import torch or the runs; the runs never import drawing,
-widgets, teaching, claims or matplotlib; no module of dpviz imports itself back through a chain of imports
-(counting imports inside functions too). Each of these is checked on the text (the import graph below) and
-in a fresh interpreter. The graph sees every import because none is made by a computed name and none is
-hidden below code (``noqa: E402``).
+``dpviz/engine/`` is what every chapter stands on and names no chapter; ``dpviz/topics/<topic>/`` is one chapter's
+code, and may import the engine, :mod:`dpviz.course` (which imports nothing of dpviz) and the topics before it in
+the course. Above them sit the course-level modules (the command line, ``./run``'s regeneration and recipes,
+grading, the exercises and the docs), which may import anything.
+
+Within that: torch is imported only by rank files (``rank_*.py``) and the engine's rank side, so a chapter's
+kernel never loads it; matplotlib only by drawing files (plots, figures, widgets and the engine's canvas, slider,
+layout and style), so no rank ever loads it; and no module imports itself back through a chain of imports.
+Each rule is checked on the text (the import graph below, imports inside functions and
+``importlib.import_module("a.literal.name")`` included) and the two about torch and matplotlib also in a fresh
+interpreter.
 """
 
 import ast
 import json
-import re
 import subprocess
 import sys
-from collections import deque
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "dpviz"
-TORCH_FREE = ("dpviz.records", "dpviz.theory", "dpviz.plots", "dpviz.widgets", "dpviz.teaching", "dpviz.figures",
-              "dpviz.data", "dpviz.checks",
-              # the exercises' checkers that run in the notebook's process (dpviz.exercises.ranked starts ranks)
-              "dpviz.exercises.verdict", "dpviz.exercises.guard", "dpviz.grading", "dpviz.exercises.gradients",
-              "dpviz.exercises.formulas", "dpviz.exercises.catalogue", "dpviz.exercises.write_cells")
-# What the torch layer never loads: it writes records, and only their readers draw, teach or state claims.
-DRAWING = ("dpviz.plots", "dpviz.widgets", "dpviz.figures", "dpviz.teaching", "dpviz.claims", "matplotlib")
+sys.path.insert(0, str(PACKAGE.parent))
+from dpviz import course  # noqa: E402  (imports nothing of dpviz itself)
+
 EXTERNAL = ("torch", "matplotlib")  # the packages outside dpviz that the graph keeps track of
+TOPICS = [c.topic for c in course.COURSE]
 
-
-def in_layer(name: str, layer: str) -> bool:
-    return name == layer or name.startswith(layer + ".")
+# The engine's rank side: the launcher counts GPUs with torch in a child process, and a rank joins its group.
+ENGINE_RANK_SIDE = ("dpviz.engine.launch", "dpviz.engine.rank")
+# Rank code outside a rank file, each with its reason: the collective exercises' worker (course level, it runs the
+# student's function beside the real collective), and run_training's main(), the torchrun entry point, which is a
+# rank under torchrun and imports torch inside that function only.
+OTHER_RANK_CODE = ("dpviz.exercises.rank_exercises", "dpviz.topics.ground_floor.run_training")
+ENGINE_DRAWING = ("dpviz.engine.canvas", "dpviz.engine.slider", "dpviz.engine.layout", "dpviz.engine.style")
+COURSE_DRAWING = ("dpviz.cli", "dpviz.regenerate")  # ./run draws the figures
 
 
 def module_name(path: Path) -> str:
@@ -38,17 +44,6 @@ def module_name(path: Path) -> str:
 
 
 MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
-if any(in_layer(name, "dpviz.claims") for name in MODULES):  # the claims are numpy only from their first module on
-    TORCH_FREE += ("dpviz.claims",)
-RUNS = sorted(name for name in MODULES if in_layer(name, "dpviz.runs"))
-
-
-def absolute(node: ast.ImportFrom, name: str) -> str:
-    """The module a ``from ... import`` names, relative imports resolved against ``name``."""
-    if not node.level:
-        return node.module
-    package = name.split(".") if MODULES[name].name == "__init__.py" else name.split(".")[:-1]
-    return ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
 
 
 def is_import_call(node) -> bool:
@@ -56,16 +51,15 @@ def is_import_call(node) -> bool:
 
 
 def imports_of(name: str) -> set[str]:
-    """Every dpviz module (and torch, matplotlib) that ``name`` imports anywhere in its text, functions included;
-    ``importlib.import_module("a.literal.name")`` counts."""
+    """Every dpviz module (and torch, matplotlib) that ``name`` imports anywhere in its text, functions included."""
     tree = ast.parse(MODULES[name].read_text())
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            module = absolute(node, name)
-            targets = [module] + [f"{module}.{alias.name}" for alias in node.names]
+            assert not node.level, f"{name} uses a relative import; dpviz names every module in full"
+            targets = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
         elif is_import_call(node) and node.args and isinstance(node.args[0], ast.Constant):
             targets = [str(node.args[0].value)]
         else:
@@ -82,32 +76,65 @@ def imports_of(name: str) -> set[str]:
 GRAPH = {name: imports_of(name) for name in MODULES}
 
 
-def loads(name: str) -> set[str]:
-    """What importing ``name`` runs directly: its imports and the packages above each (importing a.b runs a/__init__)."""
-    found = set()
-    for dep in GRAPH.get(name, ()):
-        parts = dep.split(".")
-        found.update(p for p in (".".join(parts[:i]) for i in range(1, len(parts) + 1)) if p in MODULES or p == dep)
-    found.discard(name)
-    return found
+def place(name: str):
+    """("engine", None), ("topic", its index in the course), ("course", None) for the course-level modules."""
+    parts = name.split(".")
+    if len(parts) > 1 and parts[1] == "engine":
+        return "engine", None
+    if len(parts) > 2 and parts[1] == "topics":
+        return "topic", TOPICS.index(parts[2])
+    return "course", None
 
 
-def chain_to(start: str, layers) -> list | None:
-    """The shortest chain of imports from ``start`` to a module in one of ``layers``, or None."""
-    previous, queue = {start: None}, deque([start])
-    while queue:
-        name = queue.popleft()
-        if any(in_layer(name, layer) for layer in layers):
-            chain = []
-            while name is not None:
-                chain.append(name)
-                name = previous[name]
-            return chain[::-1]
-        for dep in sorted(loads(name)):
-            if dep not in previous:
-                previous[dep] = name
-                queue.append(dep)
-    return None
+def is_rank_file(name: str) -> bool:
+    return name.rsplit(".", 1)[-1].startswith("rank_") or name in ENGINE_RANK_SIDE or name in OTHER_RANK_CODE
+
+
+def is_drawing_file(name: str) -> bool:
+    leaf = name.rsplit(".", 1)[-1]
+    return (place(name)[0] == "topic" and (leaf.startswith("plots") or leaf in ("figures", "widget"))
+            or name in ENGINE_DRAWING or name in COURSE_DRAWING)
+
+
+def test_every_topic_folder_is_a_chapter_of_the_course_and_every_chapter_has_one():
+    folders = sorted(p.name for p in (PACKAGE / "topics").iterdir() if (p / "__init__.py").exists())
+    assert folders == sorted(TOPICS)
+
+
+def test_a_topic_imports_the_engine_and_earlier_topics_only():
+    bad = []
+    for name, deps in GRAPH.items():
+        where, index = place(name)
+        if where != "topic":
+            continue
+        for dep in deps - set(EXTERNAL):
+            dep_where, dep_index = place(dep)
+            if dep in ("dpviz", "dpviz.course") or dep_where == "engine" or (dep_where == "topic" and dep_index <= index):
+                continue
+            bad.append(f"{name} imports {dep}")
+    assert not bad, "a topic may import the engine and earlier topics only:\n" + "\n".join(sorted(bad))
+
+
+def test_the_engine_imports_no_topic_and_nothing_above_it():
+    bad = [f"{name} imports {dep}" for name, deps in GRAPH.items() if place(name)[0] == "engine"
+           for dep in deps - set(EXTERNAL) if place(dep)[0] != "engine" and dep not in ("dpviz", "dpviz.course")]
+    assert not bad, "the engine names no chapter:\n" + "\n".join(sorted(bad))
+
+
+def test_the_course_module_imports_nothing_of_dpviz_at_import_time():
+    tree = ast.parse(MODULES["dpviz.course"].read_text())
+    top = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))]
+    assert not [ast.unparse(node) for node in top if "dpviz" in ast.unparse(node)]
+
+
+def test_torch_only_in_rank_files():
+    bad = sorted(name for name, deps in GRAPH.items() if "torch" in deps and not is_rank_file(name))
+    assert not bad, f"these import torch but are not rank files: {bad}"
+
+
+def test_matplotlib_only_in_drawing_files():
+    bad = sorted(name for name, deps in GRAPH.items() if "matplotlib" in deps and not is_drawing_file(name))
+    assert not bad, f"these import matplotlib but do not draw: {bad}"
 
 
 def test_no_import_cycle_anywhere_in_dpviz():
@@ -129,101 +156,30 @@ def test_no_import_cycle_anywhere_in_dpviz():
             visit(name, [])
 
 
-@pytest.mark.parametrize("layer", TORCH_FREE)
-def test_torch_free_layers_never_import_torch_or_the_runs(layer):
-    for name, deps in GRAPH.items():
-        if in_layer(name, layer):
-            bad = sorted(d for d in deps if d == "torch" or d.startswith("dpviz.runs") or d in ("dpviz.cli", "dpviz.regenerate"))
-            assert not bad, f"{name} imports {bad}: the {layer} layer must stay free of torch and the runs"
-
-
-def test_importing_every_drawing_and_record_module_leaves_torch_unloaded():
-    names = sorted(n for n in MODULES if any(in_layer(n, layer) for layer in TORCH_FREE))
+def test_importing_every_module_but_the_rank_files_leaves_torch_unloaded():
+    names = sorted(n for n in MODULES if not is_rank_file(n) and n != "dpviz.__main__")
     code = (
         "import importlib, json, sys\n"
         f"for name in {names!r}: importlib.import_module(name)\n"
-        "print(json.dumps(sorted(m for m in sys.modules if m == 'torch' or m.startswith('dpviz.runs'))))\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m == 'torch')))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert json.loads(out.stdout) == [], f"importing the torch-free layers loaded {out.stdout.strip()}"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout) == [], "importing every module but the rank files loaded torch"
 
 
-def test_the_runs_never_import_drawing_teaching_or_claims():
-    """Transitively: a runs module importing a records module that imports a plot counts. Each offending import
-    is named once, at the end of the shortest chain that reaches it from dpviz.runs."""
-    shortest, reached_from = {}, {}
-    for name in RUNS:
-        for dep in loads(name):
-            chain = None if in_layer(dep, "dpviz.runs") else chain_to(dep, DRAWING)
-            if chain:
-                chain = [name, *chain]
-                offence = tuple(chain[-2:])
-                shortest[offence] = min(shortest.get(offence, chain), chain, key=lambda c: (len(c), c))
-                reached_from.setdefault(offence, set()).add(name)
-    if shortest:
-        lines = []
-        for offence, chain in sorted(shortest.items()):
-            others = len(reached_from[offence] - {chain[0]})
-            lines.append(" -> ".join(chain) + (f"  (and from {others} more runs modules)" if others else ""))
-        pytest.fail("the torch layer reaches drawing, teaching or claims:\n" + "\n".join(lines))
-
-
-def test_importing_every_runs_module_loads_no_drawing_teaching_or_claims():
+def test_importing_every_run_and_rank_file_loads_no_matplotlib():
+    names = sorted(n for n in MODULES if is_rank_file(n) or n.rsplit(".", 1)[-1].startswith("run_"))
     code = (
         "import importlib, json, sys\n"
-        f"layers = {DRAWING!r}\n"
-        "def loaded():\n"
-        "    return {m for m in sys.modules if any(m == p or m.startswith(p + '.') for p in layers)}\n"
-        "before, found = loaded(), {}\n"
-        f"for name in {RUNS!r}:\n"
+        "found = {}\n"
+        f"for name in {names!r}:\n"
         "    importlib.import_module(name)\n"
-        "    now = loaded()\n"
-        "    if now - before:\n"
-        "        found[name] = sorted(now - before)\n"
-        "    before = now\n"
+        "    if 'matplotlib' in sys.modules:\n"
+        "        found = name\n"
+        "        break\n"
         "print(json.dumps(found))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-3000:]
-    found = json.loads(out.stdout)
-
-    def summary(modules):
-        parts = []
-        for layer in DRAWING:
-            inside = [m for m in modules if in_layer(m, layer)]
-            if inside:
-                parts.append(inside[0] if len(inside) == 1 else f"{layer} ({len(inside)} modules)")
-        return ", ".join(parts)
-
-    if found:
-        pytest.fail("importing the runs loaded what they must not:\n" + "\n".join(
-            f"importing {name} loaded {summary(modules)}" for name, modules in found.items()))
-
-
-def test_no_import_is_hidden_below_code():
-    found = [f"{path.relative_to(PACKAGE.parent)}:{number}: {line.strip()}"
-             for path in sorted(PACKAGE.rglob("*.py"))
-             for number, line in enumerate(path.read_text().splitlines(), 1)
-             if re.search(r"#\s*noqa\s*:[^#]*\bE402\b", line)]
-    if found:
-        pytest.fail("imports below code (noqa: E402); move them to the top or to a module of their own:\n" + "\n".join(found))
-
-
-MODULE_FUNCTION = re.compile(r"dpviz(\.\w+)+:\w+")  # "dpviz.runs.waiting:record_figures", resolved by importing it
-
-
-def string_imports(path: Path) -> list[str]:
-    where = path.relative_to(PACKAGE.parent)
-    found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        if is_import_call(node) and not (node.args and isinstance(node.args[0], ast.Constant)):
-            found.append(f"{where}:{node.lineno}: {ast.unparse(node)}")
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_FUNCTION.fullmatch(node.value):
-            found.append(f"{where}:{node.lineno}: {node.value!r}")
-    return found
-
-
-def test_no_module_is_imported_by_a_computed_name():
-    found = [line for path in sorted(PACKAGE.rglob("*.py")) for line in string_imports(path)]
-    if found:
-        pytest.fail("imports the graph cannot see (a computed name, a 'module:function' string):\n" + "\n".join(found))
+    assert json.loads(out.stdout) == {}, f"importing {json.loads(out.stdout)} loaded matplotlib"

@@ -9,12 +9,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from dpviz.data import line_data
-from dpviz.records import load
-from dpviz.records.lr_grid import LrGrid, shipped_name
-from dpviz.records.paths import SHIPPED_DIR
-from dpviz.theory import lr_rules
-from dpviz.theory.landscape import descent_path, full_grad
+from dpviz.engine.data import line_data
+from dpviz.engine.schema import load
+from dpviz.topics.bigger_batch.records import LrGrid, shipped_name
+from dpviz.engine.paths import SHIPPED_DIR
+from dpviz.topics.bigger_batch import theory as lr_rules
+from dpviz.topics.one_step.landscape import descent_path, full_grad
 
 
 # --- the formulas ---------------------------------------------------------------------------------
@@ -71,7 +71,7 @@ def test_the_line_models_limit_is_where_gradient_descent_stops_converging():
 
 @pytest.fixture(scope="module")
 def grid():
-    from dpviz.runs.lr_sweep import record_lr_grid
+    from dpviz.topics.bigger_batch.run_lr_sweep import record_lr_grid
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -89,7 +89,7 @@ def test_every_run_has_identical_replicas_and_the_rates_its_rule_and_warmup_set(
 
 
 def test_each_step_is_the_mean_gradient_of_the_k_shards_of_the_stream(grid):
-    from dpviz.runs.lr_sweep import LrGridConfig, stream_rows
+    from dpviz.topics.bigger_batch.run_lr_sweep import LrGridConfig, stream_rows
 
     config = LrGridConfig(model="line", ks=(1, 2), multipliers=(1.0, 2.0, 128.0), warmups=(0, 2), examples=128)
     x, y = line_data(512, seed=0)
@@ -101,7 +101,7 @@ def test_each_step_is_the_mean_gradient_of_the_k_shards_of_the_stream(grid):
 
 
 def test_step_gap_is_the_distance_to_k_small_steps_from_the_same_theta(grid):
-    from dpviz.runs.lr_sweep import LrGridConfig, stream_rows
+    from dpviz.topics.bigger_batch.run_lr_sweep import LrGridConfig, stream_rows
 
     config = LrGridConfig(model="line", ks=(1, 2), multipliers=(1.0, 2.0, 128.0), warmups=(0, 2), examples=128)
     x, y = line_data(512, seed=0)
@@ -179,7 +179,7 @@ def test_asking_for_a_run_the_grid_lacks_names_the_arguments(grid):
     (dict(b=200), "b must be at most dataset_size / k"),
 ])
 def test_bad_grid_settings_are_refused_before_any_process_starts(overrides, words):
-    from dpviz.runs.lr_sweep import LrGridConfig
+    from dpviz.topics.bigger_batch.run_lr_sweep import LrGridConfig
 
     with pytest.raises((ValueError, TypeError), match=words):
         LrGridConfig(**overrides)
@@ -189,7 +189,7 @@ def test_runs_that_share_a_launch_train_as_they_would_alone(grid):
     """A launch's runs step side by side, one all-reduce carrying all of them: a run alone in its launch gives the
     same bits at k = 1 and the same trajectory to rounding at k = 2, and a batch-mate that diverges and drops out
     (×128) disturbs neither."""
-    from dpviz.runs.lr_sweep import record_lr_grid
+    from dpviz.topics.bigger_batch.run_lr_sweep import record_lr_grid
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -224,7 +224,7 @@ def test_shipped_grids_are_whole_small_and_pass_their_checks(shipped):
 
 
 def test_the_chapters_claims_hold_on_the_shipped_grids(shipped):
-    from dpviz.claims.bigger_batch import lr_claims
+    from dpviz.topics.bigger_batch.claims import lr_claims
 
     said = " ".join(lr_claims(*shipped))  # each sentence asserted before it is said
     for words in ("needed", "with each doubling of the rate", "between the bowl's two modeled curves",
@@ -233,15 +233,15 @@ def test_the_chapters_claims_hold_on_the_shipped_grids(shipped):
 
 
 def test_a_missing_shipped_grid_says_how_to_record_it(tmp_path):
-    with pytest.raises(FileNotFoundError, match="python -m dpviz.runs.lr_sweep"):
+    with pytest.raises(FileNotFoundError, match="python -m dpviz.topics.bigger_batch.run_lr_sweep"):
         LrGrid.shipped("line", tmp_path)
 
 
 def test_the_figures_draw_from_the_grids_and_are_registered(shipped):
-    from dpviz.figures import GROUPS
-    from dpviz.records.lr_grid import FIGURE_PLAN
-    from dpviz.runs.lr_sweep import record_figure_records
-    from dpviz.runs.recipes import RECIPES
+    from dpviz.course import GROUPS
+    from dpviz.topics.bigger_batch.records import FIGURE_PLAN
+    from dpviz.topics.bigger_batch.run_lr_sweep import record_figure_records
+    from dpviz.recipes import RECIPES
 
     group = next(g for g in GROUPS if g.name == "bigger_batch")
     assert group.plan is FIGURE_PLAN and FIGURE_PLAN.stems == ("lr_line", "lr_mlp")
@@ -259,7 +259,7 @@ def test_the_figures_draw_from_the_grids_and_are_registered(shipped):
 
 def test_the_slider_moves_only_its_artists_and_links_rule_and_multiplier(shipped):
     from tests.widget_checks import assert_blit_is_right
-    from dpviz.widgets.lr import lr_widget
+    from dpviz.topics.bigger_batch.widget import lr_widget
 
     sf = lr_widget({"line": shipped[0], "mlp": shipped[1]})
     chosen = sf.view.curves.chosen[0]
@@ -279,7 +279,7 @@ def test_the_slider_moves_only_its_artists_and_links_rule_and_multiplier(shipped
 
 
 def test_the_slider_refuses_values_the_grid_lacks(shipped):
-    from dpviz.widgets.lr import lr_widget
+    from dpviz.topics.bigger_batch.widget import lr_widget
 
     with pytest.raises(ValueError, match="k must be one of"):
         lr_widget({"line": shipped[0]}, k=3)
@@ -292,7 +292,7 @@ def test_the_slider_refuses_values_the_grid_lacks(shipped):
 
 
 def test_chapter_09_cards_compute_their_numbers_and_the_bank_points_to_the_chapter():
-    from dpviz.teaching.questionbank import cards_for
+    from dpviz.topics.question_bank.bank import cards_for
 
     cards = cards_for("09")
     assert len(cards) >= 8

@@ -1,10 +1,10 @@
-"""dpviz.runs.optim follows torch.optim's arithmetic: the same parameters after every step."""
+"""dpviz.topics.ground_floor.rank_optim follows torch.optim's arithmetic: the same parameters after every step."""
 
 import pytest
 import torch
 
-from dpviz.runs import optim
-from dpviz.runs.models import MLP
+from dpviz.topics.ground_floor import rank_optim as optim
+from dpviz.topics.ground_floor.rank_models import MLP
 
 
 def trajectory(make, steps=6):

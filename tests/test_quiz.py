@@ -22,11 +22,11 @@ import ipywidgets as widgets
 import numpy as np
 import pytest
 
-from dpviz.theory import costmodel  # only to plant wrong formulas; expectations never call it
-from dpviz.theory.links import PRESETS
-from dpviz.teaching.questionbank import ALL_CARDS, cards_for
-from dpviz.teaching.cards import CHAPTERS, KINDS, Card
-from dpviz.teaching.quiz import CardWidget, Deck, card_widget, deck, show_cards
+from dpviz.topics.ground_floor import costmodel  # only to plant wrong formulas; expectations never call it
+from dpviz.topics.ground_floor.links import PRESETS
+from dpviz.topics.question_bank.bank import ALL_CARDS, cards_for
+from dpviz.engine.cards import CHAPTERS, KINDS, Card
+from dpviz.engine.quiz import CardWidget, Deck, card_widget, deck, show_cards
 
 SEEDS = Path(os.environ.get("DPVIZ_SEEDS", Path(__file__).resolve().parents[2] / "shared" / "seeds"))
 NOTE_FILES = ("000_872f4da5a8dd4301.txt", "001_40e6aeb320704928.txt", "003_79350ba4f796b0ec.txt")
@@ -87,7 +87,7 @@ def test_self_check_lists_are_covered():
 
 # ---------------------------------------------------------------------------------------------
 # Numeric cards: each expectation is the closed form typed from the notes' formulas, computed here from
-# the card's params and the link presets' α and β, never by the dpviz.theory function the card calls.
+# the card's params and the link presets' α and β, never by the theory function the card calls.
 
 
 def _speedup(t_compute, k, t_comm):
@@ -177,7 +177,7 @@ def _expect_limits(p):
 
 
 def _lr_grid(model):
-    from dpviz.records.lr_grid import LrGrid
+    from dpviz.topics.bigger_batch.records import LrGrid
 
     return LrGrid.shipped(model)
 
@@ -206,7 +206,7 @@ def _expect_examples_needed(p):
 
 
 def _expect_bowl_gap(p):
-    from dpviz.data import line_data
+    from dpviz.engine.data import line_data
 
     x = line_data()[0][:, 0].astype(float)
     h = 2 * np.array([[np.mean(x * x), np.mean(x)], [np.mean(x), 1.0]])

@@ -14,14 +14,14 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from dpviz.runs import launch as launcher
-from dpviz.runs.models import flat_grad, set_flat_grad
-from dpviz.runs.model_sizes import FULL_PARAMS_LIMIT
-from dpviz.runs.ranks import training as rank_side
-from dpviz.runs.ranks.training import (
+from dpviz.engine import launch as launcher
+from dpviz.topics.ground_floor.rank_models import flat_grad, set_flat_grad
+from dpviz.topics.ground_floor.model_sizes import FULL_PARAMS_LIMIT
+from dpviz.topics.ground_floor import rank_training as rank_side
+from dpviz.topics.ground_floor.rank_training import (
     batch_indices, big_batch, digest, load_data, make_model, make_optimizer, model_at, mse, per_example_grads,
 )
-from dpviz.runs.training import TrainConfig, assemble, record_run
+from dpviz.topics.ground_floor.run_training import TrainConfig, assemble, record_run
 
 TIMED = ("t_compute", "t_comm", "loop_seconds")  # differ from run to run; only their shapes must agree
 

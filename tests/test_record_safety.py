@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpviz.records import Run, load
-from dpviz.records import schema
+from dpviz.topics.ground_floor.records import Run
+from dpviz.engine.schema import load
+from dpviz.engine import schema
 
 FIGURE_RECORDS = Path(__file__).resolve().parents[1] / "figures" / "records"
 

@@ -7,9 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpviz.records import KINDS, BenchRecord, Run, Schedule, load, provenance
-from dpviz.records.paths import SHIPPED_DIR
-from dpviz.records.schema import Array, Kind, Meta
+from dpviz.engine.schema import kinds, load, provenance
+from dpviz.topics.speedup_model.records import BenchRecord
+from dpviz.topics.ground_floor.records import Run
+from dpviz.topics.all_reduce.records import Schedule
+from dpviz.engine.paths import SHIPPED_DIR
+from dpviz.engine.schema import Array, Kind, Meta
 
 FIGURE_RECORDS = Path(__file__).resolve().parents[1] / "figures" / "records"
 RECORDS_DOC = Path(__file__).resolve().parents[1] / "docs" / "records.md"
@@ -51,8 +54,10 @@ def test_every_declared_field_is_an_attribute_of_its_declared_type():
 
 
 def test_oversubscribed_counts_every_process_of_the_run():
-    from dpviz.records import AsyncRecord, PipelineRun, StragglerRecord
-    from dpviz.records.schema import RankRecord
+    from dpviz.topics.waiting.records_async_sgd import AsyncRecord
+    from dpviz.topics.splitting.records_pipeline import PipelineRun
+    from dpviz.topics.waiting.records_straggler import StragglerRecord
+    from dpviz.engine.schema import RankRecord
 
     def make(cls, **meta):
         record = object.__new__(cls)  # no arrays needed: the property reads the metadata alone
@@ -83,7 +88,7 @@ def test_large_arrays_are_read_from_their_file_at_each_use_and_survive_a_replace
     import copy
     import pickle
 
-    from dpviz.records import schema
+    from dpviz.engine import schema
 
     big = Run.load(FIGURE_RECORDS / "mlp_k2")
     stored = {name for name, a in big.arrays.items() if a.nbytes > schema.HELD_BYTES}
@@ -110,7 +115,7 @@ def test_large_arrays_are_read_from_their_file_at_each_use_and_survive_a_replace
 
 def test_loading_a_record_that_drops_large_arrays_gives_their_memory_back(monkeypatch):
     """A load that let large arrays go asks the C library to return their pages; one that kept everything does not."""
-    from dpviz.records import schema
+    from dpviz.engine import schema
 
     calls = []
     monkeypatch.setattr(schema, "release_freed_memory", lambda: calls.append(1))
@@ -216,9 +221,9 @@ def test_run_description_comes_from_the_record():
 
 def test_record_reference_tables_are_the_declarations():
     text = RECORDS_DOC.read_text()
-    for cls in KINDS.values():
-        assert cls.KIND.markdown() in text, f"docs/records.md's table for {cls.KIND.name!r} records is out of step: run python -m dpviz.records.readme"
-    assert set(re.findall(r"#### `(\w+)` records", text)) == set(KINDS)
+    for cls in kinds().values():
+        assert cls.KIND.markdown() in text, f"docs/records.md's table for {cls.KIND.name!r} records is out of step: run python -m dpviz.docs"
+    assert set(re.findall(r"#### `(\w+)` records", text)) == set(kinds())
 
 
 def test_arrays_are_deflated_only_where_deflating_pays(tmp_path):
@@ -227,7 +232,7 @@ def test_arrays_are_deflated_only_where_deflating_pays(tmp_path):
     import io
     import zipfile
 
-    from dpviz.records.schema import write_npz
+    from dpviz.engine.schema import write_npz
 
     arrays = {"noise": np.random.default_rng(0).standard_normal((64, 1024)).astype(np.float32),
               "steps": np.repeat(np.arange(64), 1024), "flags": np.zeros((3, 4), bool), "empty": np.zeros((0, 2)),

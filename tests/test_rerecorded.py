@@ -20,11 +20,11 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 
-from dpviz import figures  # noqa: E402
-from dpviz.claims import sync_costs as cost_claims  # noqa: E402
-from dpviz.claims.whole_picture import corner_bar  # noqa: E402
-from dpviz.records.figure_set import load_inputs  # noqa: E402
-from dpviz.theory import timing  # noqa: E402
+from dpviz.topics.speedup_model.figures import figure_s01_sync_timelines  # noqa: E402
+from dpviz.topics.speedup_model import claims as cost_claims  # noqa: E402
+from dpviz.topics.whole_picture.claims import corner_bar  # noqa: E402
+from dpviz.topics.speedup_model.figure_records import load_inputs  # noqa: E402
+from dpviz.topics.ground_floor import timing  # noqa: E402
 
 ONE_CORE = min(os.sched_getaffinity(0))
 
@@ -57,7 +57,7 @@ def test_s01_says_the_ranks_shared_one_core(one_core):
     times = timing.measured_step_times(inputs.mlp)
     found = cost_claims.compute_shrinks(times, cores=1)
     assert not found.holds and "more ranks than cores" in found.says
-    title = figures.figure_s01_sync_timelines(inputs.mlp, inputs.bench).axes[0].get_title(loc="left")
+    title = figure_s01_sync_timelines(inputs.mlp, inputs.bench).axes[0].get_title(loc="left")
     assert "shrinks as 1/k" not in title and "more ranks than cores" in title, title
 
 

@@ -9,12 +9,13 @@ import warnings
 import numpy as np
 import pytest
 
-from dpviz.claims import sharding as claims
-from dpviz.records import load
-from dpviz.records.sharding import ShardingRun
-from dpviz.runs.sharding import ShardingConfig, record_sharding, record_sharding_over_k
-from dpviz.theory import costmodel, memory
-from dpviz.theory import sharding as theory
+from dpviz.topics.sharding import claims
+from dpviz.engine.schema import load
+from dpviz.topics.sharding.records import ShardingRun
+from dpviz.topics.sharding.run_sharding import ShardingConfig, record_sharding, record_sharding_over_k
+from dpviz.topics.ground_floor import costmodel
+from dpviz.topics.splitting import theory_memory as memory
+from dpviz.topics.sharding import theory
 
 
 @pytest.fixture(scope="module")
@@ -145,8 +146,8 @@ def test_bad_k_lists_are_refused_before_any_rank_starts():
 
 
 def test_the_front_never_imports_torch():
-    code = ("import sys\nfrom dpviz.runs.sharding import ShardingConfig, record_sharding\n"
-            "import dpviz.claims.sharding, dpviz.theory.sharding\n"
+    code = ("import sys\nfrom dpviz.topics.sharding.run_sharding import ShardingConfig, record_sharding\n"
+            "import dpviz.topics.sharding.claims, dpviz.topics.sharding.theory\n"
             "try:\n    ShardingConfig(k=0)\nexcept ValueError:\n    pass\n"
             "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -232,7 +233,7 @@ def test_the_trace_model_peaks_where_the_memory_model_does():
 
 
 def test_ranks_whose_traces_differ_are_refused():
-    from dpviz.runs.sharding import trace_arrays
+    from dpviz.topics.sharding.run_sharding import trace_arrays
 
     def stage(events):
         return {"trace": events, "trace_step": 3}
@@ -328,7 +329,7 @@ def test_one_changed_bit_fails_the_named_claim(runs, name, change, claim, words)
 
 @pytest.fixture(scope="module")
 def figure_runs():
-    from dpviz.records.sharding import FIGURE_PLAN
+    from dpviz.topics.sharding.records import FIGURE_PLAN
     return FIGURE_PLAN.load()
 
 
@@ -348,7 +349,7 @@ def test_figure_records_pass_every_claim_and_titles_say_what_they_show(figure_ru
 
 def test_the_timeline_figure_draws_each_k_from_the_records(figure_runs):
     import matplotlib.pyplot as plt
-    from dpviz.figures import figure_sharding_timeline
+    from dpviz.topics.sharding.figures import figure_sharding_timeline
 
     fig = figure_sharding_timeline(figure_runs.values())
     try:
@@ -396,7 +397,7 @@ def test_chapter_exercises_accept_the_reference_and_name_typical_mistakes():
 
 
 def test_slider_panel_moves_in_place_and_says_where_the_model_fits():
-    from dpviz.widgets.sharding import sharding_widget
+    from dpviz.topics.sharding.widget import sharding_widget
     sf = sharding_widget()
     assert "ZeRO-3" not in sf.view.caption and "does not fit" in sf.view.caption  # 7.5 B, mixed, plain: 120 GB > 80
     lines = list(sf.view.lines.values())

@@ -17,9 +17,10 @@ import pytest
 pytestmark = pytest.mark.filterwarnings("ignore:k=.* ranks share")
 
 import _workers  # noqa: E402
-from dpviz.runs.launch import fork_server_pid, launch, stop_fork_server  # noqa: E402
-from dpviz.runs.rank import _pid_alive  # noqa: E402
-from dpviz.runs.supervise import LOCKLESS_AGE, _sweep_stale_dirs  # noqa: E402
+from dpviz.engine.forkserver import fork_server_pid, stop_fork_server
+from dpviz.engine.launch import launch  # noqa: E402
+from dpviz.engine.rank import _pid_alive  # noqa: E402
+from dpviz.engine.supervise import LOCKLESS_AGE, _sweep_stale_dirs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 UNSHARE = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
@@ -27,7 +28,7 @@ UNSHARE = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
 # A run of a few seconds in the other namespace, long enough for a launch here to sweep while it runs.
 RECORD = """
 import sys
-from dpviz.runs.training import record_run
+from dpviz.topics.ground_floor.run_training import record_run
 print(record_run(k=2, b=8, steps=int(sys.argv[1])).check())
 """
 
@@ -36,7 +37,7 @@ FOREVER = """
 import sys
 sys.path.insert(0, sys.argv[1])
 import _workers
-from dpviz.runs.launch import launch
+from dpviz.engine.launch import launch
 launch(_workers.forever, 2, args=(sys.argv[2],))
 """
 
@@ -154,13 +155,13 @@ def test_a_folder_without_a_lock_is_swept_only_once_old(shared_tmp):
 
 def test_the_torchrun_entry_without_torchrun_says_what_is_missing(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    done = subprocess.run([sys.executable, "-m", "dpviz.runs.training", "--steps", "2", "--out", str(tmp_path / "r")],
+    done = subprocess.run([sys.executable, "-m", "dpviz.topics.ground_floor.run_training", "--steps", "2", "--out", str(tmp_path / "r")],
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=180)
     assert done.returncode == 2
     said = done.stderr.strip()
     assert "\n" not in said and "Traceback" not in said, said  # one sentence
     assert "RANK and WORLD_SIZE (set by torchrun for each rank) are missing" in said
-    assert "torchrun --nproc-per-node 2 -m dpviz.runs.training" in said
+    assert "torchrun --nproc-per-node 2 -m dpviz.topics.ground_floor.run_training" in said
     assert not list(tmp_path.iterdir())
 
 
@@ -168,7 +169,7 @@ def test_a_tmpdir_too_long_for_the_fork_servers_socket_is_named_before_any_rank_
     """multiprocessing's own error, "AF_UNIX path too long", names neither TMPDIR nor what to do."""
     long = tmp_path / ("d" * 80)
     long.mkdir()
-    code = "from dpviz.runs.training import record_run\nrecord_run(k=2, b=8, steps=2)\n"
+    code = "from dpviz.topics.ground_floor.run_training import record_run\nrecord_run(k=2, b=8, steps=2)\n"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT,
                           env={**os.environ, "TMPDIR": str(long), "DPVIZ_START_METHOD": "forkserver"})
     assert done.returncode != 0

@@ -21,26 +21,31 @@ import numpy as np
 import pytest
 
 import _splitting_workers
-from dpviz import figures
-from dpviz.claims import splitting as claims
-from dpviz.plots.pipeline import GanttBars, plot_bubble, plot_gantt
-from dpviz.plots.tensor_parallel import plot_tensor_split
-from dpviz.records import load
-from dpviz.records.paths import SHIPPED_DIR
-from dpviz.records.pipeline import PipelineRun, idle_points, shipped_grid
-from dpviz.records.run import rel_err
-from dpviz.records.tensor_parallel import TensorSplit
-from dpviz.records.zero import ZeroRun
-from dpviz.runs.collectives import owned_chunk
-from dpviz.runs.launch import RankError, RankTimeout, launch
-from dpviz.runs.pipeline import PipelineConfig, record_pipeline, record_pipelines, split_model, stage_layers
-from dpviz.runs.tensor_parallel import TensorConfig, record_tensor_split
-from dpviz.runs.zero import ZeroConfig, record_zero
-from dpviz.teaching.questionbank import ALL_CARDS, cards_for
-from dpviz.theory import costmodel, memory
-from dpviz.theory import pipeline as theory
-from dpviz.theory import tensor_parallel as tp
-from dpviz.widgets.pipeline import pipeline_widget
+from dpviz.topics.splitting import figures as splitting_figures
+from dpviz.topics.splitting.figures import figure_pipeline_gantt, figure_tensor_parallel, figure_zero_memory
+from dpviz.topics.splitting import claims
+from dpviz.topics.splitting.plots_pipeline import GanttBars, plot_bubble, plot_gantt
+from dpviz.topics.splitting.plots_tensor_parallel import plot_tensor_split
+from dpviz.engine.schema import load
+from dpviz.engine.paths import SHIPPED_DIR
+from dpviz.topics.splitting.records_pipeline import PipelineRun, idle_points, shipped_grid
+from dpviz.topics.ground_floor.records import rel_err
+from dpviz.topics.splitting.records_tensor_parallel import TensorSplit
+from dpviz.topics.splitting.records_zero import ZeroRun
+from dpviz.topics.all_reduce.rank_collectives import owned_chunk
+from dpviz.engine.supervise import RankError, RankTimeout
+from dpviz.engine.launch import launch
+from dpviz.topics.splitting.run_pipeline import (
+    PipelineConfig, record_pipeline, record_pipelines, split_model, stage_layers,
+)
+from dpviz.topics.splitting.run_tensor_parallel import TensorConfig, record_tensor_split
+from dpviz.topics.splitting.run_zero import ZeroConfig, record_zero
+from dpviz.topics.question_bank.bank import ALL_CARDS, cards_for
+from dpviz.topics.ground_floor import costmodel
+from dpviz.topics.splitting import theory_memory as memory
+from dpviz.topics.splitting import theory_pipeline as theory
+from dpviz.topics.splitting import theory_tensor_parallel as tp
+from dpviz.topics.splitting.widget import pipeline_widget
 from widget_checks import assert_blit_is_right
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -219,7 +224,7 @@ def test_one_launch_times_a_pipeline_beside_one_process():
 
 
 def test_the_reference_is_computed_by_a_rank_a_config_leaves_out_else_by_rank_0_last():
-    from dpviz.runs.ranks.pipeline import _same_model, reference_ranks
+    from dpviz.topics.splitting.rank_pipeline import _same_model, reference_ranks
 
     pipe, one, other = PipelineConfig(p=2, **SMALL), PipelineConfig(p=1, **SMALL), PipelineConfig(p=2, **{**SMALL, "seed": 1})
     assert reference_ranks([pipe, one, other], 2) == {_same_model(one): 1}  # other's: rank 0, after the timed steps
@@ -230,7 +235,7 @@ def test_a_stage_takes_the_gradient_of_its_output_to_the_bit():
     """A stage's backward, the gradient of sum(out * grad_out), gives out.backward(grad_out)'s bits, input's included."""
     import torch
 
-    from dpviz.runs.pipeline import make_model
+    from dpviz.topics.splitting.run_pipeline import make_model
 
     stage = split_model(make_model(PipelineConfig(**SMALL)), SMALL["depth"], 2)[1]
     x = torch.randn(8, SMALL["width"], generator=torch.Generator().manual_seed(1))
@@ -255,7 +260,7 @@ def test_uneven_stages_still_equal_the_unsplit_model():
 
 
 def test_split_model_keeps_every_layer_once():
-    from dpviz.runs.pipeline import make_model
+    from dpviz.topics.splitting.run_pipeline import make_model
 
     config = PipelineConfig(p=3, depth=5, **{k: v for k, v in SMALL.items() if k != "depth"})
     model = make_model(config)
@@ -432,20 +437,20 @@ def test_plots_draw_measured_and_modeled(pipes, split, zero):
 
 
 def test_figure_functions_draw_from_live_records(pipes, split, zero):
-    fig = figures.figure_pipeline_gantt(pipes[0], pipes[1], [pipes[2], pipes[0]])
+    fig = figure_pipeline_gantt(pipes[0], pipes[1], [pipes[2], pipes[0]])
     assert fig.get_suptitle() == claims.gantt_title(pipes[0], pipes[1])
     assert "the first stage waits mostly" in fig.get_suptitle() and "(p−1)/(m+p−1) = 0.20 modeled" in fig.get_suptitle()
-    fig = figures.figure_tensor_parallel(split)
+    fig = figure_tensor_parallel(split)
     assert "6→8 layer over k=2" in fig.get_suptitle()
-    fig = figures.figure_zero_memory(zero)
+    fig = figure_zero_memory(zero)
     title = fig.get_suptitle()
     assert f"1/{zero.k} of the state" in title and f"{int(zero.rs_bytes.max()):,} B per rank" in title
 
 
 def test_committed_figure_records_draw_and_pass_their_checks():
-    records = figures.splitting.FIGURE_PLAN.load(ROOT / "figures" / "records")
-    assert "pipelined steps equal the unsplit model's" in figures.splitting.GROUP.claims(records)
-    drawn = figures.splitting.GROUP.draw(records)
+    records = splitting_figures.FIGURE_PLAN.load(ROOT / "figures" / "records")
+    assert "pipelined steps equal the unsplit model's" in splitting_figures.GROUP.claims(records)
+    drawn = splitting_figures.GROUP.draw(records)
     assert set(drawn) == {"pipeline_gantt", "tensor_parallel_split", "zero_memory"}
     for name, (fig, sources) in drawn.items():
         assert fig.axes and sources, name

@@ -15,20 +15,22 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-from dpviz.theory import landscape  # noqa: E402
-from dpviz.data import line_data  # noqa: E402
-from dpviz.data import LINE_START  # noqa: E402
-from dpviz.plots import step1, step2, step3  # noqa: E402
-from dpviz.records import load as load_shipped  # noqa: E402
-from dpviz.records.run import Run  # noqa: E402
-from dpviz.records.paths import SHIPPED_DIR  # noqa: E402
-from dpviz.records.shipped import grid_name  # noqa: E402
-from dpviz.runs.training import record_run  # noqa: E402
-from dpviz.widgets.base import find, png_bytes  # noqa: E402
-from dpviz.widgets.step1 import EtaFigure, eta_grid, eta_widget  # noqa: E402
-from dpviz.widgets.step2 import BatchFigure, batch_widget  # noqa: E402
-from dpviz.widgets.step2 import _batch as batch_of  # noqa: E402
-from dpviz.widgets.step3 import AverageFigure, average_widget, regroup  # noqa: E402
+from dpviz.topics.one_step import landscape  # noqa: E402
+from dpviz.engine.data import line_data  # noqa: E402
+from dpviz.engine.data import LINE_START  # noqa: E402
+from dpviz.topics.one_step import plots as step1
+from dpviz.topics.mini_batch import plots as step2
+from dpviz.topics.average_of_averages import plots as step3  # noqa: E402
+from dpviz.engine.schema import load as load_shipped  # noqa: E402
+from dpviz.topics.ground_floor.records import Run  # noqa: E402
+from dpviz.engine.paths import SHIPPED_DIR  # noqa: E402
+from dpviz.topics.one_group_per_device.shipped import grid_name  # noqa: E402
+from dpviz.topics.ground_floor.run_training import record_run  # noqa: E402
+from dpviz.engine.slider import find, png_bytes  # noqa: E402
+from dpviz.topics.one_step.widget import EtaFigure, eta_grid, eta_widget  # noqa: E402
+from dpviz.topics.mini_batch.widget import BatchFigure, batch_widget  # noqa: E402
+from dpviz.topics.mini_batch.widget import _batch as batch_of  # noqa: E402
+from dpviz.topics.average_of_averages.widget import AverageFigure, average_widget, regroup  # noqa: E402
 from widget_checks import assert_blit_is_right, decode  # noqa: E402
 
 RTOL, ATOL = 1e-5, 1e-6  # float32 means taken in a different order agree to rounding

@@ -13,18 +13,15 @@ import pytest  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
 from matplotlib.quiver import Quiver  # noqa: E402
 
-from dpviz.records import shipped  # noqa: E402
-from dpviz.records.paths import SHIPPED_DIR  # noqa: E402
-from dpviz.plots.step4 import plot_devices  # noqa: E402
-from dpviz.plots.step5 import (  # noqa: E402
-    plot_all_reduce,
-    plot_parameter_server,
-    plot_replica_params,
-    plot_ring_schedule,
+from dpviz.topics.one_group_per_device import shipped  # noqa: E402
+from dpviz.engine.paths import SHIPPED_DIR  # noqa: E402
+from dpviz.topics.one_group_per_device.plots import plot_devices  # noqa: E402
+from dpviz.topics.one_group_per_device.plots_all_reduce import (
+    plot_all_reduce, plot_parameter_server, plot_replica_params, plot_ring_schedule,
 )
-from dpviz.runs.schedule import record_schedule, record_schedules  # noqa: E402
-from dpviz.runs.training import record_run  # noqa: E402
-from dpviz.widgets.step45 import all_reduce_widget, devices_widget  # noqa: E402
+from dpviz.topics.all_reduce.run_schedule import record_schedule, record_schedules  # noqa: E402
+from dpviz.topics.ground_floor.run_training import record_run  # noqa: E402
+from dpviz.topics.one_group_per_device.widget import all_reduce_widget, devices_widget  # noqa: E402
 from widget_checks import assert_blit_is_right  # noqa: E402
 
 K = 3
@@ -447,7 +444,7 @@ def test_shipped_records_are_small():
 
 
 def test_regenerate_records_real_runs_that_load_back(tmp_path, monkeypatch):
-    from dpviz.runs import shipped as recorder
+    from dpviz.topics.one_group_per_device import run_shipped as recorder
 
     plan = [("grid_k2_b4", dict(shipped.GRID, k=2, b=4, steps=2))]
     monkeypatch.setattr(recorder, "planned", lambda: plan)
@@ -455,5 +452,5 @@ def test_regenerate_records_real_runs_that_load_back(tmp_path, monkeypatch):
     assert [p.name for p in written] == ["grid_k2_b4"]
     run = shipped.Run.load(written[0])
     run.check()
-    with pytest.raises(FileNotFoundError, match="python -m dpviz.runs.shipped"):
+    with pytest.raises(FileNotFoundError, match="python -m dpviz.topics.one_group_per_device.run_shipped"):
         shipped.grid_runs(tmp_path)  # the rest of the grid is not there

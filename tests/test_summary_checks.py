@@ -1,15 +1,16 @@
 """verify_summary: every claim of the walkthrough asserted on one recorded run and its twin without the sync.
 
 The runs are real: the shipped drift pair (k = 4, b = 8, 20 SGD steps, with and without the
-all-reduce), recorded by dpviz.runs.shipped. Tampering with one number of a record makes the
+all-reduce), recorded by dpviz.topics.one_group_per_device.run_shipped. Tampering with one number of a record makes the
 claim that rests on it fail, by name.
 """
 
 import numpy as np
 import pytest
 
-from dpviz.records import Run, shipped
-from dpviz.claims.whole_picture import verify_summary
+from dpviz.topics.ground_floor.records import Run
+from dpviz.topics.one_group_per_device import shipped
+from dpviz.topics.whole_picture.claims import verify_summary
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,9 @@
-"""One meaning per symbol: the table of dpviz.teaching.symbols is the README's and chapter 00's, word for word."""
+"""One meaning per symbol: the table of dpviz.topics.ground_floor.symbols is the README's and chapter 00's, word for word."""
 
 import json
 from pathlib import Path
 
-from dpviz.teaching.symbols import SYMBOLS, table
+from dpviz.topics.ground_floor.symbols import SYMBOLS, table
 
 ROOT = Path(__file__).resolve().parents[1]
 

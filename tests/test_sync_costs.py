@@ -14,16 +14,18 @@ matplotlib.use("Agg")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from dpviz import figures  # noqa: E402
-from dpviz.plots import speedup as speedup_plot  # noqa: E402
-from dpviz.records import load  # noqa: E402
-from dpviz.records.figure_set import load_inputs  # noqa: E402
-from dpviz.records.published import (  # noqa: E402
+from dpviz.topics.speedup_model.figures import figure_s01_sync_timelines, figure_s02_speedup
+from dpviz.topics.measuring.figures import figure_allreduce_time_vs_size  # noqa: E402
+from dpviz.topics.speedup_model import plots_speedup as speedup_plot  # noqa: E402
+from dpviz.engine.schema import load  # noqa: E402
+from dpviz.topics.speedup_model.figure_records import load_inputs  # noqa: E402
+from dpviz.topics.measuring.records import (
     CSV_PATH, SYSTEMS, PublishedAllReduce, check_rows, published_allreduce, read_table,
 )
-from dpviz.claims import sync_costs as cost_claims  # noqa: E402
-from dpviz.theory import alpha_beta, costmodel, timing  # noqa: E402
-from dpviz.theory.links import PRESETS, SPEED_ORDER, Link  # noqa: E402
+from dpviz.topics.speedup_model import claims as cost_claims  # noqa: E402
+from dpviz.topics.measuring import alpha_beta
+from dpviz.topics.ground_floor import costmodel, timing  # noqa: E402
+from dpviz.topics.ground_floor.links import PRESETS, SPEED_ORDER, Link  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "figures" / "records"
@@ -117,7 +119,7 @@ def test_compute_shrinks_says_what_the_times_show():
 
 
 def test_s01_caption_says_threads_per_rank_and_title_is_true(inputs):
-    fig = figures.figure_s01_sync_timelines(inputs.mlp, inputs.bench)
+    fig = figure_s01_sync_timelines(inputs.mlp, inputs.bench)
     ax = fig.axes[0]
     notes = fig.caption
     assert "1 intra-op thread per rank at every k" in notes
@@ -152,7 +154,7 @@ def test_s01_title_claims_the_sync_does_not_shrink_only_where_the_rows_say_so(in
     rows = [timing.TimelineRow(1, 0.1, 0.0, timing.MEASURED), timing.TimelineRow(2, 0.05, 4e-3, timing.MEASURED),
             timing.TimelineRow(8, 0.0125, k8_sync, timing.MODELED)]
     monkeypatch.setattr(timing, "machine_timelines", lambda mlp, bench: rows)
-    title = figures.figure_s01_sync_timelines(inputs.mlp, inputs.bench).axes[0].get_title(loc="left")
+    title = figure_s01_sync_timelines(inputs.mlp, inputs.bench).axes[0].get_title(loc="left")
     assert "compute shrinks as 1/k" in title
     assert ("the sync does not" in title) == claimed and ("the exchange alone" in title) == (not claimed)
 
@@ -169,7 +171,7 @@ def test_link_presets_are_ordered_fast_to_slow_in_both_alpha_and_beta():
 
 
 def test_s02_title_claim_holds_on_the_drawn_curves(inputs):
-    fig = figures.figure_s02_speedup(inputs.mlp, inputs.bench)
+    fig = figure_s02_speedup(inputs.mlp, inputs.bench)
     ax = fig.axes[0]
     assert "slower link peels away from S = k sooner" in ax.get_title(loc="left")
     drawn = {line.get_gid().split(":", 1)[1]: np.asarray(line.get_ydata()) for line in ax.lines
@@ -192,7 +194,7 @@ def test_the_old_presets_broke_the_claim_and_the_check_says_so():
 
 
 def test_s02_measured_points_get_the_curve_of_their_own_workload(inputs):
-    fig = figures.figure_s02_speedup(inputs.mlp, inputs.bench)
+    fig = figure_s02_speedup(inputs.mlp, inputs.bench)
     ax = fig.axes[0]
     (own,) = [line for line in ax.lines if line.get_gid() == speedup_plot.GIDS["measured_model"]]
     workload = timing.measured_workload(inputs.mlp)
@@ -267,7 +269,7 @@ def test_fit_check_names_bad_arguments():
 
 
 def test_allreduce_figure_shows_residuals_and_published_systems_labelled_not_here(inputs, published):
-    fig = figures.figure_allreduce_time_vs_size(inputs.bench, published)
+    fig = figure_allreduce_time_vs_size(inputs.bench, published)
     assert len(fig.axes) == 4
     gids = {(a.get_gid() or "") for ax in fig.axes for a in ax.get_children()}
     assert any(g.startswith("alpha_beta.residual:this machine") for g in gids)
@@ -337,7 +339,7 @@ def test_published_record_round_trip_and_refusals(tmp_path, published):
         load(path)
     with pytest.raises(ValueError, match="system"):
         published.rows("a cluster nobody measured")
-    with pytest.raises(FileNotFoundError, match="python -m dpviz.records.published"):
+    with pytest.raises(FileNotFoundError, match="python -m dpviz.topics.measuring.records"):
         published_allreduce(tmp_path / "nothing")
 
 

@@ -1,8 +1,8 @@
 """A chapter's kernel never imports torch: torch lives in the fork server and the ranks (issue 21: memory).
 
 Importing torch costs a process about 220 MB, most of an open chapter's budget of 350 MB. A chapter imports
-``dpviz.runs.<module>`` for its config and its ``record_*`` function; those fronts check the config in the
-kernel, launch a rank-side worker (``dpviz.runs.ranks``) and assemble the record with numpy. These tests
+a topic's ``run_<kind>`` module for its config and its ``record_*`` function; those fronts check the config in
+the kernel, launch a rank-side worker (the topic's ``rank_<kind>``) and assemble the record with numpy. These tests
 import every public name a chapter uses, run real records, in a fresh interpreter, and look at ``sys.modules``.
 """
 
@@ -13,23 +13,23 @@ import textwrap
 PUBLIC = """
 import sys
 import dpviz.cli
-import dpviz.runs
-dpviz.runs.warm_up()
-from dpviz.runs.training import TrainConfig, record_run
-from dpviz.runs.straggler import StragglerConfig, record_straggler
-from dpviz.runs.pipeline import PipelineConfig, record_pipelines
-from dpviz.runs.overlap import OverlapConfig
-from dpviz.runs.async_sgd import AsyncConfig
-from dpviz.runs.accumulation import AccumConfig, record_accumulation
-from dpviz.runs.bench import BenchConfig, log_sizes, run_sweep
-from dpviz.runs.probing import probe_every_knob
-from dpviz.runs.schedule import record_schedules
-from dpviz.runs.lr_sweep import record_lr_grid
-from dpviz.runs.batchnorm import record_batchnorm
-from dpviz.runs.tensor_parallel import record_tensor_split
-from dpviz.runs.zero import record_zero
-from dpviz.runs.waiting import record_live
-import dpviz.runs.recipes
+import dpviz.engine.forkserver
+dpviz.engine.forkserver.warm_up()
+from dpviz.topics.ground_floor.run_training import TrainConfig, record_run
+from dpviz.topics.waiting.run_straggler import StragglerConfig, record_straggler
+from dpviz.topics.splitting.run_pipeline import PipelineConfig, record_pipelines
+from dpviz.topics.waiting.run_overlap import OverlapConfig
+from dpviz.topics.waiting.run_async_sgd import AsyncConfig
+from dpviz.topics.accumulation.run_accumulation import AccumConfig, record_accumulation
+from dpviz.topics.measuring.run_bench import BenchConfig, log_sizes, run_sweep
+from dpviz.topics.ground_floor.run_probing import probe_every_knob
+from dpviz.topics.all_reduce.run_schedule import record_schedules
+from dpviz.topics.bigger_batch.run_lr_sweep import record_lr_grid
+from dpviz.topics.whole_picture.run_batchnorm import record_batchnorm
+from dpviz.topics.splitting.run_tensor_parallel import record_tensor_split
+from dpviz.topics.splitting.run_zero import record_zero
+from dpviz.topics.waiting.run_figures import record_live
+import dpviz.recipes
 """
 
 
@@ -76,10 +76,10 @@ def test_real_records_leave_torch_unloaded_in_the_caller():
 
 def test_old_import_paths_of_rank_side_helpers_still_work():
     out = run_fresh(after_public=False, code="""
-        from dpviz.runs.training import batch_indices, mse, TrainConfig
-        from dpviz.runs.pipeline import pipeline_worker, make_model, split_model, stage_layers
-        from dpviz.runs.bench import PLACEMENTS, wakeup_worker
-        from dpviz.runs.overlap import make_buckets
+        from dpviz.topics.ground_floor.run_training import batch_indices, mse, TrainConfig
+        from dpviz.topics.splitting.run_pipeline import pipeline_worker, make_model, split_model, stage_layers
+        from dpviz.topics.measuring.run_bench import PLACEMENTS, wakeup_worker
+        from dpviz.topics.waiting.run_overlap import make_buckets
         import torch
         rows = batch_indices(TrainConfig(k=2, b=4), 0)
         print(len(rows), float(mse(torch.ones(2), torch.zeros(2))), stage_layers(3, 2), PLACEMENTS[0])

@@ -8,9 +8,9 @@ import warnings
 import numpy as np
 import pytest
 
-from dpviz.data import line_kind
-from dpviz.records.run import Run
-from dpviz.runs.training import TrainConfig, record_run, split_batch
+from dpviz.engine.data import line_kind
+from dpviz.topics.ground_floor.records import Run
+from dpviz.topics.ground_floor.run_training import TrainConfig, record_run, split_batch
 
 TOL = 1e-5  # max relative error in float32 (DESIGN.md)
 
@@ -102,7 +102,7 @@ def test_torchrun_records_the_same_claims(tmp_path, no_leftover_processes):
     out = tmp_path / "cluster"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           "-m", "dpviz.runs.training", "--b", "4", "--steps", "2", "--out", str(out)]
+           "-m", "dpviz.topics.ground_floor.run_training", "--b", "4", "--steps", "2", "--out", str(out)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     run = Run.load(out)

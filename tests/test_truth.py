@@ -30,14 +30,14 @@ ALLOWED = {
     ("06", "1$ s"): "modeled: the T_compute of the worked example",
     ("06", "0.02$ s"): "modeled: the T_comm of the worked example",
     ("06", "0.1$ s"): "modeled: the T_compute of the modeled s01",
-    ("06", "90 %"): "chosen: dpviz.claims.sync_costs.EFFICIENCY, the peel-off threshold",
+    ("06", "90 %"): "chosen: dpviz.topics.speedup_model.claims.EFFICIENCY, the peel-off threshold",
     ("06", "1.3×"): "quoted: the notes' untraced BERT-Large figure, presented as unsourced",
     ("06", "3.3×"): "quoted: the notes' untraced BERT-Large figure, presented as unsourced",
-    ("07", "20 %"): "chosen: dpviz.theory.alpha_beta's trust rule",
-    ("11", "50$ ms"): "chosen: the straggler's injected delay d (dpviz.runs.waiting.LIVE_STRAGGLER)",
+    ("07", "20 %"): "chosen: dpviz.topics.measuring.alpha_beta's trust rule",
+    ("11", "50$ ms"): "chosen: the straggler's injected delay d (dpviz.topics.waiting.run_figures.LIVE_STRAGGLER)",
     ("11", "50 ms"): "chosen: the straggler's injected delay d, time.sleep(0.05)",
-    ("11", "5 ms"): "chosen: dpviz.records.straggler.WAIT_TOLERANCE, the absolute part",
-    ("11", "30 %"): "chosen: dpviz.records.straggler.WAIT_TOLERANCE, the share of d",
+    ("11", "5 ms"): "chosen: dpviz.topics.waiting.records_straggler.WAIT_TOLERANCE, the absolute part",
+    ("11", "30 %"): "chosen: dpviz.topics.waiting.records_straggler.WAIT_TOLERANCE, the share of d",
     ("11", "4 ms"): "chosen: the fast asynchronous workers' sleep per gradient (the shipped record's delays)",
     ("11", "20 ms"): "chosen: the slow asynchronous worker's sleep per gradient (the shipped record's delays)",
 }
@@ -49,14 +49,14 @@ def markdown_cells(path):
 
 
 def test_the_allowed_constants_are_the_code_s():
-    from dpviz.claims.sync_costs import EFFICIENCY
-    from dpviz.theory import alpha_beta
+    from dpviz.topics.speedup_model.claims import EFFICIENCY
+    from dpviz.topics.measuring import alpha_beta
 
     assert f"{EFFICIENCY:.0%}".replace("%", " %") == "90 %"
     assert f"{alpha_beta.FIT_ERROR:.0%}".replace("%", " %") == "20 %"
-    from dpviz.records.async_sgd import shipped_async
-    from dpviz.records.straggler import WAIT_TOLERANCE
-    from dpviz.runs.waiting import LIVE_STRAGGLER
+    from dpviz.topics.waiting.records_async_sgd import shipped_async
+    from dpviz.topics.waiting.records_straggler import WAIT_TOLERANCE
+    from dpviz.topics.waiting.run_figures import LIVE_STRAGGLER
 
     assert max(LIVE_STRAGGLER["delays"]) == 0.05 and WAIT_TOLERANCE == (0.005, 0.30)
     assert sorted({round(d * 1e3) for d in next(iter(shipped_async().values())).meta["delays"]}) == [4, 20]

@@ -4,11 +4,11 @@ records tampered to show something else (a correctness claim raises with the num
 import numpy as np
 import pytest
 
-from dpviz.claims.all_reduce import replicas_by_optimizer
-from dpviz.claims.whole_picture import corner_bar
-from dpviz.records.figure_set import load_inputs
-from dpviz.records.run import Run
-from dpviz.records.shipped import drift_runs
+from dpviz.topics.all_reduce.claims import replicas_by_optimizer
+from dpviz.topics.whole_picture.claims import corner_bar
+from dpviz.topics.speedup_model.figure_records import load_inputs
+from dpviz.topics.ground_floor.records import Run
+from dpviz.topics.one_group_per_device.shipped import drift_runs
 
 
 def tampered(run, name, change):

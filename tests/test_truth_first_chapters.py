@@ -16,13 +16,15 @@ import numpy as np
 import pytest
 import torch
 
-from dpviz.claims import ground_floor, mini_batch, one_group_per_device
-from dpviz.data import LINE_START, line_data
-from dpviz.records import load
-from dpviz.runs.models import LineModel
-from dpviz.runs.probing import probe_every_knob
-from dpviz.runs.training import record_run
-from dpviz.theory import landscape
+from dpviz.topics.ground_floor import claims as ground_floor
+from dpviz.topics.mini_batch import claims as mini_batch
+from dpviz.topics.one_group_per_device import claims as one_group_per_device
+from dpviz.engine.data import LINE_START, line_data
+from dpviz.engine.schema import load
+from dpviz.topics.ground_floor.rank_models import LineModel
+from dpviz.topics.ground_floor.run_probing import probe_every_knob
+from dpviz.topics.ground_floor.run_training import record_run
+from dpviz.topics.one_step import landscape
 
 FIGURES = Path(__file__).resolve().parents[1] / "figures" / "records"
 

@@ -1,10 +1,10 @@
 """Every outcome a verdict: whatever a reader's function does, its checker answers with a short Verdict within a
 stated time, and nothing the function started is left running.
 
-In the notebook's process (``dpviz.exercises.guard``): a loop that never ends, ``time.sleep``, ``os._exit``,
+In the notebook's process (``dpviz.engine.sandbox``): a loop that never ends, ``time.sleep``, ``os._exit``,
 ``sys.exit``, ``KeyboardInterrupt`` and other ``BaseException``s, a fork, a child process, megabytes printed or
 returned, a ``__repr__`` that raises, NaN, the wrong type or shape. On 3 real gloo ranks
-(``dpviz.runs.exercises.RankGuard``): the same, plus ``dist.destroy_process_group()`` and a rank killed outright.
+(``dpviz.exercises.rank_exercises.RankGuard``): the same, plus ``dist.destroy_process_group()`` and a rank killed outright.
 And the four verdicts that used to mislead (chapters 04, 05, 06, 12) now name the mistake.
 
 After each ranked case no process named ``dpviz-rank-*`` of this test process may be left: one whose parent chain
@@ -27,8 +27,8 @@ import torch
 import torch.distributed as dist
 
 import dpviz.exercises as ex
-from dpviz.exercises import guard
-from dpviz.exercises.verdict import FAILED, PASSED
+from dpviz.engine import sandbox as guard
+from dpviz.engine.verdict import FAILED, PASSED
 
 LONGEST = 400  # characters: "at most a few hundred"
 

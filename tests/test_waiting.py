@@ -12,19 +12,22 @@ import numpy as np
 import pytest
 
 import _waiting_workers
-from dpviz import figures
-from dpviz.claims import waiting as claims
-from dpviz.records import load
-from dpviz.records.async_sgd import AsyncRecord, shipped_async
-from dpviz.records.overlap import OverlapRecord, shipped_overlap
-from dpviz.records.straggler import StragglerRecord, shipped_straggler
-from dpviz.runs.async_sgd import AsyncConfig, record_async
-from dpviz.runs.launch import RankError, RankTimeout, launch
-from dpviz.runs.overlap import OverlapConfig, make_buckets, record_overlap
-from dpviz.runs.straggler import StragglerConfig, record_straggler
-from dpviz.teaching.questionbank import cards_for
-from dpviz.theory import waiting
-from dpviz.widgets.waiting import StragglerFigure, straggler_widget
+from dpviz import course
+from dpviz.topics.waiting.figures import figure_waiting_straggler
+from dpviz.topics.waiting import claims
+from dpviz.engine.schema import load
+from dpviz.topics.waiting.records_async_sgd import AsyncRecord, shipped_async
+from dpviz.topics.waiting.records_overlap import OverlapRecord, shipped_overlap
+from dpviz.topics.waiting.records_straggler import StragglerRecord, shipped_straggler
+from dpviz.topics.waiting.run_async_sgd import AsyncConfig, record_async
+from dpviz.engine.supervise import RankError, RankTimeout
+from dpviz.engine.launch import launch
+from dpviz.topics.waiting.run_overlap import OverlapConfig, record_overlap
+from dpviz.topics.waiting.buckets import make_buckets
+from dpviz.topics.waiting.run_straggler import StragglerConfig, record_straggler
+from dpviz.topics.question_bank.bank import cards_for
+from dpviz.topics.waiting import theory as waiting
+from dpviz.topics.waiting.widget import StragglerFigure, straggler_widget
 from widget_checks import assert_blit_is_right
 
 
@@ -364,7 +367,7 @@ def test_load_refuses_a_record_missing_an_array(sweep, tmp_path):
 
 def test_shipped_loaders_name_a_missing_folder(tmp_path):
     for loader in (shipped_straggler, shipped_overlap, shipped_async):
-        with pytest.raises(FileNotFoundError, match="python -m dpviz.runs.waiting"):
+        with pytest.raises(FileNotFoundError, match="python -m dpviz.topics.waiting.run_figures"):
             loader(tmp_path)
 
 
@@ -380,7 +383,7 @@ def shipped_records():
 
 
 def test_figures_draw_and_name_their_runs(shipped_records):
-    group = next(g for g in figures.GROUPS if g.name == "waiting")
+    group = next(g for g in course.GROUPS if g.name == "waiting")
     drawn = group.draw(shipped_records)
     assert set(drawn) == {"waiting_straggler", "waiting_overlap", "waiting_stale_arrows", "waiting_sync_vs_async"}
     for name, (fig, sources) in drawn.items():
@@ -393,7 +396,7 @@ def test_figures_draw_and_name_their_runs(shipped_records):
 
 def test_straggler_figure_title_states_the_measured_wait(shipped_records):
     sweep = shipped_records["waiting_straggler"]
-    fig = figures.figure_waiting_straggler(sweep)
+    fig = figure_waiting_straggler(sweep)
     s = sweep.setting(0.05, int(sweep.slow_rank[np.isclose(sweep.delay, 0.05)][-1]))
     assert f"{sweep.measured_wait()[s] * 1e3:.1f} ms" in fig.axes[0].get_title(loc="left")
     plt.close(fig)

@@ -29,7 +29,7 @@ def run_in(python, code: str, cwd) -> subprocess.CompletedProcess:
 
 
 def test_the_wheel_is_what_imports_and_it_holds_no_solutions(wheel_python, tmp_path):
-    where = run_in(wheel_python, "import dpviz, dpviz.records.paths as p; print(dpviz.__file__); "
+    where = run_in(wheel_python, "import dpviz, dpviz.engine.paths as p; print(dpviz.__file__); "
                               "print(len(list(p.FIGURE_RECORDS.glob('*.json'))))", tmp_path)
     assert where.returncode == 0, where.stderr
     path, count = where.stdout.split()

@@ -9,87 +9,88 @@ FIGURE_RECORDS = ROOT / "figures" / "records"
 
 
 def speedup():
-    from dpviz.widgets.ground_floor import speedup_widget
+    from dpviz.topics.ground_floor.widget import speedup_widget
     return speedup_widget(k=8, ratio=0.05)
 
 
 def eta():
-    from dpviz.data import line_data
-    from dpviz.widgets.step1 import eta_widget
+    from dpviz.engine.data import line_data
+    from dpviz.topics.one_step.widget import eta_widget
     return eta_widget(*line_data())
 
 
 def batch():
-    from dpviz.records import load, shipped
-    from dpviz.widgets.step2 import batch_widget
+    from dpviz.engine.schema import load
+    from dpviz.topics.one_group_per_device import shipped
+    from dpviz.topics.mini_batch.widget import batch_widget
     return batch_widget(shipped.grid_runs()[(1, 16)], biased=load(FIGURE_RECORDS / "line_k1_biased"))
 
 
 def average():
-    from dpviz.records import shipped
-    from dpviz.widgets.step3 import average_widget
+    from dpviz.topics.one_group_per_device import shipped
+    from dpviz.topics.average_of_averages.widget import average_widget
     return average_widget(shipped.grid_runs()[(4, 16)])
 
 
 def devices():
-    from dpviz.records import shipped
-    from dpviz.widgets.step45 import devices_widget
+    from dpviz.topics.one_group_per_device import shipped
+    from dpviz.topics.one_group_per_device.widget import devices_widget
     return devices_widget(shipped.grid_runs())
 
 
 def all_reduce():
-    from dpviz.records import shipped
-    from dpviz.widgets.step45 import all_reduce_widget
+    from dpviz.topics.one_group_per_device import shipped
+    from dpviz.topics.one_group_per_device.widget import all_reduce_widget
     return all_reduce_widget(shipped.grid_runs())
 
 
 def costs():
-    from dpviz.records.figure_set import load_inputs
-    from dpviz.widgets.costs import costs_widget
+    from dpviz.topics.speedup_model.figure_records import load_inputs
+    from dpviz.topics.speedup_model.widget import costs_widget
     inputs = load_inputs(FIGURE_RECORDS)
     return costs_widget(measured_bench=inputs.bench, measured_runs=inputs.mlp)
 
 
 def summary():
-    from dpviz.records import shipped
-    from dpviz.theory import timing
-    from dpviz.widgets.summary import summary_widget
+    from dpviz.topics.one_group_per_device import shipped
+    from dpviz.topics.ground_floor import timing
+    from dpviz.topics.whole_picture.widget import summary_widget
     run = shipped.drift_runs()[("sgd", True)]
     return summary_widget(run, timing.step_times(run))
 
 
 def lr():
-    from dpviz.records.lr_grid import LrGrid
-    from dpviz.widgets.lr import lr_widget
+    from dpviz.topics.bigger_batch.records import LrGrid
+    from dpviz.topics.bigger_batch.widget import lr_widget
     return lr_widget({"line": LrGrid.shipped("line"), "mlp": LrGrid.shipped("mlp")})
 
 
 def accumulation():
-    from dpviz.records.accumulation import accumulation_grid
-    from dpviz.widgets.accumulation import accumulation_widget
+    from dpviz.topics.accumulation.records import accumulation_grid
+    from dpviz.topics.accumulation.widget import accumulation_widget
     return accumulation_widget(accumulation_grid())
 
 
 def straggler():
-    from dpviz.records.straggler import shipped_straggler
-    from dpviz.widgets.waiting import straggler_widget
+    from dpviz.topics.waiting.records_straggler import shipped_straggler
+    from dpviz.topics.waiting.widget import straggler_widget
     return straggler_widget(shipped_straggler(), k=2, delay=0.05, slow_rank=1)
 
 
 def pipeline():
-    from dpviz.records.pipeline import shipped_grid
-    from dpviz.widgets.pipeline import pipeline_widget
+    from dpviz.topics.splitting.records_pipeline import shipped_grid
+    from dpviz.topics.splitting.widget import pipeline_widget
     return pipeline_widget(shipped_grid())
 
 
 def sharding():
-    from dpviz.widgets.sharding import sharding_widget
+    from dpviz.topics.sharding.widget import sharding_widget
     return sharding_widget()
 
 
 # The widget function each builder calls: what a chapter's cell names, whatever the chapter's number.
 def cheaper_sync():
-    from dpviz.widgets.cheaper_sync import cheaper_sync_widget
+    from dpviz.topics.cheaper_sync.widget import cheaper_sync_widget
     return cheaper_sync_widget()
 
 
@@ -125,7 +126,7 @@ matplotlib.use("Agg")
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from dpviz.widgets.base import DPI, bytes_readout, rate_readout, seconds_readout  # noqa: E402
+from dpviz.engine.slider import DPI, bytes_readout, rate_readout, seconds_readout  # noqa: E402
 from figure_text import LAB_OUTPUT_PX, MIN_TEXT_PX, shown_texts, smallest_text  # noqa: E402
 
 SCREEN_PX = 650  # the tallest panel that a 768-px screen shows whole in JupyterLab, under its menus and toolbar
@@ -236,14 +237,14 @@ def test_rate_readout():
 
 
 def test_the_glyph_cache_draws_what_agg_draws_and_falls_back_to_it(monkeypatch):
-    """Slider panels draw text through dpviz.widgets.agg's cache of matplotlib's private FreeType calls; where those
+    """Slider panels draw text through dpviz.engine.canvas's cache of matplotlib's private FreeType calls; where those
     calls are missing (another matplotlib) the panel is drawn by plain Agg, and both agree to one level in 255."""
     import io
 
     import numpy as np
     from matplotlib.image import imread
 
-    import dpviz.widgets.agg as agg
+    import dpviz.engine.canvas as agg
 
     for name in ("straggler_widget", "costs_widget"):
         monkeypatch.setattr(agg, "_SUPPORTED", True)
@@ -262,7 +263,7 @@ def test_the_glyph_cache_lays_out_and_measures_text_as_freetype_does():
     from matplotlib.backends.backend_agg import RendererAgg, get_hinting_flag
     from matplotlib.font_manager import FontProperties
 
-    import dpviz.widgets.agg as agg
+    import dpviz.engine.canvas as agg
 
     if not agg._SUPPORTED:
         pytest.skip("this matplotlib lacks the private FreeType calls the cache uses; Agg draws as it does")
@@ -295,7 +296,7 @@ def test_texts_drawn_with_their_layout_kept_are_what_text_draw_draws():
     import numpy as np
     from matplotlib.figure import Figure
 
-    import dpviz.widgets.agg as agg
+    import dpviz.engine.canvas as agg
 
     fig = Figure(figsize=(4, 3), dpi=80)
     agg.FastCanvas(fig)
@@ -324,7 +325,7 @@ def test_kept_drawings_replay_what_drawing_draws_and_draw_again_what_changed():
     import numpy as np
     from matplotlib.figure import Figure
 
-    import dpviz.widgets.agg as agg
+    import dpviz.engine.canvas as agg
 
     fig = Figure(figsize=(4, 3), dpi=80)
     agg.FastCanvas(fig)
@@ -365,7 +366,7 @@ def test_png_writer_reuses_unchanged_rows_and_writes_what_a_fresh_writer_writes(
     writer gives for it, and decodes to its pixels."""
     import numpy as np
 
-    from dpviz.widgets.base import BAND_ROWS, PngWriter, png_bytes
+    from dpviz.engine.slider import BAND_ROWS, PngWriter, png_bytes
 
     rng = np.random.default_rng(0)
     first = np.full((3 * BAND_ROWS + 5, 70, 4), 255, np.uint8)
@@ -383,7 +384,7 @@ def test_png_writer_deflates_with_zlib_ng():
     """zlib-ng is a dependency for the sliders' speed; without it PngWriter falls back on zlib, silently slower."""
     from zlib_ng import zlib_ng
 
-    from dpviz.widgets import base
+    from dpviz.engine import slider as base
 
     assert base._deflate_lib is zlib_ng
 
@@ -392,7 +393,7 @@ def test_png_writer_sharing_bands_with_its_helper_thread_writes_the_same_file(mo
     """A frame with many bands changed is compressed in two threads; the file is the one one thread writes."""
     import numpy as np
 
-    from dpviz.widgets import base
+    from dpviz.engine import slider as base
 
     rng = np.random.default_rng(1)
     frames = [rng.integers(0, 256, (3 * base.SHARED_BANDS * base.BAND_ROWS + 7, 90, 4)).astype(np.uint8)

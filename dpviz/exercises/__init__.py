@@ -17,28 +17,28 @@ chapter  the reader writes                           checked against
 03       ``weighted_mean(group_grads, group_sizes)`` the same, from groups of unequal size
 04       ``average_gradients(model_grads, k)``       3 real ranks: ``dist.all_reduce`` / k, the big batch
 05       ``reduce_scatter_step(chunks, rank, k, s)`` 3 real ranks: the library's ring, ``dist.all_reduce``
-06       ``t_comm_ring(k, M, alpha, beta)``,         :mod:`dpviz.theory.costmodel`
+06       ``t_comm_ring(k, M, alpha, beta)``,         :mod:`dpviz.topics.ground_floor.costmodel`
          ``speedup(t_compute, k, t_comm)``
-07       ``bus_bandwidth(M, seconds, k)``            :mod:`dpviz.theory.costmodel`
+07       ``bus_bandwidth(M, seconds, k)``            :mod:`dpviz.topics.ground_floor.costmodel`
 08       ``data_parallel_step(theta, rank_grads, η)`` a recorded run on 4 real ranks
-09       ``lr_for_k(lr_base, k, rule)``,             :mod:`dpviz.theory.lr_rules`
+09       ``lr_for_k(lr_base, k, rule)``,             :mod:`dpviz.topics.bigger_batch.theory`
          ``warmup_lr(lr, step, warmup)``
 10       ``accumulated_gradient(micro_grads)``       a recorded run's whole-batch gradient
-11       ``wait_times(compute)``,                    :mod:`dpviz.theory.waiting`
+11       ``wait_times(compute)``,                    :mod:`dpviz.topics.waiting.theory`
          ``staleness(t_grad)``
-12       ``bubble(p, m)``,                           :mod:`dpviz.theory.pipeline`;
+12       ``bubble(p, m)``,                           :mod:`dpviz.topics.splitting.theory_pipeline`;
          ``gather_columns(y_block, world_size)``     3 real ranks: ``dist.all_gather``, the unsplit X W
-13       ``owned_shard(layer, rank, k)``,            :mod:`dpviz.theory.sharding`
+13       ``owned_shard(layer, rank, k)``,            :mod:`dpviz.topics.sharding.theory`
          ``step_bytes(k, M, zero_stage)``
 =======  ==========================================  ====================================================
 
-Every checker returns a :class:`~dpviz.exercises.verdict.Verdict`, a ``str`` with ``.passed``, whatever the
+Every checker returns a :class:`~dpviz.engine.verdict.Verdict`, a ``str`` with ``.passed``, whatever the
 reader's function does: a loop that never ends, an exit (``os._exit``, ``sys.exit``), any ``BaseException``, a fork,
 megabytes printed or returned, NaN, the wrong type or shape each get a sentence of at most a few hundred
 characters, and nothing the function started is left running. The time limits: a checker in the notebook's
-process gives all its calls together :data:`~dpviz.exercises.guard.TIME_LIMIT` seconds (5); on ranks one call
+process gives all its calls together :data:`~dpviz.engine.sandbox.TIME_LIMIT` seconds (5); on ranks one call
 may run :data:`~dpviz.exercises.ranked.CALL_LIMIT` seconds (10) and the launch ends after ``stall_timeout``
-(15) without progress (see :mod:`dpviz.exercises.guard` and :mod:`dpviz.exercises.ranked`).
+(15) without progress (see :mod:`dpviz.engine.sandbox` and :mod:`dpviz.exercises.ranked`).
 The reference solutions are not in this package, which a student imports: they are in the
 checkout's ``instructor/solutions.py``, which :mod:`dpviz.grading` writes into nbgrader's source
 version of the chapters (for grading) and the tests hold to these checkers; the exercises' words
@@ -68,7 +68,7 @@ from dpviz.exercises.gradients import (
 )
 from dpviz.exercises.ranked import check_average_gradients, check_gather_columns, check_reduce_scatter_step
 from dpviz.exercises.sharding import check_owned_shard, check_step_bytes
-from dpviz.exercises.verdict import Verdict
+from dpviz.engine.verdict import Verdict
 
 __all__ = [
     "Verdict",

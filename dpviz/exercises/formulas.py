@@ -1,4 +1,4 @@
-"""Checkers for the formula exercises, against the formulas of :mod:`dpviz.theory` (numpy only).
+"""Checkers for the formula exercises, against the chapters' theory modules (numpy only).
 
     print(check_t_comm_ring(t_comm_ring))   # chapter 06, against costmodel.t_comm_ring
     print(check_speedup(speedup))           # chapter 06, against costmodel.speedup
@@ -13,8 +13,8 @@
 
 The reader's function is called with plain Python numbers (lists for the per-rank ones), one case at
 a time, and each answer is compared with the library's to float rounding. All the calls of one check
-together get :data:`dpviz.exercises.guard.TIME_LIMIT` seconds (5); whatever the function does in them
-(loops, exits, raises, prints) is answered with a verdict (see :func:`dpviz.exercises.verdict.run_cases`).
+together get :data:`dpviz.engine.sandbox.TIME_LIMIT` seconds (5); whatever the function does in them
+(loops, exits, raises, prints) is answered with a verdict (see :func:`dpviz.engine.verdict.run_cases`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,12 @@ import math
 
 import numpy as np
 
-import dpviz.exercises.verdict as v
-from dpviz.theory import cheaper_sync, costmodel, lr_rules, pipeline, waiting
+import dpviz.engine.verdict as v
+from dpviz.topics.cheaper_sync import theory as cheaper_sync
+from dpviz.topics.ground_floor import costmodel
+from dpviz.topics.bigger_batch import theory as lr_rules
+from dpviz.topics.splitting import theory_pipeline as pipeline
+from dpviz.topics.waiting import theory as waiting
 
 COMM_CASES = (  # (k, M bytes, alpha seconds, beta bytes/second)
     (4, 4e8, 5e-6, 1e11),

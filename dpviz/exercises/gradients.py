@@ -9,20 +9,20 @@ recorded runs' gradients (shipped in ``dpviz/records/shipped_runs``). numpy only
 
 The real answer is always the recorded one: the next θ of the path, the gradient torch's backward
 gave for the whole batch (``big_grad``), the parameters every replica held after the step. All the
-calls of one check together get :data:`dpviz.exercises.guard.TIME_LIMIT` seconds (5); whatever the
-function does in them is answered with a verdict (see :func:`dpviz.exercises.verdict.run_cases`).
+calls of one check together get :data:`dpviz.engine.sandbox.TIME_LIMIT` seconds (5); whatever the
+function does in them is answered with a verdict (see :func:`dpviz.engine.verdict.run_cases`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from dpviz.data import line_data
-import dpviz.exercises.verdict as v
-from dpviz.records.paths import SHIPPED_DIR
-from dpviz.records.shipped import drift_name, grid_name
-from dpviz.records.run import Run
-from dpviz.theory.landscape import descent_path
+from dpviz.engine.data import line_data
+import dpviz.engine.verdict as v
+from dpviz.engine.paths import SHIPPED_DIR
+from dpviz.topics.one_group_per_device.shipped import drift_name, grid_name
+from dpviz.topics.ground_floor.records import Run
+from dpviz.topics.one_step.landscape import descent_path
 
 PATH_ETAS = ((0.1, 5), (0.9, 3))  # (η, steps): chapter 01's step size, and its too-large one
 BATCH_RUN = (1, 16)  # (k, b) of the shipped grid run whose per-example gradients the chapters 02, 03, 10 checks use

@@ -24,7 +24,7 @@ there and named), a rank with no progress for ``stall_timeout`` seconds (:data:`
 a deadlock in a collective) ends the launch, and starting the ranks may take the launcher's
 ``START_TIMEOUT``. An exit (``os._exit``, ``sys.exit``), any ``BaseException``, a
 ``dist.destroy_process_group()``, a fork, megabytes printed or returned: each comes back from
-the ranks as an outcome (see :class:`dpviz.runs.exercises.RankGuard`) and is worded here, and no
+the ranks as an outcome (see :class:`dpviz.exercises.rank_exercises.RankGuard`) and is worded here, and no
 process it started is left running.
 """
 
@@ -35,9 +35,9 @@ import warnings
 
 import numpy as np
 
-from dpviz.checks import check_int, check_real
-import dpviz.exercises.guard as guard
-import dpviz.exercises.verdict as v
+from dpviz.engine.checks import check_int, check_real
+import dpviz.engine.sandbox as guard
+import dpviz.engine.verdict as v
 
 K = 3  # ranks: with 3, an off-by-one chunk index or a divide by k - 1 cannot pass by coincidence
 STALL_TIMEOUT = 15.0  # seconds a rank may sit in a send or receive that never completes
@@ -97,8 +97,9 @@ def check_many(candidates, *, k: int = K, stall_timeout: float = STALL_TIMEOUT) 
     if not tasks:
         return verdicts
 
-    from dpviz.runs import exercises as ranks  # torch: only now that ranks will run
-    from dpviz.runs.launch import RankError, RankTimeout, launch
+    import dpviz.exercises.rank_exercises as ranks  # torch: only now that ranks will run
+    from dpviz.engine.supervise import RankError, RankTimeout
+    from dpviz.engine.launch import launch
 
     call_limit = min(CALL_LIMIT, stall_timeout * 2 / 3)  # a loop is stopped and named before the launch stalls
     try:

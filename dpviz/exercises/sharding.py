@@ -1,18 +1,18 @@
-"""Checkers for chapter "shard everything"'s exercises, against :mod:`dpviz.theory.sharding` (numpy only).
+"""Checkers for chapter "shard everything"'s exercises, against :mod:`dpviz.topics.sharding.theory` (numpy only).
 
     print(check_owned_shard(owned_shard))   # the chunk of a layer rank r keeps under ZeRO-3
     print(check_step_bytes(step_bytes))     # the bytes one rank sends per step at each ZeRO stage
 
 Each case is one call with plain Python numbers or a numpy vector, compared with the library's answer to
-float rounding; all calls of one check together get :data:`dpviz.exercises.guard.TIME_LIMIT` seconds.
+float rounding; all calls of one check together get :data:`dpviz.engine.sandbox.TIME_LIMIT` seconds.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-import dpviz.exercises.verdict as v
-from dpviz.theory import sharding as theory
+import dpviz.engine.verdict as v
+from dpviz.topics.sharding import theory
 
 SHARD_CASES = ((12, 0, 4), (12, 3, 4), (10, 1, 2), (10, 0, 2), (7, 2, 3), (9, 0, 1))  # (layer size, rank, k)
 STEP_CASES = ((4, 6080, 0), (4, 6080, 3), (2, 1e9, 1), (8, 1e9, 2), (8, 1e9, 3), (64, 1.5e10, 3), (1, 1e6, 3))  # (k, M, stage)
@@ -48,7 +48,7 @@ def check_owned_shard(owned_shard) -> v.Verdict:
 
 def check_step_bytes(step_bytes) -> v.Verdict:
     """``step_bytes(k, M, zero_stage)``: bytes one rank sends per step in a ring at ZeRO stage 0 to 3, with M the
-    bytes of the whole gradient; against :func:`dpviz.theory.sharding.ring_ratio` and the ring's (k−1)/k · M per pass."""
+    bytes of the whole gradient; against :func:`dpviz.topics.sharding.theory.ring_ratio` and the ring's (k−1)/k · M per pass."""
     name = v.require_function("check_step_bytes", step_bytes)
     cases = [v.Case((k, M, s), theory.RING_PASSES[s] * (k - 1) / k * M, f"at k = {k}, M = {M:g} bytes, ZeRO stage {s}")
              for k, M, s in STEP_CASES]

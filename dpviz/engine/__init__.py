@@ -1,0 +1,39 @@
+"""The engine: what every chapter stands on, naming no chapter.
+
+Launching ranks (fork server, supervision, the rank side), records (schema, plans, paths, tolerance), the
+slider base and its canvas, figure layout and style, the sandbox for student code and the wording of its
+verdicts, and the self-check cards. A topic (``dpviz/topics/<topic>/``) imports the engine; the engine imports
+no topic (``tests/test_layers.py``).
+
+* ``canvas``: The Agg canvas a slider figure draws on: Agg itself, with each text's layout and each glyph rendered
+  once.
+* ``cards``: A self-check card: a question, its answer, its chapter and kind; numeric cards compute their numbers.
+* ``checks``: Argument checks shared by every public entry point.
+* ``data``: Built-in data sets: generated from a seed, never downloaded.
+* ``figure_group``: A figure group: one chapter's published figures, the plan of records they are drawn from, and
+  its claims.
+* ``forkserver``: The fork server ranks start from: when it starts, when it stops, and how to tell it from a rank.
+* ``launch``: Start k ranks of a torch.distributed process group and collect what each returns.
+* ``layout``: What every published figure shares: a bare matplotlib Figure that carries a one-line caption naming
+  its runs.
+* ``paths``: Where records live: ``dpviz/records/``, the package's data folder (records only, no code).
+* ``plan``: A figure plan: the records one chapter's published figures are drawn from, by stem, with their settings.
+* ``quiz``: Self-check cards: a question, a hidden answer, and a button that reveals it.
+* ``rank``: The rank side of a launch: what runs inside each of the k processes :func:`dpviz.engine.launch.launch`
+  starts.
+* ``sandbox``: Calling a reader's function in the notebook's own process so that whatever it does comes back as an
+  outcome.
+* ``schema``: How a record kind is declared, written, read and checked: one table per kind, everything else from it.
+* ``server_exit``: The fork server leaves at once when it ends, without tearing down an interpreter that imported
+  torch.
+* ``slider``: The one pattern every interactive figure follows, and the helpers the widgets share.
+* ``style``: The notes' palette and the small drawing conventions every figure shares.
+* ``supervise``: Watching k running ranks from the launching process: failures and stalls named by rank, every child
+  reaped.
+* ``tolerance``: How closely two float32 gradients must agree to count as the same: the one tolerance every check
+  uses.
+* ``verdict``: What a checker answers: a :class:`Verdict` (a string that knows whether it passed), and the helpers
+  every checker shares to compare a reader's numbers with the real ones and to word the answer.
+* ``where``: Where and how a run ran: the metadata fields a record kind declares from
+  ``dpviz.engine.schema.RAN_ON``.
+"""

@@ -1,0 +1,220 @@
+"""The rank side of a launch: what runs inside each of the k processes :func:`dpviz.engine.launch.launch` starts.
+
+A rank first ties its life to the launching process (the OS kills it when its parent
+dies, and a thread watches the launcher), names itself ``dpviz-rank-N``, takes the
+launcher's environment, then unpickles the worker, joins the process group through
+the run's file store and runs ``worker(rank, world_size, *args)``. It leaves its
+result, or its traceback, in the run's folder; :func:`report_progress` and the phase
+marks tell the launcher through shared memory that it is not stuck.
+
+This module imports torch only inside a rank's work, so a spawned rank is guarded
+against its parent's death before it spends seconds importing torch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import datetime
+import multiprocessing
+import multiprocessing.connection
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+import traceback
+
+WATCH_INTERVAL = 0.2  # seconds between a rank's checks that its parent is alive
+# Tests only: the path of a file. The first rank that removes it fails to join, with the error gloo raises when
+# a peer's connection closes during the rendezvous (tests/test_launch_rejoin.py; see launch's REJOIN_ATTEMPTS).
+JOIN_FAULT_VARIABLE = "DPVIZ_TEST_JOIN_FAULT"
+
+# A rank's phases, as the launcher sees them through the shared state.
+_SPAWNED, _STARTED, _JOINED, _DONE = 0, 1, 2, 3
+_FIELDS = 3  # per rank in the shared state: last step reported, progress count, phase
+
+# Set inside a rank by _rank_entry; read by report_progress().
+_state = None
+_rank = None
+
+
+def report_progress(step: int) -> None:
+    """Called by a worker inside a rank after each step; shows progress and tells the launcher the rank is not stuck."""
+    if _state is not None:
+        i = _FIELDS * _rank
+        _state[i] = step
+        _state[i + 1] += 1
+
+
+def _mark(phase: int) -> None:
+    i = _FIELDS * _rank
+    _state[i + 2] = phase
+    _state[i + 1] += 1
+
+
+def _pid_alive(pid: int) -> bool:
+    if sys.platform == "win32":
+        return True  # os.kill(pid, 0) is not a probe on Windows: count it as alive
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+# --- the run's folder: one result or one traceback per rank ---
+
+def _err_path(outdir: str, rank: int) -> str:
+    return os.path.join(outdir, f"rank{rank}.err")
+
+
+def _out_path(outdir: str, rank: int) -> str:
+    return os.path.join(outdir, f"rank{rank}.pkl")
+
+
+def _join_failed_path(outdir: str, rank: int) -> str:
+    """Present when the rank's error was raised while it joined the process group (before any of the worker ran)."""
+    return os.path.join(outdir, f"rank{rank}.join-failed")
+
+
+def _read_result(outdir: str, rank: int):
+    with open(_out_path(outdir, rank), "rb") as f:
+        return pickle.load(f)
+
+
+def _write_result(outdir: str, rank: int, result) -> None:
+    tmp = _out_path(outdir, rank) + ".tmp"
+    with open(tmp, "wb") as f:
+        pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(tmp, _out_path(outdir, rank))
+
+
+def _write_error(outdir: str, rank: int, text: str) -> None:
+    tmp = _err_path(outdir, rank) + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, _err_path(outdir, rank))
+
+
+# --- a rank's life tied to its parent's ---
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Make sure this rank ends within a fraction of a second of the launching process, however that one ends.
+
+    The rank's parent is the launcher (spawn) or the launcher's fork server, which exits the moment the
+    launcher does; the OS kills the rank when that parent dies, and a thread watches the launcher too.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG: the kernel kills us when the parent dies
+        except (OSError, AttributeError):
+            pass
+    ppid = os.getppid()
+    if (ppid == 1 and parent_pid != 1) or not _pid_alive(parent_pid):  # it died before the line above took effect
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(parent_pid, ppid), name="dpviz-parent-watchdog", daemon=True).start()
+
+
+def _watch_parent(parent_pid: int, ppid: int) -> None:
+    """Daemon thread: end the rank at once when the parent is gone (its pipe closes, or we are re-parented)."""
+    parent = multiprocessing.parent_process()
+    sentinel = getattr(parent, "sentinel", None)
+    while True:
+        if sentinel is not None:
+            try:
+                if multiprocessing.connection.wait([sentinel], timeout=WATCH_INTERVAL):
+                    os._exit(1)
+            except OSError:
+                sentinel = None
+        else:
+            time.sleep(WATCH_INTERVAL)
+        if os.getppid() != ppid or not _pid_alive(parent_pid):
+            os._exit(1)
+
+
+def _name_process(name: str) -> None:
+    """Show the rank as ``dpviz-rank-N`` in ps, top and psutil's name() (Linux), instead of one more ``python``."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None).prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+        except (OSError, AttributeError):
+            pass
+
+
+# --- a rank's work ---
+
+def _rank_entry(parent_pid, rank, k, backend, store, threads, group_timeout, outdir, state, payload, where) -> None:
+    """Entry point of one rank: first tie its life to the launcher's, then take its environment, import and run."""
+    _die_with_parent(parent_pid)
+    _name_process(f"dpviz-rank-{rank}")
+    if where != os.environ:  # (multiprocessing itself moves the rank to the launcher's folder)
+        os.environ.clear()
+        os.environ.update(where)
+    global _state, _rank
+    _state, _rank = state, rank
+    _mark(_STARTED)
+    try:
+        worker, args = pickle.loads(payload)  # imports torch and the worker's module
+    except BaseException:
+        _write_error(
+            outdir, rank,
+            traceback.format_exc() + "\n(the worker must be a top-level function of a module every rank can import, "
+            "not one defined in a notebook cell)\n",
+        )
+        os._exit(1)
+    _rank_main(worker, rank, k, backend, store, threads, group_timeout, outdir, args)
+
+
+def _injected_join_fault() -> None:
+    """Raise gloo's lost-peer error instead of joining, once per run, when a test asks for it (JOIN_FAULT_VARIABLE)."""
+    path = os.environ.get(JOIN_FAULT_VARIABLE)
+    if not path:
+        return
+    try:
+        os.unlink(path)  # succeeds in one rank only
+    except FileNotFoundError:
+        return
+    raise RuntimeError("Gloo connectFullMesh failed with [pair.cc] Connection closed by peer [127.0.0.1]:1 "
+                       f"(injected by the test through {JOIN_FAULT_VARIABLE})")
+
+
+def _rank_main(worker, rank, k, backend, store, threads, group_timeout, outdir, args) -> None:
+    """Join the group, run the worker, write its result or its traceback."""
+    import torch
+    import torch.distributed as dist
+
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(k), OMP_NUM_THREADS=str(threads))
+    torch.set_num_threads(threads)
+    try:
+        if backend == "nccl":
+            torch.cuda.set_device(rank)
+        try:
+            _injected_join_fault()
+            dist.init_process_group(
+                backend,
+                init_method=f"file://{store}",
+                rank=rank,
+                world_size=k,
+                timeout=datetime.timedelta(seconds=group_timeout),
+            )
+        except BaseException:
+            open(_join_failed_path(outdir, rank), "w").close()  # before the error file, which the launcher waits for
+            raise
+        _mark(_JOINED)
+        # No rank starts its work before every rank has joined: a rank whose work is short could otherwise finish
+        # and close its connections while a slower peer is still inside gloo's rendezvous, which then fails with
+        # "Connection closed by peer" (seen twice in a row in a clean clone's CI, under the browser test's load).
+        dist.barrier(device_ids=[rank]) if backend == "nccl" else dist.barrier()
+        result = worker(rank, k, *args)
+        _mark(_DONE)
+        _write_result(outdir, rank, result)
+    except BaseException:
+        _write_error(outdir, rank, traceback.format_exc())
+        os._exit(1)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()

@@ -1,0 +1,509 @@
+"""The one pattern every interactive figure follows, and the helpers the widgets share.
+
+A widget is two pieces:
+
+* a *figure class* (``EtaFigure``, ``CostsFigure``, ``DevicesFigure`` ...) that builds its
+  matplotlib figure once and whose ``update(**values)`` only sets new data on the artists it
+  holds (``set_data``, ``set_UVC``, ``set_width``, ``set_text``, ``set_visible`` ...);
+* a :class:`SliderFigure`, the thin control layer: ipywidgets controls whose values go to
+  ``update`` on every move, then one redraw, whose PNG goes into an ``ipywidgets.Image``.
+  Errors in a callback are shown in a visible ``Output`` under the figure, never swallowed.
+
+The figure class marks the artists its ``update`` changes with ``artist.set_animated(True)``
+when it builds them. The rest of the figure (axes, ticks, legends: most of the drawing time) is
+drawn once and kept as a background, and each move redraws only the animated artists on top of
+it (matplotlib's blitting), on a canvas that lays out and renders each text's glyphs once
+(:mod:`dpviz.engine.canvas`): texts are most of what a move draws. When the non-animated part
+depends on a control (k boxes out of a pool of eight, say), ``update`` returns a *layout key*
+naming it; a SliderFigure keeps one
+background per key, drawn once, ahead of time for the layouts the figure lists in its optional
+``layouts()``. ``update`` returns None when the background is unchanged. An optional ``caption``
+attribute (HTML) becomes the status line above the figure after each move. Artists that never change but are
+drawn above ones that do (a measured point over a moving curve) are listed by the figure's optional
+``fixed_artists()``: they are drawn once per layout into a transparent layer, which each move blends in at their
+place in the drawing order (:class:`~dpviz.engine.canvas.FixedLayer`). The PNG is written by a
+:class:`PngWriter`, which compresses again only the bands of rows a move changed; and a widget whose picture
+depends on its controls alone (``repeat_frames=True``) sends the PNG a setting gave before when a slider comes
+back to it. A view whose ``update`` changes its artists only through their setters, and sets only what changed
+(``replay_unchanged=True``), has each artist that a move left alone draw what it drew last frame again from the
+renderer calls it made then (:class:`~dpviz.engine.canvas.KeptDrawings`): the same pixels, without matplotlib's work.
+
+What a room sees is fixed here too. The figure is shown at its own size (never scaled up, which blurs it),
+no wider than JupyterLab's output area on a 1366×768 laptop; every text in it is at least 10 px there
+(:data:`MIN_POINTS`); and the panel, controls included, fits that screen's height: controls in rows above a wide
+figure, in a column beside a narrow one. A slider whose value is in seconds, bytes or bytes per second reads
+out in µs, ms, kB, MB or GB/s (``readouts``), while ``update`` still receives SI values.
+
+Displayed, it is the live widget in JupyterLab and Voilà; the saved notebook also carries a PNG
+of the first state, so the page reads well on GitHub.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+from collections import OrderedDict
+import struct
+import re
+import time
+import traceback
+import zlib
+
+import ipywidgets as widgets
+import numpy as np
+from matplotlib.path import Path
+from matplotlib.text import Text
+
+from dpviz.engine.layout import describe, sentences
+from dpviz.engine.canvas import FastCanvas, FixedLayer, KeptDrawings
+
+try:  # zlib-ng (a dependency): zlib's format and interface, the sliders' PNGs deflated about twice as fast
+    from zlib_ng import zlib_ng as _deflate_lib
+except ImportError:  # the same files' pixels, written by zlib, slower
+    _deflate_lib = zlib
+
+DPI = 80  # pixels per inch of the PNG sent to the browser; small enough to redraw fast
+# What a room can read, and what a laptop's screen holds. JupyterLab 4 at 1366×768, file browser open, gives an
+# output 934 px wide (measured in Chromium; tests/figure_text.py's LAB_OUTPUT_PX), less the image's own 2 px margins.
+# A figure no wider than WIDTH_IN is shown 1:1, so text of MIN_POINTS is 10 px on screen; a panel (status, controls,
+# figure) must fit in 650 px of height.
+WIDTH_IN = 11.5  # inches: 920 px at DPI
+MIN_POINTS = 9  # the smallest font size in a slider figure: 9 pt at 80 dpi is 10 px
+COLUMNS = 3  # controls per row
+CONTROL_PX = 300  # the width of one control: a slider with its label and readout
+FRAMES = 96  # PNGs a SliderFigure with ``repeat_frames`` keeps for settings seen before (about 50 kB each)
+
+
+class SliderFigure:
+    """Controls driving a figure object's ``update(**values)``; one redraw per change.
+
+    ``view`` is a figure class instance: it has ``fig`` and ``update(**values)`` (see the module
+    docstring). ``controls`` maps each keyword of ``update`` to an ipywidgets control.
+    ``linked(name, values)`` (optional) returns the other controls' values that a change of
+    control ``name`` implies, such as a link preset's α and β; they move with it, in one redraw.
+    ``readouts`` (optional) maps a control's name to a function that writes its value in words
+    (:func:`seconds_readout`, :func:`bytes_readout`, :func:`rate_readout`): shown beside it instead of
+    its own readout. ``columns``: controls per row above a wide figure. ``repeat_frames``: the picture
+    is a function of the controls' values (and of the view's optional ``frame_state()``, for what else it
+    depends on), so a setting seen before sends the PNG it gave then, after ``update``, without drawing it again.
+    ``replay_unchanged``: ``update`` changes artists only through their setters (or raises their ``stale``), and
+    leaves alone what did not change, so an artist whose ``stale`` is down replays the calls it last drew with.
+    """
+
+    def __init__(self, view, controls: dict[str, widgets.Widget], *, title: str = "", linked=None,
+                 readouts: dict | None = None, columns: int = COLUMNS, repeat_frames: bool = False,
+                 replay_unchanged: bool = False):
+        self.view = view
+        self.fig = fig = view.fig
+        fig.set_dpi(DPI)
+        FastCanvas(fig)  # Agg, with each text's layout and glyphs rendered once: most of a move's time otherwise
+        fig.set_layout_engine("none")  # a layout engine would lay the figure out again on every draw
+        at_least(fig, MIN_POINTS)
+        wrap_to_figure(fig)
+        fixed_artists = list(getattr(view, "fixed_artists", lambda: ())())
+        animate(*fixed_artists)
+        fixed = {id(a) for a in fixed_artists}
+        self._animated = sorted(
+            (a for a in fig.findobj() if a.get_animated() and a is not fig), key=lambda a: (_depth(a), a.get_zorder())
+        )
+        # What a frame draws over its background, in drawing order: an artist, or a run of fixed artists (a list),
+        # which are drawn once per layout into a layer and blended from it
+        self._plan: list = []
+        for artist in self._animated:
+            if id(artist) not in fixed:
+                self._plan.append(artist)
+            elif self._plan and isinstance(self._plan[-1], list):
+                self._plan[-1].append(artist)
+            else:
+                self._plan.append([artist])
+        self._layers: dict = {}  # (layout key, place in the plan) -> FixedLayer
+        self._backgrounds: dict = {}  # layout key -> the figure without its animated artists, drawn once
+        self._background = None
+        self._key = None  # the layout key of the background in use
+        self._held = False
+        self._png = PngWriter()  # compresses only the rows a move changed
+        self._frames = OrderedDict() if repeat_frames else None  # (values, view's state) -> PNG, the latest last
+        self._kept = KeptDrawings() if replay_unchanged else None  # each artist's last drawing calls
+        self.controls = controls
+        self._linked = linked
+        self._names = {id(control): name for name, control in controls.items()}
+        self._update = lambda values: view.update(**values)
+        self.timings: list[float] = []  # seconds per change: callback plus redraw
+        # A flex column stretches its children to its width: the image would be scaled up and blurred. It keeps
+        # its own width (the PNG's), and shrinks only where the page is narrower.
+        self.image = widgets.Image(format="png", layout=widgets.Layout(max_width="100%", height="auto",
+                                                                       align_self="flex-start"))
+        self.errors = widgets.Output()
+        self._words = title  # the status line's words, for the output's text form
+        self.status = widgets.HTML(_status_html(title))
+        # A slider whose value is in SI units (seconds, bytes) shows it in words instead ("2.7 µs", "100 MB").
+        self._readouts = {name: (words, widgets.Label(layout=widgets.Layout(width="6.5em", margin="0 0 0 4px")))
+                          for name, words in (readouts or {}).items()}
+        # A narrow figure has its controls in a column beside it; a wide one has them in rows of ``columns`` above it.
+        beside = fig.get_figwidth() * DPI + CONTROL_PX <= WIDTH_IN * DPI
+        cells = []  # (the control's box, how many of a row's columns it takes)
+        for name, control in controls.items():
+            control.observe(self._on_change, names="value")
+            if hasattr(control, "style") and hasattr(control.style, "description_width"):
+                control.style.description_width = "initial"  # long labels such as "b (per group)" stay whole
+            span = 1
+            if isinstance(control, widgets.ToggleButtons):
+                control.style.button_width = "auto"  # each button as wide as its label; a long row takes two cells
+                span = 1 if beside else min(columns, 1 + _toggle_px(control) // CONTROL_PX)
+            else:  # a slider or menu fills its cell, less its readout
+                control.layout.width, control.layout.min_width, control.layout.flex = "auto", "0", "1 1 auto"
+            if name in self._readouts:
+                control.readout = False
+                cell = widgets.HBox([control, self._readouts[name][1]])
+            else:
+                cell = widgets.Box([control])
+            cell.layout.min_width = "0"
+            cells.append((cell, span))
+        if beside:
+            for cell, _ in cells:
+                cell.layout.width = f"{CONTROL_PX}px"
+            box = widgets.VBox([cell for cell, _ in cells], layout=widgets.Layout(margin="0 0 0 8px"))
+            self.widget = widgets.VBox([self.status, widgets.HBox([self.image, box]), self.errors])
+        else:
+            box = widgets.VBox(_rows(cells, columns))
+            self.widget = widgets.VBox([self.status, box, self.image, self.errors])
+        for values in getattr(view, "layouts", lambda: ())():  # every background a move may need, drawn now
+            self._use_background(self._update({**self.values, **values}))
+            self._forget_changed()
+        self._apply()
+
+    @property
+    def values(self) -> dict:
+        return {name: c.value for name, c in self.controls.items()}
+
+    def set(self, **values) -> None:
+        """Move controls from code (tests and benchmarks); the figure is redrawn once, as after a click."""
+        with self.hold():
+            for name, value in values.items():
+                self.controls[name].value = value
+
+    @contextlib.contextmanager
+    def hold(self):
+        """Inside this block control changes only collect; one update and redraw follow at its end."""
+        if self._held:
+            yield
+            return
+        self._held = True
+        try:
+            yield
+        finally:
+            self._held = False
+        self._apply()
+
+    def png(self, *, full: bool = True) -> bytes:
+        """Draw the figure (only its animated artists over the background unless ``full``) and return PNG bytes."""
+        canvas = self.fig.canvas
+        if full or self._background is None:
+            canvas.draw()  # Agg leaves animated artists out of a full draw: that is the background
+            self._background = canvas.copy_from_bbox(self.fig.bbox)
+        else:
+            canvas.restore_region(self._background)
+        renderer = canvas.get_renderer()
+        frame = np.asarray(canvas.buffer_rgba())
+        states = {}  # Axes (None: the figure) -> where it is, which an artist's drawing calls depend on
+        for i, step in enumerate(self._plan):
+            if isinstance(step, list):
+                if (self._key, i) not in self._layers:
+                    self._layers[(self._key, i)] = FixedLayer(step, self.fig)
+                self._layers[(self._key, i)].blend(frame)
+            elif not step.get_visible():  # a hidden Quiver still lays its arrows out before it finds it draws nothing
+                continue
+            elif self._kept is not None:
+                ax = step.axes
+                if ax not in states:
+                    states[ax] = (renderer, self._key, self.fig.dpi, self.fig.bbox.bounds) + (
+                        () if ax is None else (ax.viewLim.bounds, ax.bbox.bounds))
+                self._kept.draw(step, renderer, states[ax])
+            else:
+                step.draw(renderer)
+        return self._png(frame)
+
+    def _forget_changed(self) -> None:
+        """After an update: the kept drawings of the artists it changed go, before any draw (a frame sent again
+        instead of drawn, then a full draw elsewhere) can mark those artists drawn."""
+        if self._kept is not None:
+            self._kept.forget_changed()
+
+    def _use_background(self, key) -> None:
+        """Switch to the background of layout ``key`` (None: keep the current one), drawing it the first time."""
+        if key is None:
+            return
+        if key not in self._backgrounds:
+            self.fig.canvas.draw()
+            self._backgrounds[key] = self.fig.canvas.copy_from_bbox(self.fig.bbox)
+        self._background = self._backgrounds[key]
+        self._key = key
+
+    def _on_change(self, change) -> None:
+        with self.hold():  # a change and the moves it implies: one update, one redraw
+            if self._linked is not None:
+                for name, value in self._linked(self._names[id(change["owner"])], self.values).items():
+                    self.controls[name].value = value
+
+    def _apply(self) -> None:
+        start = time.perf_counter()
+        try:
+            self._use_background(self._update(self.values))
+            self._forget_changed()
+            caption = getattr(self.view, "caption", None)
+            if caption is not None:
+                self._words = caption
+                self.status.value = _status_html(caption)
+            values = self.values
+            for name, (words, label) in self._readouts.items():
+                label.value = words(values[name])
+            self.image.value = self._frame(values)
+        except Exception:
+            self.errors.append_stdout(traceback.format_exc())
+            raise
+        self.timings.append(time.perf_counter() - start)
+
+    def _frame(self, values: dict) -> bytes:
+        """The PNG of the figure as ``update`` left it: drawn, or the one this setting gave before."""
+        if self._frames is None:
+            return self.png(full=not self._animated)
+        key = (tuple(values.items()), getattr(self.view, "frame_state", lambda: None)())
+        frame = self._frames.get(key)
+        if frame is None:
+            frame = self._frames[key] = self.png(full=not self._animated)
+            if len(self._frames) > FRAMES:
+                self._frames.popitem(last=False)
+        else:
+            self._frames.move_to_end(key)
+        return frame
+
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        # the widget's own text form spells out every child, PNG bytes included; say what it is instead
+        bundle["text/plain"] = f"SliderFigure({', '.join(self.controls)}): {self._words or 'interactive figure'}"
+        bundle["image/png"] = base64.b64encode(self.image.value).decode()  # the static view for pages that cannot run widgets
+        # the book shows that PNG with this alt (myst-nb reads it from the output's metadata)
+        alt = sentences([f"Interactive figure with controls {', '.join(self.controls)}, as saved", self._words,
+                         describe(self.fig)]) if self._words else describe(self.fig)
+        return bundle, {"image/png": {"alt": re.sub(r"<[^>]+>", "", alt)}}
+
+
+def at_least(fig, points: float) -> None:
+    """Raise every text of ``fig`` smaller than ``points`` to ``points``: tick labels (those to come as well),
+    legends, notes. Plot functions size their text for a figure at 100 dpi; a slider figure is drawn at 80."""
+    for ax in fig.axes:
+        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+            for which in ("major", "minor"):
+                ticks = axis.get_major_ticks() if which == "major" else axis.get_minor_ticks()
+                if ticks and ticks[0].label1.get_fontsize() < points:
+                    ax.tick_params(axis=name, which=which, labelsize=points)
+    for text in fig.findobj(Text):
+        if text.get_fontsize() < points:
+            text.set_fontsize(points)
+
+
+def _rows(cells: list, columns: int) -> list:
+    """Rows of ``columns`` equal columns (flex boxes: a page ignores a grid cell's span), cells placed in order."""
+    rows, row, used = [], [], 0
+    for cell, span in cells:
+        if used + span > columns:
+            rows.append((row, used))
+            row, used = [], 0
+        cell.layout.flex = f"{span} 1 0px"
+        row.append(cell)
+        used += span
+    rows.append((row, used))
+    boxes = []
+    for row, used in rows:
+        if used < columns:  # an empty cell keeps a short last row's columns as wide as the others
+            row.append(widgets.Box(layout=widgets.Layout(flex=f"{columns - used} 1 0px")))
+        boxes.append(widgets.HBox(row, layout=widgets.Layout(grid_gap="0 16px", width="100%")))
+    return boxes
+
+
+def _toggle_px(control) -> int:
+    """About how wide a row of toggle buttons is, label included (13 px text, 7 px a character; 24 px of padding)."""
+    labels = [str(label) for label in control._options_labels]
+    return 7 * len(control.description) + sum(7 * len(label) + 24 for label in labels) + 16
+
+
+def wrap_to_figure(fig) -> None:
+    """Wrap at the figure's edge each text that runs past it as drawn now (a long source note, at 9 pt, does)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legends = {t for legend in [*fig.legends, *(ax.get_legend() for ax in fig.axes)] if legend is not None
+               for t in legend.get_texts()}
+    for text in fig.findobj(Text):
+        if text in legends or not text.get_visible() or not text.get_text():
+            continue
+        box = text.get_window_extent(renderer)
+        if box.x0 < fig.bbox.x0 - 0.5 or box.x1 > fig.bbox.x1 + 0.5:
+            text.set_wrap(True)
+
+
+def _status_html(words: str) -> str:
+    """The status line's HTML: lines at the height of the text, not at a widget row's 28 px each."""
+    return f'<div style="line-height: 1.3; margin: 2px 0 4px 0">{words}</div>' if words else ""
+
+
+def seconds_readout(seconds: float) -> str:
+    """A time as a person reads it: "2.7 µs", "12.5 ms", "1.5 s"."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
+        if seconds >= scale * 0.9995 or unit == "ns":
+            return f"{seconds / scale:.3g} {unit}"
+
+
+def bytes_readout(n: float, per: str = "") -> str:
+    """A size (decimal prefixes, as links and datasheets quote them): "282 kB", "100 MB"; ``per="/s"`` for a rate."""
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3), ("B", 1.0)):
+        if n >= scale * 0.9995 or unit == "B":
+            return f"{n / scale:.3g} {unit}{per}"
+
+
+def rate_readout(bytes_per_second: float) -> str:
+    """A bandwidth: "12.5 GB/s"."""
+    return bytes_readout(bytes_per_second, "/s")
+
+
+BAND_ROWS = 16  # rows of a frame compressed together; a move redraws a few bands, and only those are compressed again
+
+
+class PngWriter:
+    """PNG files of the successive frames of one figure, written for speed: no row filters, deflate level 1 (zlib-ng's,
+    or zlib's where python-zlib-ng is missing), and each band of :data:`BAND_ROWS` rows compressed on its own, so that a
+    band unchanged since the last frame is reused.
+
+    A figure's flat colours compress well without PNG's per-row filters, and skipping them makes the file several
+    times faster to write than Pillow's (which tries every filter on every row). A move changes a few bands (the
+    rows a moved bar or label crosses), and compressing is most of the time a frame takes to write. The IDAT is one
+    zlib stream: its header, each band's deflate blocks (one compressor, fully flushed after each band: flushed to a
+    byte boundary, so that bands join in any combination, and with its history dropped, so that a band's blocks are
+    those a fresh compressor writes, without the tenth of a millisecond making one costs), an empty last block and the
+    Adler-32 of all rows, combined from the bands'.
+    A file depends on its pixels alone: the same frame gives the same bytes, whatever frame came before, and
+    whichever of the two compressors (this thread's, or a helper thread's when many bands changed) wrote a band.
+    zlib-ng deflates and sums in the same format as zlib, about twice as fast at level 1 (static Huffman codes: files
+    about a sixth larger), and, unlike ISA-L's (tried, benchmarks/HISTORY.md), gives the same bytes for the same rows.
+    """
+
+    def __init__(self):
+        self._bands: list[tuple[bytes, bytes, int]] = []  # the last frame's bands: (rows, deflate blocks, Adler-32)
+        # raw deflate (the zlib framing is written here): one compressor for this thread, one for the helper's
+        self._deflate = [_deflate_lib.compressobj(1, _deflate_lib.DEFLATED, -15) for _ in range(2)]
+
+    def __call__(self, rgba: np.ndarray) -> bytes:
+        """The PNG file of an (height, width, 4) uint8 image."""
+        height, width, _ = rgba.shape
+        rows = np.empty((height, 1 + 4 * width), np.uint8)
+        rows[:, 0] = 0  # filter type "none" for every row
+        rows[:, 1:] = rgba.reshape(height, -1)
+        last, bands, changed = self._bands, [], []
+        for i, top in enumerate(range(0, height, BAND_ROWS)):
+            raw = rows[top:top + BAND_ROWS].tobytes()
+            if i < len(last) and last[i][0] == raw:
+                bands.append(last[i])
+            else:
+                bands.append(raw)
+                changed.append(i)
+        # the deflate lets go of the interpreter while it compresses: with many bands changed (a move that redraws the
+        # whole figure), a helper thread compresses the second half of them on another core meanwhile
+        half = len(changed) // 2 if len(changed) >= SHARED_BANDS and _cores() > 1 else 0
+        helper = _helper().submit(self._compress, bands, changed[-half:], 1) if half else None
+        self._compress(bands, changed[:len(changed) - half], 0)
+        if helper is not None:
+            helper.result()
+        adler = 1
+        for band in bands:
+            adler = _adler32_combine(adler, band[2], len(band[0]))
+        self._bands = bands
+        stream = b"".join([_ZLIB_HEADER, *(band[1] for band in bands), _LAST_BLOCK, struct.pack(">I", adler)])
+        header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)  # 8 bits per channel, RGBA, no interlace
+        return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", stream) + _chunk(b"IEND", b"")
+
+    def _compress(self, bands: list, which: list, compressor: int) -> None:
+        """Replace each band ``bands[i]`` for ``i`` in ``which`` (its rows) by (rows, deflate blocks, Adler-32)."""
+        deflate = self._deflate[compressor]
+        for i in which:
+            raw = bands[i]
+            blocks = deflate.compress(raw) + deflate.flush(_deflate_lib.Z_FULL_FLUSH)
+            bands[i] = (raw, blocks, _deflate_lib.adler32(raw))
+
+
+SHARED_BANDS = 8  # a frame with at least this many bands to compress shares them with a helper thread
+_helpers: list = []  # the one helper thread's executor, made on first use
+
+
+def _helper():
+    if not _helpers:
+        from concurrent.futures import ThreadPoolExecutor
+
+        _helpers.append(ThreadPoolExecutor(1, thread_name_prefix="dpviz-png"))
+    return _helpers[0]
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+_ZLIB_HEADER = b"\x78\x01"  # deflate with a 32 kB window, "fastest" compression
+_LAST_BLOCK = _deflate_lib.compressobj(1, _deflate_lib.DEFLATED, -15).flush()  # an empty block marked last
+
+
+def _chunk(tag: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", _deflate_lib.crc32(tag + data))
+
+
+def _adler32_combine(adler1: int, adler2: int, length2: int) -> int:
+    """The Adler-32 of two byte strings joined, from each one's and the second's length (zlib's adler32_combine)."""
+    base = 65521
+    rem = length2 % base
+    low = ((adler1 & 0xFFFF) + (adler2 & 0xFFFF) + base - 1) % base
+    high = (rem * (adler1 & 0xFFFF) + (adler1 >> 16) + (adler2 >> 16) + base - rem) % base
+    return low | (high << 16)
+
+
+def png_bytes(rgba: np.ndarray) -> bytes:
+    """A PNG file of an (height, width, 4) uint8 image, written for speed (:class:`PngWriter`)."""
+    return PngWriter()(rgba)
+
+
+def find(ax, gid: str):
+    """The one artist of ``ax`` whose gid is ``gid``."""
+    found = [a for a in ax.get_children() if a.get_gid() == gid]
+    if len(found) != 1:
+        raise LookupError(f"expected one artist with gid {gid!r} on the Axes, found {len(found)}")
+    return found[0]
+
+
+def animate(*artists) -> None:
+    """Mark ``artists`` as the ones an update changes: redrawn on every move over the cached background."""
+    for artist in artists:
+        artist.set_animated(True)
+
+
+def keep_off_legend(ax, *artists) -> None:
+    """Clip ``artists`` to ``ax`` less its legend's box, as if the legend were drawn over them.
+
+    For artists redrawn on a cached background (which holds the legend): they are drawn
+    last, so without this a path that runs into the legend would cover its words. The
+    hole is in figure fractions, which do not change when the figure's dpi does.
+    """
+    renderer = ax.figure.canvas.get_renderer()
+    to_fraction = ax.figure.transFigure.inverted()
+    (x0, y0), (x1, y1) = to_fraction.transform(ax.bbox.get_points())
+    (a0, b0), (a1, b1) = to_fraction.transform(ax.get_legend().get_window_extent(renderer).get_points())
+    # the outer box counter-clockwise, the legend's box clockwise: a hole under either fill rule
+    verts = [(x0, y0), (x1, y0), (x1, y1), (x0, y1), (x0, y0), (a0, b0), (a0, b1), (a1, b1), (a1, b0), (a0, b0)]
+    codes = [Path.MOVETO, Path.LINETO, Path.LINETO, Path.LINETO, Path.CLOSEPOLY] * 2
+    for artist in artists:
+        artist.set_clip_path(Path(verts, codes), ax.figure.transFigure)
+
+
+def _depth(artist) -> int:
+    """Artists in later-added Axes draw later; within one Axes, zorder decides."""
+    axes = artist.axes
+    return artist.figure.axes.index(axes) if axes is not None and axes in artist.figure.axes else len(artist.figure.axes)

@@ -1,0 +1,394 @@
+"""Watching k running ranks from the launching process: failures and stalls named by rank, every child reaped.
+
+* :func:`_wait` polls the ranks' shared state and the run folder until every rank exits
+  cleanly, and raises :class:`RankError` for the first rank that failed, or
+  :class:`RankTimeout` for a rank that stopped making progress (or at the run's deadline);
+* :func:`_reap` terminates, then kills, whatever is left, and :class:`_ReapOnSigterm`
+  makes a SIGTERM to the launcher reap the ranks before the launcher ends;
+* :func:`_make_run_dir` makes a run's folder, with a lock its launcher holds for the whole run, and
+  :func:`_sweep_stale_dirs` removes the folders whose lock nobody holds: those of launchers that were killed.
+
+The errors are importable from :mod:`dpviz.engine.launch`, where users meet them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import tempfile
+import threading
+import time
+
+from dpviz.engine.rank import _FIELDS, _JOINED, _err_path, _join_failed_path
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock, so no folder is ever known to be stale
+    fcntl = None
+
+
+class RankError(RuntimeError):
+    """A rank failed; ``rank`` and ``rank_traceback`` say where and why.
+
+    ``consequences`` maps the other ranks that failed after it (a broken connection, most often) to the last
+    line of their error, so that the rank named is the one that failed first, not a peer that lost it.
+    ``rejoinable`` is true when the rank failed while joining the group because a peer's connection closed
+    (:func:`lost_peer_while_joining`): nothing of the worker ran there, and the launch may start again.
+    """
+
+    def __init__(self, rank: int, rank_traceback: str, consequences: dict | None = None, *, rejoinable: bool = False):
+        self.rank = rank
+        self.rejoinable = rejoinable
+        self.rank_traceback = rank_traceback
+        self.consequences = dict(consequences or {})
+        last = rank_traceback.strip().splitlines()[-1] if rank_traceback.strip() else "unknown error"
+        then = ""
+        if self.consequences:
+            then = ("\n\nthen, as a consequence: " +
+                    "; ".join(f"rank {r}: {line}" for r, line in sorted(self.consequences.items())))
+        super().__init__(f"rank {rank} failed: {last}{then}\n\n--- traceback from rank {rank} ---\n{rank_traceback}")
+
+
+class RankTimeout(TimeoutError):
+    """A rank stalled (or the run passed its deadline); ``ranks`` lists the ones named, ``steps`` every rank's last step.
+
+    A step of -1 means the rank had reported no step yet.
+    """
+
+    def __init__(self, ranks: list[int], message: str, steps: list[int] | None = None):
+        self.ranks = list(ranks)
+        self.steps = None if steps is None else list(steps)
+        super().__init__(message)
+
+
+def _wait(procs, outdir, state, stall_timeout, start_allowance, deadline, bar) -> None:
+    """Poll until every rank exits cleanly; raise on the first failure, on a stalled rank, or at the deadline."""
+    k = len(procs)
+    begin = last_poll = time.monotonic()
+    seen = [0] * k  # progress count last seen, per rank
+    since = [begin] * k  # when each rank last made progress, as seen here
+    while True:
+        failed = [r for r in range(k) if os.path.exists(_err_path(outdir, r))]
+        codes = [p.exitcode for p in procs]
+        died = [r for r in range(k) if codes[r] not in (None, 0) and r not in failed]
+        if failed or died:
+            _raise_first_failure(procs, outdir, k)
+        if all(code == 0 for code in codes):
+            return
+
+        now = time.monotonic()
+        if now - last_poll > 1.0:
+            # This process itself did not run for a while (suspended, stopped, starved of CPU):
+            # the ranks may not have either, so that time does not count against them.
+            since = [t + (now - last_poll) for t in since]
+        last_poll = now
+        steps = [state[_FIELDS * r] for r in range(k)]
+        phases = [state[_FIELDS * r + 2] for r in range(k)]
+        for r in range(k):
+            count = state[_FIELDS * r + 1]
+            if count != seen[r]:
+                seen[r], since[r] = count, now
+        if bar is not None and min(steps) + 1 > bar.n:
+            bar.update(min(steps) + 1 - bar.n)
+
+        running = [r for r in range(k) if codes[r] is None]
+        allowance = [start_allowance if phases[r] < _JOINED else stall_timeout for r in range(k)]
+        if any(now - since[r] > allowance[r] for r in running):
+            # Ranks waiting in a collective for a stuck peer stop reporting too; of those
+            # that have been quiet a long while, the ones furthest behind are to blame.
+            quiet = [r for r in running if now - since[r] > allowance[r] / 2]
+            behind = min(steps[r] for r in quiet)
+            named = _stuck_first([r for r in quiet if steps[r] == behind], procs)
+            raise RankTimeout(named, _stall_message(named, steps, phases, allowance[named[0]], procs), steps)
+        if deadline is not None and now - begin > deadline:
+            behind = min(steps[r] for r in running)
+            named = [r for r in running if steps[r] == behind]
+            raise RankTimeout(named, _deadline_message(named, steps, deadline), steps)
+        time.sleep(0.02)
+
+
+# --- which rank failed first ---
+
+GRACE = 0.3  # seconds: how long a peer's error may precede the exit code of the rank that really died
+
+
+def _raise_first_failure(procs, outdir, k) -> None:
+    """Raise RankError for the rank that failed first, with the others' errors as its consequences.
+
+    A rank killed by a signal (the out-of-memory killer's SIGKILL, say) writes no error file, while its
+    peers write theirs within milliseconds ("Connection reset by peer"). So a rank that died without one
+    is the cause; among ranks that all wrote one, the earliest file is.
+    """
+    time.sleep(GRACE)  # let a dying rank's exit code, or a failing rank's traceback, arrive
+    codes = [p.exitcode for p in procs]
+    written = {r: os.path.getmtime(_err_path(outdir, r)) for r in range(k) if os.path.exists(_err_path(outdir, r))}
+    silent = [r for r in range(k) if codes[r] not in (None, 0) and r not in written]
+    errors = {r: _read(_err_path(outdir, r)) for r in written}
+    if silent:
+        first = min(silent, key=lambda r: (codes[r] >= 0, r))  # a signal before a plain exit code
+        why = _exit_words(codes[first])
+        script = _unguarded_main()
+        if codes[first] == 1 and script:
+            why = (f"process exited with code 1 while starting: {script} launches ranks without the "
+                   "`if __name__ == \"__main__\":` guard, so every rank ran the script again; put the call under "
+                   "that guard")
+        raise RankError(first, why, {r: _last_line(text) for r, text in errors.items()})
+    first = min(written, key=lambda r: written[r])
+    raise RankError(first, errors[first], {r: _last_line(t) for r, t in errors.items() if r != first},
+                    rejoinable=lost_peer_while_joining(outdir, first, errors[first]))
+
+
+# gloo's words when a peer's socket closes under it (or never opens) during the full-mesh rendezvous
+LOST_PEER = re.compile(r"connectFullMesh failed|Connection (closed|reset) by peer")
+
+
+def lost_peer_while_joining(outdir: str, rank: int, error: str) -> bool:
+    """Whether ``rank`` failed inside ``init_process_group`` because a peer's connection closed.
+
+    gloo's rendezvous on one machine very rarely loses a connection this way when several launchers start ranks
+    at once (seen in about 1 in 40 first runs of a fresh fork server while two other processes did the same; never
+    in 900 runs on warm servers); the worker never started on that rank, so the run can start again.
+    """
+    return os.path.exists(_join_failed_path(outdir, rank)) and LOST_PEER.search(error) is not None
+
+
+def _unguarded_main() -> str | None:
+    """The running script's path when it has no ``if __name__ == "__main__":`` guard (ranks re-import it), else None."""
+    import sys
+
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    if not path or not os.path.isfile(path) or not path.endswith(".py"):
+        return None  # a notebook, an interactive session, python -c or -m: nothing is re-imported
+    try:
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None if re.search(r"""if\s+__name__\s*==\s*['"]__main__['"]""", source) else path
+
+
+def _exit_words(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = " (what the out-of-memory killer sends)" if -code == signal.SIGKILL else ""
+        return f"process was killed by {name}{hint}, exit code {code}, without a Python traceback"
+    return f"process exited with code {code} without a Python traceback (crashed in native code, or os._exit)"
+
+
+def _read(path) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def _last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else "unknown error"
+
+
+# --- which rank stalled first ---
+
+def _proc_stat(pid) -> tuple[str, int] | None:
+    """A process's scheduler state letter and CPU ticks used, from /proc (None where there is no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return fields[0], int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _stuck_first(candidates, procs) -> list[int]:
+    """Of ranks that stopped reporting at the same step, the ones whose progress stopped first.
+
+    Ranks waiting in a collective for a stuck peer stop reporting too, but they sleep there. So a rank
+    that is stopped (SIGSTOP, a debugger) is named alone; failing that, one still burning CPU while the
+    others sleep (a loop that never ends) is; otherwise every candidate is.
+    """
+    if len(candidates) < 2:
+        return candidates
+    before = {r: _proc_stat(procs[r].pid) for r in candidates}
+    stopped = [r for r, st in before.items() if st is not None and st[0] in "Tt"]
+    if stopped:
+        return stopped
+    time.sleep(0.2)
+    after = {r: _proc_stat(procs[r].pid) for r in candidates}
+    busy = [r for r in candidates if before[r] and after[r] and after[r][1] - before[r][1] >= 10]  # >= 0.1 s of CPU
+    return busy if busy and len(busy) < len(candidates) else candidates
+
+
+# --- what a timeout says ---
+
+def _ranks_words(ranks) -> str:
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+
+
+def _stall_message(named, steps, phases, seconds, procs=None) -> str:
+    step = steps[named[0]]
+    stopped = procs is not None and all((_proc_stat(procs[r].pid) or ("", 0))[0] in "Tt" for r in named)
+    if stopped:
+        where = f"stopped by a signal (SIGSTOP or a debugger) after step {step}" if step >= 0 else \
+            "stopped by a signal (SIGSTOP or a debugger) before its first step"
+    elif phases[named[0]] < _JOINED:
+        where = "stuck starting up (never joined the process group)"
+    elif step < 0:
+        where = "stuck before its first step" if len(named) == 1 else "stuck before their first step"
+    else:
+        where = f"stuck after step {step}"
+    return f"{_ranks_words(named)} stalled: no progress for {seconds:g} s, {where}{_others(named, steps)}."
+
+
+def _deadline_message(named, steps, deadline) -> str:
+    step = steps[named[0]]
+    where = "having reported no step" if step < 0 else f"last at step {step}"
+    return f"{_ranks_words(named)} still running at the deadline of {deadline:g} s, {where}{_others(named, steps)}."
+
+
+def _others(named, steps) -> str:
+    """Where the ranks that are not named got to, e.g. " (ranks 0, 1, 3 reached step 57)"."""
+    groups = {}
+    for r, step in enumerate(steps):
+        if r not in named:
+            groups.setdefault(step, []).append(r)
+    if not groups:
+        return ""
+    parts = [
+        f"{_ranks_words(ranks)} reported no step" if step < 0 else f"{_ranks_words(ranks)} reached step {step}"
+        for step, ranks in sorted(groups.items(), reverse=True)
+    ]
+    return f" ({'; '.join(parts)})"
+
+
+def _progress_bar(total):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="steps (slowest rank)", leave=False)
+
+
+# --- no rank outlives the launch ---
+
+def _reap(procs) -> None:
+    """Make sure no rank outlives the call: terminate, then kill what is left."""
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    end = time.monotonic() + 3.0
+    for p in procs:
+        p.join(max(0.0, end - time.monotonic()))
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join()
+
+
+class _Terminated(BaseException):
+    """Raised in the launching thread by SIGTERM, so that the ranks are reaped before the process ends."""
+
+
+class _ReapOnSigterm:
+    """While ranks run: turn a default-handled SIGTERM into an exception, reap, then end by SIGTERM as before.
+
+    Only in the main thread, and only where nobody has set a SIGTERM handler of their own.
+    """
+
+    def __enter__(self):
+        self.installed = False
+        if threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGTERM"):
+            try:
+                if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                    signal.signal(signal.SIGTERM, self._handler)
+                    self.installed = True
+            except (ValueError, OSError):
+                pass
+        return self
+
+    def _handler(self, signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not interrupt the reaping
+        raise _Terminated()
+
+    def __exit__(self, kind, value, tb):
+        if self.installed:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            if kind is _Terminated:
+                os.kill(os.getpid(), signal.SIGTERM)  # end the way the sender meant
+        return False
+
+
+# --- the run's folder: live while its launcher holds the folder's lock ---
+
+RUN_DIR_PREFIX = "dpviz-launch-"  # then the launcher's PID, for people reading /tmp; staleness never looks at it
+LOCK_NAME = "lock"  # in the run folder, flock-ed by the launching process for the whole run
+LOCKLESS_AGE = 3600.0  # seconds: a run folder without a lock file (made by a dpviz before locks) is stale after this
+
+
+def _make_run_dir() -> tuple[str, int | None]:
+    """A new run folder, and the descriptor of its lock, held until :func:`_remove_run_dir` (or the launcher's death).
+
+    A flock is seen by every process that opens the same file, whatever its PID namespace (two containers of one
+    JupyterHub sharing /tmp), and the kernel releases it when the holder dies, however it dies. The lock file gets
+    its name only once locked, so a sweep never finds it unlocked while its launcher lives.
+    """
+    outdir = tempfile.mkdtemp(prefix=f"{RUN_DIR_PREFIX}{os.getpid()}-")
+    if fcntl is None:
+        return outdir, None
+    try:
+        new = os.path.join(outdir, LOCK_NAME + ".new")
+        lock = os.open(new, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        os.rename(new, os.path.join(outdir, LOCK_NAME))
+    except BaseException:
+        shutil.rmtree(outdir, ignore_errors=True)
+        raise
+    return outdir, lock
+
+
+def _remove_run_dir(outdir: str, lock: int | None) -> None:
+    shutil.rmtree(outdir, ignore_errors=True)
+    if lock is not None:
+        os.close(lock)  # only once the folder is gone: until then it is this run's, and no sweep's
+
+
+def _sweep_stale_dirs() -> None:
+    """Remove run folders left by launching processes that were killed (a kill leaves no time to clean up).
+
+    A folder is stale when nobody holds its lock. Its PID proves nothing: a launcher in another PID namespace
+    is alive though no process here has that PID, and a dead launcher's PID may have been given to another.
+    """
+    if fcntl is None:
+        return
+    base = tempfile.gettempdir()
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            if (re.fullmatch(rf"{RUN_DIR_PREFIX}\d+-\w+", entry.name) and entry.is_dir(follow_symlinks=False)
+                    and entry.stat(follow_symlinks=False).st_uid == os.getuid()):
+                _remove_if_stale(entry.path)
+        except OSError:
+            pass
+
+
+def _remove_if_stale(path: str) -> None:
+    try:
+        lock = os.open(os.path.join(path, LOCK_NAME), os.O_RDONLY)
+    except FileNotFoundError:  # a dpviz from before locks made it, or its launcher is taking the lock this instant
+        if time.time() - os.stat(path, follow_symlinks=False).st_mtime > LOCKLESS_AGE:
+            shutil.rmtree(path, ignore_errors=True)
+        return
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # fails at once while its launcher lives
+    except OSError:
+        return
+    else:
+        shutil.rmtree(path, ignore_errors=True)
+    finally:
+        os.close(lock)

@@ -1,0 +1,324 @@
+"""What a checker answers: a :class:`Verdict` (a string that knows whether it passed), and the helpers
+every checker shares to compare a reader's numbers with the real ones and to word the answer.
+
+Plain Python and numpy: no torch, so the chapters without ranks load it at once.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+
+import numpy as np
+
+import dpviz.engine.sandbox as guard
+from dpviz.engine.tolerance import GRAD_TOLERANCE
+
+PASSED, FAILED, NOT_ATTEMPTED = "passed", "failed", "not attempted"
+RTOL = GRAD_TOLERANCE  # float32 rounding, relative to the largest expected magnitude
+
+
+class Verdict(str):
+    """A checker's answer: one or two sentences, with ``status`` (passed, failed, not attempted) attached.
+
+    It is a ``str``, so ``print(check_x(x))`` shows the sentences; ``verdict.passed`` is True only on success.
+    """
+
+    def __new__(cls, text: str, status: str):
+        self = super().__new__(cls, text)
+        self.status = status
+        return self
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASSED
+
+    def __repr__(self) -> str:  # a bare `check_x(x)` at the end of a cell shows the text, without quotes
+        return str(self)
+
+
+def not_attempted(name: str) -> Verdict:
+    """The fixed answer for a stub that still raises NotImplementedError (the same text every time, for nbval)."""
+    return Verdict(f"{name}: not attempted yet — write the function above, then run this cell again.", NOT_ATTEMPTED)
+
+
+def passed(name: str, what: str) -> Verdict:
+    return Verdict(f"{name}: correct — {what}.", PASSED)
+
+
+def failed(name: str, what: str, hint: str = "") -> Verdict:
+    text = f"{name}: {what}." + (f" {hint}" if hint else "")
+    return Verdict(text, FAILED)
+
+
+def raised(name: str, error: BaseException | str, call: str = "") -> Verdict:
+    """The answer when the reader's function raised something other than NotImplementedError.
+
+    ``SystemExit`` and ``KeyboardInterrupt`` are answered like any exception, with a word on what raises them.
+    """
+    hint = ""
+    if isinstance(error, SystemExit):
+        hint = " (sys.exit() or exit() raises it): the function must return its answer, not end the program"
+    elif isinstance(error, KeyboardInterrupt):
+        hint = " (an interrupt, or a raise of it): run the cell again, or look for what raises it"
+    if isinstance(error, BaseException):
+        error = guard.error_words(error)
+    where = f" when called as {call}" if call else ""
+    return Verdict(f"{name} raised {error}{where}{hint}.", FAILED)
+
+
+def cut_short(name: str, outcome: guard.Outcome, call: str = "", *, where: str = "",
+              limit: str = "") -> Verdict | None:
+    """The answer when a call ran out of time, called os._exit or started a process; None when it did none of these.
+
+    ``call`` is how the call reads (``f(1, 2)``), ``where`` in which process (``" on rank 0"``), ``limit``
+    how the time limit reads (default: this check's :data:`~dpviz.engine.sandbox.TIME_LIMIT` for all its calls).
+    """
+    when = (f" when called as {call}" if call else "") + where
+    if outcome.timed_out:
+        limit = limit or f"this check's {guard.TIME_LIMIT:g} s for all its calls"
+        return Verdict(f"{name} was still running{when} after {limit}: look for a loop that never ends.", FAILED)
+    if outcome.exit_code is not None:
+        code = outcome.exit_code if isinstance(outcome.exit_code, str) else guard.short_repr(outcome.exit_code)
+        return Verdict(f"{name} called os._exit({code}){when}, which ends the process "
+                       "at once; the checker stopped it there. Return the answer instead.", FAILED)
+    if outcome.forks or outcome.children:
+        n = outcome.forks or outcome.children
+        what = (f"forked {guard.count_words(n, 'child process')}" if outcome.forks else
+                f"left {guard.count_words(n, 'child process')} running")
+        return Verdict(f"{name} {what}{when}; the checker ended {'it' if n == 1 else 'them'}, so that nothing "
+                       "outlives the check. Compute the answer in the function itself.", FAILED)
+    return None
+
+
+def prints_note(printed: int, shown: int, where: str = "") -> str:
+    """The sentence added to a verdict when the function printed more than the checker shows."""
+    return f" It printed {printed:,} characters{where}; only the first {shown:,} are shown."
+
+
+def require_function(checker: str, fn) -> str:
+    """The function's name, or one sentence saying that the checker wants the function itself."""
+    if not callable(fn):
+        raise TypeError(f"{checker} expects your function itself, e.g. {checker}(my_function); got {fn!r}.")
+    return getattr(fn, "__name__", "your function")
+
+
+def source_of(fn) -> str | None:
+    """The dedented source of ``fn`` (a notebook cell's function works: IPython keeps cell sources), or None."""
+    try:
+        return textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError):
+        return None
+
+
+def is_stub(fn) -> bool:
+    """True if ``fn`` does nothing but raise NotImplementedError (a docstring, ``pass`` or ``...`` aside).
+
+    Decided without calling it: a collective exercise must not start ranks for a stub. From the
+    source where it can be read, else from the names the compiled body uses.
+    """
+    source = source_of(fn)
+    if source is not None:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            tree = None
+        if tree is not None and tree.body and isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = [s for s in tree.body[0].body
+                    if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)) and not isinstance(s, ast.Pass)]
+            return bool(body) and all(isinstance(s, ast.Raise) and _names_not_implemented(s.exc) for s in body[:1])
+    code = getattr(fn, "__code__", None)
+    return code is not None and set(code.co_names) == {"NotImplementedError"}
+
+
+def _names_not_implemented(exc) -> bool:
+    if isinstance(exc, ast.Call):
+        exc = exc.func
+    return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
+
+
+# --- numbers in sentences -------------------------------------------------------------------------
+
+
+def num(x) -> str:
+    """A number as a sentence shows it: 6 significant digits, no trailing zeros."""
+    x = float(x)
+    if x == 0:
+        return "0"
+    return f"{x:.6g}"
+
+
+def vec(values) -> str:
+    """A short vector as ``(a, b, c)``; a long one as its first four entries and its length."""
+    flat = np.asarray(values, dtype=float).reshape(-1)
+    if flat.size <= 4:
+        return "(" + ", ".join(num(v) for v in flat) + ")"
+    return "(" + ", ".join(num(v) for v in flat[:4]) + f", … {flat.size} values)"
+
+
+def index_words(index) -> str:
+    """An element index as a sentence names it: ``3`` or ``(2, 1)``."""
+    index = tuple(int(i) for i in np.atleast_1d(index))
+    return str(index[0]) if len(index) == 1 else "(" + ", ".join(map(str, index)) + ")"
+
+
+def as_array(value) -> np.ndarray | None:
+    """``value`` as a float64 array, or None if it is not numbers (None, a string, a ragged list)."""
+    if value is None or isinstance(value, (str, bytes)):
+        return None
+    try:
+        if hasattr(value, "detach"):  # a torch tensor handed back from a rank or a notebook
+            value = value.detach().cpu().numpy()
+        array = np.asarray(value, dtype=float)
+    except Exception:  # noqa: BLE001 - not numbers, whatever its __array__ or __float__ raised
+        return None
+    return array
+
+
+def close(got, expected, rtol: float = RTOL) -> bool:
+    """Equal to float32 rounding: every element within ``rtol`` × the largest expected magnitude."""
+    got, expected = np.asarray(got, dtype=float), np.asarray(expected, dtype=float)
+    if got.shape != expected.shape:
+        return False
+    scale = max(float(np.max(np.abs(expected))) if expected.size else 0.0, 1e-12)
+    with np.errstate(invalid="ignore"):
+        return bool(np.all(np.abs(got - expected) <= rtol * scale + 1e-12))
+
+
+def first_mismatch(got, expected, rtol: float = RTOL):
+    """The index of the first element that differs beyond rounding (row-major order), or None."""
+    got, expected = np.asarray(got, dtype=float), np.asarray(expected, dtype=float)
+    scale = max(float(np.max(np.abs(expected))) if expected.size else 0.0, 1e-12)
+    with np.errstate(invalid="ignore"):
+        bad = ~(np.abs(got - expected) <= rtol * scale + 1e-12)
+    where = np.argwhere(bad)
+    return None if len(where) == 0 else tuple(int(i) for i in where[0])
+
+
+def ratio(got, expected) -> float | None:
+    """got / expected when one factor relates them (within rounding), else None."""
+    got, expected = np.asarray(got, dtype=float), np.asarray(expected, dtype=float)
+    if got.shape != expected.shape or not np.any(expected):
+        return None
+    i = int(np.argmax(np.abs(expected)))
+    r = got.reshape(-1)[i] / expected.reshape(-1)[i]
+    return float(r) if np.isfinite(r) and close(got, r * expected) else None
+
+
+def shape_words(shape) -> str:
+    return "(" + ", ".join(str(int(s)) for s in shape) + (",)" if len(shape) == 1 else ")")
+
+
+# --- checking a function on a list of cases -------------------------------------------------------
+
+
+class Case:
+    """One call of the reader's function: its arguments, the real answer, and how a sentence names the case."""
+
+    def __init__(self, args: tuple, expected, where: str):
+        self.args = args
+        self.expected = np.asarray(expected, dtype=float)
+        self.where = where.rstrip(",")  # e.g. "at step 2 of the descent path with η = 0.1"
+
+
+def run_cases(name: str, fn, cases, *, success: str, mistakes=(), returns: str = "") -> Verdict:
+    """Call ``fn`` on each case in turn; the first wrong answer is the verdict, else ``success``.
+
+    ``mistakes`` are typical wrong answers, ``(wrong(*args), hint)``: when the reader's result matches
+    one, the hint says what went wrong. ``returns`` says what the function must return, for the
+    answer to a ``None`` or a non-number. Arguments are copied, so a function that changes its
+    input in place cannot spoil the next case. The calls run under a :class:`~dpviz.engine.sandbox.Guard`:
+    :data:`~dpviz.engine.sandbox.TIME_LIMIT` seconds for all of them together, whatever they raise
+    or print, ``os._exit`` and forks included, comes back as the verdict.
+    """
+    limit = guard.Guard()
+    verdict = _first_wrong(name, fn, cases, mistakes, returns, limit) or passed(name, success)
+    if limit.prints_cut:
+        verdict = Verdict(str(verdict) + prints_note(limit.printed, limit.print_limit), verdict.status)
+    return verdict
+
+
+def _first_wrong(name, fn, cases, mistakes, returns, limit) -> Verdict | None:
+    for case in cases:
+        outcome = limit.call(fn, *_copies(case.args))
+        call = f"{name}{_call_words(case.args)}"
+        if isinstance(outcome.error, NotImplementedError):
+            return not_attempted(name)
+        known = cut_short(name, outcome, call, limit=_limit_words(limit))
+        if known:
+            return known
+        if outcome.error is not None:  # the reader's error, reported in one sentence
+            return raised(name, outcome.error, call)
+        got = outcome.value
+        array = as_array(got)
+        if array is None or array.dtype == object:
+            return failed(name, f"{case.where}, it returned {guard.short_repr(got)}",
+                          f"It must return {returns}." if returns else "")
+        expected = case.expected
+        if expected.ndim == 0 and array.size == 1:
+            array = array.reshape(())
+        if close(array, expected):
+            continue
+        hint = _recognise(array, case.args, mistakes)
+        if array.shape != expected.shape:
+            what = f"{case.where}, it returned {array.size:,} number{'s' if array.size != 1 else ''} of shape " \
+                   f"{shape_words(array.shape)}; expected shape {shape_words(expected.shape)}"
+            return failed(name, what, hint or (f"It must return {returns}." if returns else ""))
+        if not np.all(np.isfinite(array)) and np.all(np.isfinite(expected)):
+            hint = hint or ("NaN comes from 0/0, inf − inf or a NaN among the inputs; inf from a division by 0 "
+                            "or an overflow.")
+        if expected.ndim == 0:
+            what = f"{case.where}, it gives {num(array)}, expected {num(expected)}{_off_by(array, expected)}"
+        elif expected.size <= 4:
+            where = first_mismatch(array, expected)
+            what = (f"{case.where}, it gives {vec(array)}, expected {vec(expected)} "
+                    f"(element {index_words(where)} is the first that differs)")
+        else:
+            where = first_mismatch(array, expected)
+            what = f"{case.where}, element {index_words(where)} is {num(array[where])}, expected {num(expected[where])}"
+        return failed(name, what, hint)
+    return None
+
+
+def _limit_words(limit: guard.Guard) -> str:
+    return f"this check's {limit.seconds:g} s for all its calls"
+
+
+def _off_by(got, expected) -> str:
+    """ " (0.17 % too large)" when two numbers that print alike differ by under 10 %: the difference made visible."""
+    got, expected = float(got), float(expected)
+    if not (np.isfinite(got) and np.isfinite(expected)) or expected == 0:
+        return ""
+    rel = (got - expected) / abs(expected)
+    if abs(rel) >= 0.1:
+        return ""
+    return f" ({abs(rel) * 100:.2g} % too {'large' if rel > 0 else 'small'})"
+
+
+def _recognise(array, args, mistakes) -> str:
+    for wrong, hint in mistakes:
+        try:
+            with np.errstate(all="ignore"):
+                value = np.asarray(wrong(*_copies(args)), dtype=float)
+        except Exception:
+            continue
+        if value.shape == array.shape and close(array, value):
+            return hint
+    return ""
+
+
+def _copies(args):
+    return tuple(np.array(a, copy=True) if isinstance(a, np.ndarray) else list(a) if isinstance(a, list) else a
+                 for a in args)
+
+
+def _call_words(args) -> str:
+    def words(a):
+        if isinstance(a, np.ndarray):
+            return vec(a) if a.size <= 4 else f"<array of shape {shape_words(a.shape)}>"
+        if isinstance(a, float):
+            return num(a)
+        return repr(a)
+
+    return "(" + ", ".join(words(a) for a in args) + ")"

@@ -1,0 +1,48 @@
+"""Record again the runs shipped in ``dpviz/records/shipped_runs/`` (the sliders of chapters 04 and 05).
+
+    python -m dpviz.topics.one_group_per_device.run_shipped                 # rewrites dpviz/records/shipped_runs/ (a few minutes)
+    python -m dpviz.topics.one_group_per_device.run_shipped --out my_runs   # or somewhere else; load with shipped.grid_runs("my_runs")
+
+What is recorded, and the loaders, live in :mod:`dpviz.topics.one_group_per_device.shipped`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+from pathlib import Path
+
+from dpviz.engine.paths import SHIPPED_DIR
+from dpviz.topics.one_group_per_device.shipped import planned
+from dpviz.topics.ground_floor.run_training import record_run
+
+
+def regenerate(out_dir=SHIPPED_DIR, *, progress: bool = True) -> list[Path]:
+    """Record every planned run afresh and save it under ``out_dir``; returns the record stems written."""
+    from tqdm.auto import tqdm
+
+    out_dir = Path(out_dir)
+    written = []
+    with tqdm(planned(), desc="shipped runs", disable=not progress) as bar:
+        for name, settings in bar:
+            bar.set_postfix_str(name)
+            with warnings.catch_warnings():
+                # k above the core count only slows the run down here; these runs are not timed.
+                warnings.filterwarnings("ignore", message=r"k=\d+ ranks share")
+                run = record_run(**settings)
+            if run.meta["all_reduce"]:
+                run.check()
+            written.append(run.save(out_dir / name))
+    return written
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m dpviz.topics.one_group_per_device.run_shipped", description="Record the runs the sliders of chapters 04 and 05 use.")
+    parser.add_argument("--out", default=str(SHIPPED_DIR), help="folder to write the records into")
+    args = parser.parse_args(argv)
+    for stem in regenerate(args.out):
+        print(f"wrote {stem}.npz and {stem}.json")
+
+
+if __name__ == "__main__":
+    main()
