@@ -4,8 +4,8 @@
     .venv/bin/python book/build.py --out /tmp/site --clean
     .venv/bin/python book/build.py --notebooks /tmp/x/notebooks --out /tmp/site   # chapters from another folder
 
-It stages the sources in build/book/src: index.md (the landing page, written here from the chapter list) and a
-copy of each notebooks/*.ipynb without its saved widget state (no page can run a widget; each widget shows what
+It stages the sources in build/book/src: index.md (the landing page, written here from the chapter list), the
+record-file reference (docs/records.md, after the chapters) and a copy of each notebooks/*.ipynb without its saved widget state (no page can run a widget; each widget shows what
 it saved beside its view: a slider figure its PNG, a deck of self-check cards its answer key, each answer in a
 collapsed <details>). Then Sphinx with myst-nb renders them with book/conf.py, executing
 nothing, and the time it took is printed. The site needs no network when it is read: MathJax, fonts, scripts and
@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
 NOTEBOOKS = ROOT / "notebooks"
+REFERENCE = ROOT / "docs" / "records.md"  # the record-file reference, the last page, after the chapters
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 COLUMN_PX = 688  # the page's text column at 1280×720; a wider picture gets the full width, so it is shown 1:1
@@ -116,6 +117,8 @@ any static host.
 
 {toc}
 ```
+
+The record files the chapters read and write are described, kind by kind, in the [record reference](records.md).
 """
 
 
@@ -186,8 +189,9 @@ def stage(src: Path, notebooks: list[Path]) -> dict:
         what = descriptions.get(path.stem) or " · ".join(section_headings(nb)) or info[path.stem]["title"]
         rows.append(f"| {info[path.stem]['number']} | [{info[path.stem]['name']}]({path.name}) | {what} |")
     write_if_changed(src / "chapters.json", json.dumps(info, indent=1, ensure_ascii=False) + "\n")
+    write_if_changed(src / REFERENCE.name, REFERENCE.read_text())
     write_if_changed(src / "index.md", LANDING.format(rows="\n".join(rows),
-                                                      toc="\n".join(p.stem for p in notebooks)))
+                                                      toc="\n".join([*(p.stem for p in notebooks), REFERENCE.stem])))
     return info
 
 

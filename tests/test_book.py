@@ -95,7 +95,7 @@ def test_site_has_a_page_for_every_notebook(site):
     pages = {p.stem for p in site.glob("*.html")}
     missing = [nb.stem for nb in NOTEBOOKS if nb.stem not in pages]
     assert not missing, f"notebooks without a page in the site: {missing}"
-    assert {"index", "search", "genindex"} <= pages
+    assert {"index", "search", "genindex", "records"} <= pages  # records: the record-file reference (docs/records.md)
     landing = (site / "index.html").read_text()
     for nb in NOTEBOOKS:
         assert f'href="{nb.stem}.html"' in landing, f"the landing page's chapter table does not link {nb.stem}"
@@ -462,7 +462,7 @@ def test_chapter_shows_its_saved_outputs_and_how_to_open_it(visits, site, nb):
 
 
 def test_previous_and_next_links_follow_the_chapters(visits, server):
-    order = ["index.html"] + [f"{nb.stem}.html" for nb in NOTEBOOKS]
+    order = ["index.html"] + [f"{nb.stem}.html" for nb in NOTEBOOKS] + ["records.html"]  # the reference is last
     wrong = []
     for i, name in enumerate(order):
         v = visits[name]

@@ -223,7 +223,7 @@ def test_record_reference_tables_are_the_declarations():
     text = RECORDS_DOC.read_text()
     for cls in kinds().values():
         assert cls.KIND.markdown() in text, f"docs/records.md's table for {cls.KIND.name!r} records is out of step: run python -m dpviz.docs"
-    assert set(re.findall(r"#### `(\w+)` records", text)) == set(kinds())
+    assert set(re.findall(r"### `(\w+)` records", text)) == set(kinds())
 
 
 def test_arrays_are_deflated_only_where_deflating_pays(tmp_path):

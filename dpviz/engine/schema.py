@@ -12,7 +12,7 @@ A kind declares its arrays once, as :class:`Array` rows (name, shape in symbols,
 dtype, meaning) and its metadata as :class:`Meta` rows. From that one table come
 the writer (:meth:`Record.save`), the reader (:func:`load`), the validity check
 (:meth:`Kind.validate`), the attribute of each array on the record class, and the
-README's record tables (:meth:`Kind.markdown`).
+record reference's tables, docs/records.md (:meth:`Kind.markdown`).
 
 Shapes are written in symbols: ``("steps", "k", "P")``. A symbol that names a
 metadata field (``k``, ``steps``) takes its value from the metadata; any other
@@ -143,8 +143,8 @@ class Kind:
                                      f"in a {self.name!r} record every value of it is finite ({a.meaning}).")
 
     def markdown(self) -> str:
-        """The kind's tables for the README: arrays, then metadata fields."""
-        lines = [f"#### `{self.name}` records (schema version {self.version})", "", self.doc, "",
+        """The kind's tables for the record reference (docs/records.md): arrays, then metadata fields."""
+        lines = [f"### `{self.name}` records (schema version {self.version})", "", self.doc, "",
                  "| array | shape | dtype | meaning |", "| --- | --- | --- | --- |"]
         for a in self.arrays:
             note = (f" (present {a.optional})" if a.optional else "") + (f" (NaN or inf {a.nonfinite})" if a.nonfinite else "")
