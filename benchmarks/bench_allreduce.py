@@ -271,4 +271,5 @@ def _verdict(ok: bool) -> str:
 
 
 if __name__ == "__main__":
+    machine.keep_if_asked(__file__)  # --keep: append what it prints to HISTORY.md
     main()

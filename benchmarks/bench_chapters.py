@@ -23,6 +23,7 @@ import nbformat
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
+import machine  # noqa: E402
 from machine import describe, load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,4 +77,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    machine.keep_if_asked(__file__)  # --keep: append what it prints to HISTORY.md
     main()

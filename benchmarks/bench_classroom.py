@@ -40,6 +40,7 @@ from pathlib import Path
 import psutil
 
 from dpviz.engine.forkserver import is_helper_process
+import machine  # noqa: E402
 from machine import describe
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -278,4 +279,5 @@ def _watch(students, stop: threading.Event) -> None:
 
 
 if __name__ == "__main__":
+    machine.keep_if_asked(__file__)  # --keep: append what it prints to HISTORY.md
     sys.exit(main())

@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 
+import machine  # noqa: E402
 from machine import describe, load
 
 TARGET = 60.0  # s for ./run on 2 cores, quiet
@@ -58,4 +59,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    machine.keep_if_asked(__file__)  # --keep: append what it prints to HISTORY.md
     main()

@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+import machine  # noqa: E402
 from machine import describe, load
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -103,4 +104,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    machine.keep_if_asked(__file__)  # --keep: append what it prints to HISTORY.md
     main()

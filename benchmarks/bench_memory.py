@@ -31,6 +31,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_classroom import Student  # noqa: E402
+import machine  # noqa: E402
 from machine import describe  # noqa: E402
 
 TARGET_MB = 350  # PSS of one open chapter, idle: kernel, fork server, helpers
@@ -138,4 +139,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
+    machine.keep_if_asked(__file__)  # --keep: append what it prints to HISTORY.md
     sys.exit(main())

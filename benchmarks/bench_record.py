@@ -39,6 +39,7 @@ from dpviz.topics.ground_floor.rank_training import (
 from dpviz.topics.ground_floor.run_training import TrainConfig, record_run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import machine  # noqa: E402
 from bench_allreduce import speed_reference  # noqa: E402
 
 RECORD_TARGET = 10.0  # seconds, k = 4, process start included
@@ -145,4 +146,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    machine.keep_if_asked(__file__)  # --keep: append what it prints to HISTORY.md
     main()

@@ -27,6 +27,7 @@ import numpy as np
 from dpviz.topics.speedup_model.figure_records import MLP_WORKLOAD as MLP
 from dpviz.topics.ground_floor.run_training import record_run
 from dpviz.topics.ground_floor import timing
+import machine  # noqa: E402
 from machine import describe
 
 TARGET_SPEEDUP = 1.5  # measured S(2) on 2 cores, one thread per rank
@@ -75,4 +76,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
+    machine.keep_if_asked(__file__)  # --keep: append what it prints to HISTORY.md
     main()

@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from browser_support import CHROMIUM_ARGS, NO_CHROMIUM, find_chromium, jupyter_env, slider_figures, start_listening  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
+import machine  # noqa: E402
 from machine import references  # noqa: E402
 
 TARGET_S = 5.0
@@ -147,4 +148,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    machine.keep_if_asked(__file__)  # --keep: append what it prints to HISTORY.md
     main()

@@ -13,14 +13,24 @@ text's layout), and on 2026-12-02 two 2-core machines that read the same speed r
 
     from machine import describe, speed_reference, python_reference
     print(describe())          # cores, load average, both references: one line
+
+Every benchmark also takes ``--keep``: what it prints is then appended, as it printed it, to
+``benchmarks/HISTORY.md`` under a heading with the date, the script, its arguments and the commit measured
+(:func:`keep_if_asked`), so no measured number is ever typed in by hand.
 """
 
 from __future__ import annotations
 
+import atexit
+import datetime
+import io
 import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
+
+HISTORY = Path(__file__).resolve().parent / "HISTORY.md"
 
 REFERENCE_CODE = """
 import time
@@ -76,3 +86,53 @@ def load() -> str:
 def describe(tries: int = 3) -> str:
     """One line: cores, load average, and both references measured now."""
     return f"machine: {os.cpu_count()} cores, load average {load()}; {references(tries)}"
+
+
+class _Tee(io.TextIOBase):
+    """Writes to the real stdout and keeps a copy."""
+
+    def __init__(self, out):
+        self.out, self.copy = out, io.StringIO()
+
+    def write(self, text: str) -> int:
+        self.copy.write(text)
+        return self.out.write(text)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+def keep_if_asked(script: str, argv: list | None = None) -> list:
+    """Call first in a benchmark's ``main``: with ``--keep`` among the arguments, what the run prints is appended to
+    HISTORY.md when it ends (with the date, the script, its other arguments and the commit), unless it failed.
+
+    Returns the arguments without ``--keep``, for the script's own parser.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--keep" not in argv:
+        return argv
+    argv = [a for a in argv if a != "--keep"]
+    sys.argv[1:] = argv  # the script's own parser never sees --keep
+    tee = _Tee(sys.stdout)
+    sys.stdout = tee
+    name = Path(script).name
+
+    def append() -> None:
+        sys.stdout = tee.out
+        failed = getattr(sys, "last_value", None) is not None
+        if failed or not tee.copy.getvalue().strip():
+            print(f"{name}: not kept in {HISTORY.name} (the run failed or printed nothing)", file=sys.stderr)
+            return
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=HISTORY.parent).stdout.strip() or "unknown commit"
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, cwd=HISTORY.parent).stdout.strip()
+        when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        head = (f"\n### {when}: `{' '.join(['benchmarks/' + name, *argv])}` at {commit}"
+                f"{' (with uncommitted changes)' if dirty else ''}\n\n")
+        with HISTORY.open("a", encoding="utf-8") as f:
+            f.write(head + "```\n" + tee.copy.getvalue().rstrip("\n") + "\n```\n")
+        print(f"{name}: kept in {HISTORY}", file=sys.stderr)
+
+    atexit.register(append)
+    return argv
