@@ -56,8 +56,8 @@ def test_every_figure_names_the_run_that_made_it(drawn):
 
 def test_records_behind_the_committed_figures_pass_their_checks(drawn):
     inputs, _ = drawn
-    assert "bit-identical" in inputs.main.check()
-    assert not inputs.alone.replicas_identical()[1:].any()
+    assert "bit-identical" in inputs.synced.check()
+    assert not inputs.unsynced.replicas_identical()[1:].any()
     assert inputs.ring.equal and inputs.server.equal
     for run in inputs.mlp.values():
         run.check()

@@ -67,4 +67,4 @@ def test_the_speedup_sentences_say_the_ranks_took_turns(one_core):
     assert "took turns" in cost_claims.speedup_at_two(inputs.mlp, inputs.half)
     for line in cost_claims.against_the_model(inputs.mlp, inputs.bench):
         assert "above" in line or "shared 1 core," in line or "waited longer" in line, line
-    assert "shared 1 core" in corner_bar(inputs.main)
+    assert "shared 1 core" in corner_bar(inputs.synced)

@@ -46,7 +46,7 @@ def test_replicas_by_optimizer_fails_on_an_unsynced_run_that_agrees_again(drift)
 
 
 def test_the_corner_bar_says_what_the_run_measured():
-    run = load_inputs().main
+    run = load_inputs().synced
     says = corner_bar(run)
     assert "times as long as the compute" in says and "shared 2 cores" in says
     fast_sync = tampered(run, "t_comm", lambda t: t.__imul__(1e-3))

@@ -15,7 +15,7 @@ from dpviz.topics.speedup_model.figures import figure_s01_sync_timelines, figure
 from dpviz.topics.measuring.plots_alpha_beta import plot_fitted_times, plot_residuals
 from dpviz.topics.measuring.plots_bench import plot_allreduce_times
 from dpviz.topics.speedup_model.records import BenchRecord
-from dpviz.topics.speedup_model.figure_records import FIGURE_PLAN, Inputs
+from dpviz.topics.speedup_model.figure_records import FIGURE_PLAN, DerivationRecords
 from dpviz.topics.measuring.records import published_allreduce
 from dpviz.topics.measuring import alpha_beta
 from dpviz.topics.ground_floor import timing
@@ -74,7 +74,7 @@ def figure_allreduce_time_vs_size(bench: BenchRecord, published=None) -> Figure:
 
 def draw(records: dict) -> dict:
     """Each figure of the group as (Figure, the records it came from)."""
-    inputs = Inputs.from_records(records)
+    inputs = DerivationRecords.from_records(records)
     mlp = [*inputs.mlp.values()]
     published = published_allreduce()  # shipped: real GPU systems measured by others, beside this machine
     return {

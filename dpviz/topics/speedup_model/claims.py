@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from dpviz.topics.speedup_model.figure_records import Inputs
+from dpviz.topics.speedup_model.figure_records import DerivationRecords
 from dpviz.topics.ground_floor import costmodel, timing
 
 EFFICIENCY = 0.9  # a curve has "peeled away" from S = k where S/k first drops below this
@@ -283,7 +283,7 @@ def slower_peels_sooner(k, curves, *, efficiency: float = EFFICIENCY) -> str:
 
 def figure_claims(records: dict) -> str:
     """The MLP runs and the all-reduce sweep behind the chapter's figures, checked; lines for the terminal."""
-    inputs = Inputs.from_records(records)
+    inputs = DerivationRecords.from_records(records)
     lines = [f"MLP, k={k}: {run.check()}" for k, run in inputs.mlp.items()]
     fits = inputs.bench.fits()
     lines.append("all-reduce fits (median relative error): " + ", ".join(f"{f}: {fit.median_rel_err:.0%}" for f, fit in fits.items()))

@@ -3,7 +3,7 @@
     from dpviz.topics.speedup_model.figure_records import load_inputs
     inputs = load_inputs()            # inputs.mlp[2] is the k=2 MLP run behind figure s01
 
-:data:`FIGURE_PLAN` declares them (stems and settings); :class:`Inputs` names them for the figures.
+:data:`FIGURE_PLAN` declares them (stems and settings); :class:`DerivationRecords` names them for the figures.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ HALF_WORKLOAD = {**MLP_WORKLOAD, "global_batch": MLP_WORKLOAD["global_batch"] //
 
 SCHEDULE_ELEMENTS = 12  # a tensor of 12 float32: 4 chunks of 3 for k = 4
 
-RUN_FILES = {"main": "line_k4", "alone": "line_k4_no_all_reduce", "biased": "line_k1_biased"}
+RUN_FILES = {"synced": "line_k4", "unsynced": "line_k4_no_all_reduce", "biased": "line_k1_biased"}
 
 FIGURE_PLAN = FigurePlan(
     name="derivation",
@@ -53,11 +53,11 @@ FIGURE_PLAN = FigurePlan(
 
 
 @dataclass
-class Inputs:
+class DerivationRecords:
     """Every record the derivation's figures are drawn from."""
 
-    main: Run             # line model, k=4, all-reduce on
-    alone: Run            # the same, all-reduce off
+    synced: Run           # line model, k=4, all-reduce on
+    unsynced: Run         # the same, all-reduce off
     biased: Run           # k=1, a biased grab
     mlp: dict             # {k: Run} for step times, one thread per rank
     half: Run             # k=1 on half the MLP runs' global batch: the examples one of two ranks holds
@@ -66,13 +66,13 @@ class Inputs:
     server: Schedule      # the parameter server's transfers
 
     @classmethod
-    def from_records(cls, records: dict) -> "Inputs":
+    def from_records(cls, records: dict) -> "DerivationRecords":
         """Name the records of :data:`FIGURE_PLAN`, given by stem."""
         return cls(mlp={k: records[f"mlp_k{k}"] for k in MLP_KS}, half=records["mlp_k1_half"], bench=records["bench"],
                    ring=records["schedule_ring"], server=records["schedule_parameter_server"],
                    **{attr: records[stem] for attr, stem in RUN_FILES.items()})
 
 
-def load_inputs(folder=None) -> Inputs:
+def load_inputs(folder=None) -> DerivationRecords:
     """The records ``python -m dpviz figures`` saved: ``load_inputs().mlp[2]`` is the k=2 MLP run behind figure s01."""
-    return Inputs.from_records(FIGURE_PLAN.load(folder))
+    return DerivationRecords.from_records(FIGURE_PLAN.load(folder))

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpviz.topics.speedup_model.figure_records import Inputs
+from dpviz.topics.speedup_model.figure_records import DerivationRecords
 from dpviz.topics.ground_floor.records import Run, rel_err
 from dpviz.engine.tolerance import GRAD_TOLERANCE
 from dpviz.topics.one_step import landscape
@@ -93,10 +93,10 @@ def verify_summary(run: Run, alone: Run | None = None, *, tol: float = GRAD_TOLE
 
 def figure_claims(records: dict) -> str:
     """The derivation's figure records checked: the line model's claims, the drift without the sync, the hand rings."""
-    inputs = Inputs.from_records(records)
-    lines = [f"line model, k=4: {inputs.main.check()}"]
-    differ = int((~inputs.alone.replicas_identical()).sum())
-    lines.append(f"all-reduce off: replicas differ in {differ} of {inputs.alone.steps + 1} recorded states")
+    inputs = DerivationRecords.from_records(records)
+    lines = [f"line model, k=4: {inputs.synced.check()}"]
+    differ = int((~inputs.unsynced.replicas_identical()).sum())
+    lines.append(f"all-reduce off: replicas differ in {differ} of {inputs.unsynced.steps + 1} recorded states")
     for sched in (inputs.ring, inputs.server):
         assert sched.equal, f"the hand-written {sched.impl} differs from dist.all_reduce"
         lines.append(f"{sched.impl} by hand, k={sched.k}: bit-identical to dist.all_reduce")

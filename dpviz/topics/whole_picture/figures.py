@@ -20,7 +20,7 @@ from dpviz.topics.one_group_per_device.figures import figure_step4_devices
 from dpviz.topics.one_step.figures import STEP1_SOURCE, figure_step1_loss
 from dpviz.topics.whole_picture.plots_summary import plot_summary
 from dpviz.topics.ground_floor.records import Run
-from dpviz.topics.speedup_model.figure_records import FIGURE_PLAN, Inputs
+from dpviz.topics.speedup_model.figure_records import FIGURE_PLAN, DerivationRecords
 from dpviz.topics.ground_floor import timing
 
 
@@ -36,17 +36,17 @@ def figure_summary(run: Run) -> Figure:
 
 def draw(records: dict) -> dict:
     """Each figure of the group as (Figure, the records it came from)."""
-    inputs = Inputs.from_records(records)
+    inputs = DerivationRecords.from_records(records)
     return {
         "step1_loss": (figure_step1_loss(), [STEP1_SOURCE]),
-        "step2_gradients": (figure_step2_gradients(inputs.main, inputs.biased), [inputs.main, inputs.biased]),
-        "step3_average_of_averages": (figure_step3_average_of_averages(inputs.main), [inputs.main]),
-        "step4_devices": (figure_step4_devices(inputs.main), [inputs.main]),
-        "step5_all_reduce": (figure_step5_all_reduce(inputs.main), [inputs.main]),
-        "step5_replicas": (figure_step5_replicas(inputs.main, inputs.alone), [inputs.main, inputs.alone]),
+        "step2_gradients": (figure_step2_gradients(inputs.synced, inputs.biased), [inputs.synced, inputs.biased]),
+        "step3_average_of_averages": (figure_step3_average_of_averages(inputs.synced), [inputs.synced]),
+        "step4_devices": (figure_step4_devices(inputs.synced), [inputs.synced]),
+        "step5_all_reduce": (figure_step5_all_reduce(inputs.synced), [inputs.synced]),
+        "step5_replicas": (figure_step5_replicas(inputs.synced, inputs.unsynced), [inputs.synced, inputs.unsynced]),
         "step5_ring_vs_parameter_server": (figure_step5_ring_vs_parameter_server(inputs.ring, inputs.server),
                                            [inputs.ring, inputs.server]),
-        "summary": (figure_summary(inputs.main), [inputs.main]),
+        "summary": (figure_summary(inputs.synced), [inputs.synced]),
     }
 
 
