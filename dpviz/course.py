@@ -10,6 +10,13 @@ module imports nothing of dpviz, and the engine may read it without depending on
     from dpviz import course
     course.chapter("cheaper_sync").number       # '14'
     course.figure_groups()                      # every chapter's published figures, in course order
+
+Everything else under ``dpviz/`` that names a chapter asks this module for its number (``tests/test_layers.py``
+holds it to that): a chapter's own modules with :func:`number_of` (``HERE = course.number_of(__name__)``), a
+sentence that points to another chapter with :func:`ref` or :func:`Ref`::
+
+    course.ref("speedup_model")                          # 'chapter 06'
+    course.Ref("one_group_per_device", "all_reduce")     # 'Chapters 04 and 05', to start a sentence
 """
 
 from __future__ import annotations
@@ -71,6 +78,7 @@ COURSE: tuple[Chapter, ...] = (
 )
 
 NUMBERS: tuple[str, ...] = tuple(c.number for c in COURSE)
+TOPICS: tuple[str, ...] = tuple(c.topic for c in COURSE)
 
 
 def chapter(key: str) -> Chapter:
@@ -80,6 +88,34 @@ def chapter(key: str) -> Chapter:
             return c
     raise ValueError(f"chapter must be one of the topics {', '.join(c.topic for c in COURSE)} or a number "
                      f"00 to {COURSE[-1].number}; got {key!r}.")
+
+
+def number_of(module: str) -> str:
+    """The number of the chapter whose topic folder holds ``module``, a module's ``__name__``:
+    ``number_of("dpviz.topics.speedup_model.deck")`` is ``'06'``, so a deck writes
+    ``HERE = course.number_of(__name__)``."""
+    parts = module.split(".")
+    if len(parts) < 3 or parts[:2] != ["dpviz", "topics"]:
+        raise ValueError(f"module must be one of a chapter's, dpviz.topics.<topic>.<name>; got {module!r}.")
+    return chapter(parts[2]).number
+
+
+def ref(*topics: str) -> str:
+    """The chapters ``topics`` as a sentence names them: ``ref("speedup_model")`` is ``'chapter 06'``,
+    ``ref("one_group_per_device", "all_reduce")`` is ``'chapters 04 and 05'`` (three or more: ``'chapters 02, 03
+    and 10'``)."""
+    if not topics:
+        raise ValueError("topics must name at least one chapter; got none.")
+    numbers = [chapter(topic).number for topic in topics]
+    if len(numbers) == 1:
+        return f"chapter {numbers[0]}"
+    return f"chapters {', '.join(numbers[:-1])} and {numbers[-1]}"
+
+
+def Ref(*topics: str) -> str:  # noqa: N802  (named for the capital it writes)
+    """:func:`ref` at the start of a sentence: ``Ref("splitting")`` is ``'Chapter 12'``."""
+    words = ref(*topics)
+    return words[0].upper() + words[1:]
 
 
 def topic_module(key: str, name: str):
@@ -110,12 +146,14 @@ def recipes() -> dict:
     return found
 
 
-def cards_for(number: str) -> list:
-    """The self-check cards of one chapter, ``"00"`` to the last, in teaching order (its ``deck.py``'s ``CARDS``)."""
+def cards_for(key: str) -> list:
+    """The self-check cards of one chapter, by its number (``"00"`` to the last) or its topic, in teaching order
+    (its ``deck.py``'s ``CARDS``)."""
     from dpviz.engine.checks import check_choice  # the engine's wording for a value out of range
 
-    check_choice("chapter", number, NUMBERS)
-    c = chapter(number)
+    if key not in TOPICS:
+        check_choice("chapter", key, NUMBERS)
+    c = chapter(key)
     return [card for card in topic_module(c.topic, "deck").CARDS if card.chapter == c.number]
 
 

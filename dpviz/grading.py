@@ -1,11 +1,12 @@
 """The chapters as an nbgrader course: the instructor's source version, written from the exercise catalogue.
 
     python -m dpviz.grading source COURSE_DIR                 # every chapter with exercises
-    python -m dpviz.grading source COURSE_DIR --chapters 01 04
-    cd COURSE_DIR && nbgrader generate_assignment 01_one_step  # the student release, without the solutions
+    python -m dpviz.grading source COURSE_DIR --chapters one_step one_group_per_device   # by topic or number
+    cd COURSE_DIR && nbgrader generate_assignment STEM         # the student release, without the solutions
 
 It writes ``COURSE_DIR/source/<chapter>/<chapter>.ipynb`` for each chapter (one nbgrader assignment
-per chapter, named like its notebook, e.g. ``01_one_step``) and ``COURSE_DIR/nbgrader_config.py``.
+per chapter, named like its notebook: :attr:`dpviz.course.Chapter.stem`, the STEM above) and
+``COURSE_DIR/nbgrader_config.py``.
 ``notebooks/`` is read, never written.
 
 **What becomes what.** Each chapter's "Your turn" section is first made exactly the catalogue's
@@ -36,7 +37,8 @@ graded with a verdict, long before that.
 
 The reference solutions are not in the installed package (a student imports it); they are read, as
 text, from the checkout's ``instructor/solutions.py`` or the file ``--solutions`` names. This module
-imports json and the standard library only, and nothing that starts a process.
+imports json, the standard library, :mod:`dpviz.course` and the exercise catalogue only, and nothing that starts a
+process.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from dpviz import course
 from dpviz.exercises.catalogue import RANKS_NOTE, Exercise, for_chapter
 from dpviz.exercises.write_cells import chapter_of, chapter_paths, dumps, write_chapter
 
@@ -209,13 +212,15 @@ def write_course(course_dir: Path | str, *, notebooks: Path | str = NOTEBOOKS, s
                  chapters: list[str] | None = None, course_id: str = COURSE_ID) -> list[Path]:
     """Write ``course_dir/source/<chapter>/<chapter>.ipynb`` per chapter with exercises, and nbgrader_config.py.
 
-    ``chapters`` ("01", "04", ...) picks some; default every chapter with exercises. Returns the paths written.
+    ``chapters`` (numbers or topics: ``["one_step", "all_reduce"]``) picks some; default every chapter with
+    exercises. Returns the paths written.
     Every chapter is turned into its source version before anything is written, so a refusal writes nothing.
     """
     course_dir = Path(course_dir)
     bodies = solution_bodies(solutions)
     paths = [p for p in chapter_paths([Path(notebooks)]) if for_chapter(chapter_of(p))]
     if chapters is not None:
+        chapters = [course.chapter(c).number if c in course.TOPICS else c for c in chapters]
         unknown = sorted(set(chapters) - {chapter_of(p) for p in paths})
         if unknown:
             raise ValueError(f"chapters: no chapter with exercises numbered {', '.join(unknown)} in {notebooks}")
@@ -246,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument("--notebooks", type=Path, default=NOTEBOOKS, help=f"the chapters (default: {NOTEBOOKS})")
     source.add_argument("--solutions", type=Path, default=SOLUTIONS,
                         help=f"the reference solutions (default: {SOLUTIONS})")
-    source.add_argument("--chapters", nargs="+", metavar="NN", help="only these chapters, e.g. 01 04")
+    source.add_argument("--chapters", nargs="+", metavar="CHAPTER",
+                        help="only these chapters, by number or topic, e.g. one_step all_reduce")
     source.add_argument("--course-id", default=COURSE_ID, help=f"nbgrader's course id (default: {COURSE_ID})")
     args = parser.parse_args(argv)
     try:

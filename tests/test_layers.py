@@ -14,9 +14,12 @@ interpreter.
 """
 
 import ast
+import io
 import json
+import re
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -183,3 +186,87 @@ def test_importing_every_run_and_rank_file_loads_no_matplotlib():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-3000:]
     assert json.loads(out.stdout) == {}, f"importing {json.loads(out.stdout)} loaded matplotlib"
+
+
+# A chapter's number, in each form a library file could write one. Only dpviz/course.py decides numbers; any other
+# file asks it (course.number_of(__name__), course.ref("speedup_model"), course.chapter(topic).number), so that
+# renumbering a chapter or inserting one touches course.py and the notebooks' file names only.
+CHAPTER_NUMBER = "|".join(course.NUMBERS)
+NOTEBOOK_NAME = "|".join(c.notebook for c in course.COURSE)
+NUMBER_IN_TEXT = re.compile(
+    r"\b[Cc]hapters?\s+\d+\b"                                   # "chapter 06", "Chapters 04 and 05", "chapter 6"
+    rf"|(?<![\w.-])(?:{CHAPTER_NUMBER})_(?:{NOTEBOOK_NAME})\b"    # a notebook's name: "06_speedup_model.ipynb"
+    rf"|[\"'`](?:{CHAPTER_NUMBER})-[a-z]"                         # a card's key quoted in prose: "15-tf-more-gpus"
+)
+KEY_AT_START = re.compile(rf"(?:{CHAPTER_NUMBER})-[a-z]")       # a string that is a card's key: "06-limits"
+
+
+def format_specs(tree) -> set[int]:
+    """The ids of the nodes inside f-strings' format specs (the "02" of f"{x:02}" is a width, not a chapter)."""
+    return {id(node) for f in ast.walk(tree) if isinstance(f, ast.FormattedValue) and f.format_spec
+            for node in ast.walk(f.format_spec)}
+
+
+def chapter_numbers_in(path: Path) -> list[str]:
+    """Every place in one file that writes a chapter's number: a string that is one ("06"), a string that starts
+    with a card's key ("06-limits"), and any string, docstring or comment naming a chapter by number."""
+    text = path.read_text()
+    tree = ast.parse(text)
+    skip = format_specs(tree)
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
+            value = node.value
+            if value in course.NUMBERS or KEY_AT_START.match(value) or NUMBER_IN_TEXT.search(value):
+                match = NUMBER_IN_TEXT.search(value)
+                found.append(f"{node.lineno}: {match.group(0) if match else value!r}")
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type == tokenize.COMMENT and NUMBER_IN_TEXT.search(token.string):
+            found.append(f"{token.start[0]}: {NUMBER_IN_TEXT.search(token.string).group(0)} (a comment)")
+    return found
+
+
+def test_the_course_gives_every_other_module_its_numbers():
+    first, second, third = course.COURSE[1:4]
+    assert course.ref(first.topic) == f"chapter {first.number}"
+    assert course.Ref(first.topic, second.topic) == f"Chapters {first.number} and {second.number}"
+    assert course.ref(first.topic, second.topic, third.topic) == (
+        f"chapters {first.number}, {second.number} and {third.number}")
+    assert course.number_of(f"{third.package}.deck") == course.number_of(third.package + ".x.y") == third.number
+    for bad in ("dpviz.engine.quiz", "dpviz.topics", "dpviz.topics.no_such_topic.deck"):
+        with pytest.raises(ValueError):
+            course.number_of(bad)
+    with pytest.raises(ValueError):
+        course.ref()
+    # a chapter's own modules compute their number, and what they hold answers to its number and its topic
+    from dpviz.exercises.catalogue import EXERCISES, for_chapter
+    from dpviz.topics.ground_floor.symbols import SYMBOLS
+    for c in course.COURSE:
+        cards = course.cards_for(c.number)
+        assert cards == course.cards_for(c.topic)
+        assert all(card.chapter == c.number and card.key.startswith(f"{c.number}-") for card in cards)
+        assert for_chapter(c.number) == for_chapter(c.topic) == [e for e in EXERCISES if e.topic == c.topic]
+    assert {e.chapter for e in EXERCISES} <= set(course.NUMBERS)
+    assert {s.chapter for s in SYMBOLS} <= set(course.NUMBERS)
+
+
+def test_the_chapter_number_pattern_finds_each_form_and_no_other_number():
+    for number_written in ("chapter 06 has a numeric example", "as Chapters 04 and 05 show", "in chapter\n12",
+                           "``06_speedup_model.ipynb``", 'e.g. "15-tf-more-gpus"'):
+        assert NUMBER_IN_TEXT.search(number_written), number_written
+    for other in ("2025-06-01", "f'{k:02d}'", "the 05 quantile", "10-fold", "step 04", "x_01_speedup_model",
+                  "Chapter {number}", "fig_06_speedup", "0.06_speedup_model", "chapters' numbers"):
+        assert not NUMBER_IN_TEXT.search(other), other
+    assert KEY_AT_START.match("06-limits") and not KEY_AT_START.match("06") and not KEY_AT_START.match("2025-06-01")
+
+
+def test_only_the_course_module_writes_a_chapter_number(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text('"""Chapter 06."""\nA = f"{x:02}"  # chapter 07\nB = "08"\nC = "09-key"\nD = f"{n:05}-rank"\n')
+    assert [line.split(":")[0] for line in chapter_numbers_in(sample)] == ["1", "3", "4", "2"]
+
+    bad = [f"{path.relative_to(PACKAGE.parent)}:{where}" for name, path in sorted(MODULES.items())
+           if name != "dpviz.course" for where in chapter_numbers_in(path)]
+    assert not bad, ("only dpviz/course.py writes a chapter's number; ask it instead (course.number_of(__name__), "
+                     "course.ref(topic), course.chapter(topic).number) or name the chapter by its topic:\n"
+                     + "\n".join(bad))

@@ -14,7 +14,7 @@ from dpviz.engine.checks import check_choice
 
 KINDS = ("true/false", "spot the error", "why", "edge case", "self-check", "numeric")
 
-CHAPTERS = {c.number: c.title for c in course.COURSE}  # "00" -> the heading of its cards
+CHAPTERS = {c.number: c.title for c in course.COURSE}  # a chapter's number -> the heading of its cards
 
 
 
@@ -30,8 +30,8 @@ class Card:
     question: str
     answer: str  # plain text; for a numeric card, a str.format template
     kind: str  # one of KINDS
-    chapter: str  # one of CHAPTERS, "00" to "15"
-    key: str  # short unique name, e.g. "15-tf-more-gpus"
+    chapter: str  # one of CHAPTERS, a chapter's number (its deck's course.number_of(__name__))
+    key: str  # short unique name, the chapter's number first, e.g. f"{HERE}-tf-more-gpus"
     compute: Callable[..., dict] | None = None  # numeric cards only: params -> named values
     params: dict = field(default_factory=dict)  # numeric cards only: the inputs of compute
 

@@ -1,7 +1,8 @@
 """Where records live: ``dpviz/records/``, the package's data folder (records only, no code).
 
-It holds the runs shipped inside the package (``shipped_runs``), the table chapter 07's published record is
-built from (``published_allreduce.csv``), and the figures' records. ``FIGURE_RECORDS`` is ``records/figure_runs``: in a checkout a link to ``figures/records``,
+It holds the runs shipped inside the package (``shipped_runs``), the table the published record of
+"measuring an all-reduce" is built from (``published_allreduce.csv``), and the figures' records.
+``FIGURE_RECORDS`` is ``records/figure_runs``: in a checkout a link to ``figures/records``,
 where ``./run`` writes them, and in an installed wheel a copy of them, so the chapters read the same
 records either way, without a checkout.
 """

@@ -7,9 +7,9 @@ Numeric cards never carry a typed-in number. Their ``answer`` is a ``str.format`
 ``compute(**params)`` works out the values with ``dpviz.topics.ground_floor.costmodel`` and ``dpviz.topics.ground_floor.links`` each time
 the answer is shown::
 
-    card = cards_for("15")[0]
+    card = cards_for("question_bank")[0]   # a chapter by its topic, or by its number
     card.text()            # question and answer as plain text
-    display(deck(cards_for("15")))   # or simply: show_cards("15")
+    display(deck(cards_for("question_bank")))   # or simply: show_cards("question_bank")
 
 A deck's output carries two views, and each front end shows one. Where a widget manager renders it (JupyterLab
 and Voilà once the cell has run) it is the widget, with its "Show answer" buttons. Where none does it is the
@@ -26,8 +26,9 @@ import re
 
 import ipywidgets as widgets
 
-from dpviz.engine.cards import CHAPTERS, Card
+from dpviz import course
 from dpviz.course import cards_for
+from dpviz.engine.cards import Card
 
 SHOW, HIDE = "Show answer", "Hide answer"
 
@@ -152,6 +153,7 @@ def deck(cards, *, title: str = "") -> Deck:
 
 
 def show_cards(chapter: str) -> Deck:
-    """The deck for one chapter, "00" to "15", titled with the chapter's name."""
+    """The deck for one chapter, by its number or its topic, titled with the chapter's number and name."""
     cards = cards_for(chapter)
-    return deck(cards, title=f"Chapter {chapter}, {CHAPTERS[chapter]}: check yourself")
+    c = course.chapter(chapter)
+    return deck(cards, title=f"Chapter {c.number}, {c.title}: check yourself")

@@ -21,7 +21,7 @@ INK = "#222222"       # text and outlines
 
 # Shades of those, where a figure needs two of one meaning.
 DARK_LAVENDER = "#7c6bc4"  # compute too, told from LAVENDER: the backward pass, rank 1, a second compute curve
-DELAY = "#7d6cc9"          # a deeper lavender: compute time, but time the rank was told to waste (chapter 11)
+DELAY = "#7d6cc9"          # a deeper lavender: compute time, but time the rank was told to waste (the waiting chapter)
 MINT_SHADES = (MINT, "#c9ecda", "#1b9e77", "#1b7f5b")  # one worker after another: mint, pale, teal, forest
 WORKER_HATCHES = ("", "..", "\\\\", "||")  # and a hatch each, so that stacked workers part without their colours
 PALE_RED = "#fff4f2"       # the fill of a box outlined in RED (the all-reduce's hub)
@@ -57,7 +57,7 @@ BRICK = "#c0392b"
 # A modeled bar adds the diagonal "///" to whichever of these it is.
 COMM_HATCH = "-"
 WAIT_HATCH = ".."
-SLEEP_HATCH = "x"    # time a rank was told to waste (chapter 11)
+SLEEP_HATCH = "x"    # time a rank was told to waste (the waiting chapter)
 BACKWARD_HATCH = "\\"  # the backward pass of a pipeline, told from the solid forward pass
 
 LINK_COLOURS = {"fast": MINT, "medium": BUTTER, "slow": CORAL}

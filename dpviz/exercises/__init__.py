@@ -1,36 +1,39 @@
 """The chapters' "your turn" exercises and their checkers.
 
-Each chapter from 01 on ends with one to three small functions for the reader to write, each one
-something the chapter has just derived. ``check_<name>(fn)`` runs the reader's function against the
-real thing and answers in one or two sentences: what passed, or the first step, rank or element
-that is wrong with the value expected there. A stub that still raises ``NotImplementedError`` gets
-"not attempted yet", the same text every time, so the chapters pass nbval with their stubs in place.
+Each chapter from one training step to a cheaper sync ends with one to three small functions for the
+reader to write, each one something the chapter has just derived. ``check_<name>(fn)`` runs the
+reader's function against the real thing and answers in one or two sentences: what passed, or the
+first step, rank or element that is wrong with the value expected there. A stub that still raises
+``NotImplementedError`` gets "not attempted yet", the same text every time, so the chapters pass
+nbval with their stubs in place.
 
     from dpviz.exercises import check_sgd_step
     print(check_sgd_step(sgd_step))
 
-=======  ==========================================  ====================================================
-chapter  the reader writes                           checked against
-=======  ==========================================  ====================================================
-01       ``sgd_step(theta, grad, eta)``              the line model's descent path
-02       ``mean_gradient(example_grads)``            a recorded run's whole-batch gradient
-03       ``weighted_mean(group_grads, group_sizes)`` the same, from groups of unequal size
-04       ``average_gradients(model_grads, k)``       3 real ranks: ``dist.all_reduce`` / k, the big batch
-05       ``reduce_scatter_step(chunks, rank, k, s)`` 3 real ranks: the library's ring, ``dist.all_reduce``
-06       ``t_comm_ring(k, M, alpha, beta)``,         :mod:`dpviz.topics.ground_floor.costmodel`
-         ``speedup(t_compute, k, t_comm)``
-07       ``bus_bandwidth(M, seconds, k)``            :mod:`dpviz.topics.ground_floor.costmodel`
-08       ``data_parallel_step(theta, rank_grads, η)`` a recorded run on 4 real ranks
-09       ``lr_for_k(lr_base, k, rule)``,             :mod:`dpviz.topics.bigger_batch.theory`
-         ``warmup_lr(lr, step, warmup)``
-10       ``accumulated_gradient(micro_grads)``       a recorded run's whole-batch gradient
-11       ``wait_times(compute)``,                    :mod:`dpviz.topics.waiting.theory`
-         ``staleness(t_grad)``
-12       ``bubble(p, m)``,                           :mod:`dpviz.topics.splitting.theory_pipeline`;
-         ``gather_columns(y_block, world_size)``     3 real ranks: ``dist.all_gather``, the unsplit X W
-13       ``owned_shard(layer, rank, k)``,            :mod:`dpviz.topics.sharding.theory`
-         ``step_bytes(k, M, zero_stage)``
-=======  ==========================================  ====================================================
+====================  ==========================================  ====================================================
+chapter               the reader writes                           checked against
+====================  ==========================================  ====================================================
+one_step              ``sgd_step(theta, grad, eta)``              the line model's descent path
+mini_batch            ``mean_gradient(example_grads)``            a recorded run's whole-batch gradient
+average_of_averages   ``weighted_mean(group_grads, group_sizes)`` the same, from groups of unequal size
+one_group_per_device  ``average_gradients(model_grads, k)``       3 real ranks: ``dist.all_reduce`` / k, the big batch
+all_reduce            ``reduce_scatter_step(chunks, rank, k, s)`` 3 real ranks: the library's ring, ``dist.all_reduce``
+speedup_model         ``t_comm_ring(k, M, alpha, beta)``,         :mod:`dpviz.topics.ground_floor.costmodel`
+                      ``speedup(t_compute, k, t_comm)``
+measuring             ``bus_bandwidth(M, seconds, k)``            :mod:`dpviz.topics.ground_floor.costmodel`
+whole_picture         ``data_parallel_step(theta, rank_grads, η)`` a recorded run on 4 real ranks
+bigger_batch          ``lr_for_k(lr_base, k, rule)``,             :mod:`dpviz.topics.bigger_batch.theory`
+                      ``warmup_lr(lr, step, warmup)``
+accumulation          ``accumulated_gradient(micro_grads)``       a recorded run's whole-batch gradient
+waiting               ``wait_times(compute)``,                    :mod:`dpviz.topics.waiting.theory`
+                      ``staleness(t_grad)``
+splitting             ``bubble(p, m)``,                           :mod:`dpviz.topics.splitting.theory_pipeline`;
+                      ``gather_columns(y_block, world_size)``     3 real ranks: ``dist.all_gather``, the unsplit X W
+sharding              ``owned_shard(layer, rank, k)``,            :mod:`dpviz.topics.sharding.theory`
+                      ``step_bytes(k, M, zero_stage)``
+cheaper_sync          ``powersgd_bytes(n, m, r)``,                :mod:`dpviz.topics.cheaper_sync.theory`
+                      ``slow_link_bytes(k, g, M)``
+====================  ==========================================  ====================================================
 
 Every checker returns a :class:`~dpviz.engine.verdict.Verdict`, a ``str`` with ``.passed``, whatever the
 reader's function does: a loop that never ends, an exit (``os._exit``, ``sys.exit``), any ``BaseException``, a fork,

@@ -10,16 +10,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dpviz import course
+
 
 @dataclass(frozen=True)
 class Exercise:
-    chapter: str      # "01" .. "14", the chapter whose "Your turn" section holds it
+    topic: str        # the chapter whose "Your turn" section holds it, by its topic (see dpviz.course)
     name: str         # the function the reader writes
     params: str       # its parameters, as the def line shows them
     title: str        # the heading of its markdown cell
     text: str         # markdown: what to write, and a hint
     doc: str          # the stub's one-line docstring
     points: int = 1   # what its check cell is worth when graded (nbgrader, see dpviz.grading); 2 on ranks
+
+    @property
+    def chapter(self) -> str:
+        """The number of the chapter that holds it, from its place in :data:`dpviz.course.COURSE`."""
+        return course.chapter(self.topic).number
 
     @property
     def checker(self) -> str:
@@ -43,7 +50,7 @@ RANKS_NOTE = ("It runs inside each of 3 real ranks, where `torch` and `dist` (`t
 
 EXERCISES = (
     Exercise(
-        "01", "sgd_step", "theta, grad, eta", "One step downhill",
+        "one_step", "sgd_step", "theta, grad, eta", "One step downhill",
         "Write `sgd_step(theta, grad, eta)`: given the knobs $\\theta$ (an array of two numbers, $w$ and $c$), "
         "the gradient $\\nabla_\\theta L$ at $\\theta$ and the step size $\\eta$, return the knobs after one "
         "step of gradient descent.\n\n"
@@ -53,7 +60,7 @@ EXERCISES = (
         "Return theta after one gradient-descent step of size eta.",
     ),
     Exercise(
-        "02", "mean_gradient", "example_grads", "The batch's arrow",
+        "mini_batch", "mean_gradient", "example_grads", "The batch's arrow",
         "Write `mean_gradient(example_grads)`: `example_grads` has one row per example of a mini-batch "
         "(shape `(b, P)`, a grey arrow per row); return the batch's gradient, the red arrow, as `P` numbers.\n\n"
         "*Hint:* mean or sum, and along which axis?\n\n"
@@ -62,7 +69,7 @@ EXERCISES = (
         "Return the mini-batch's gradient from its per-example gradients (one row each).",
     ),
     Exercise(
-        "03", "weighted_mean", "group_grads, group_sizes", "Groups of different sizes",
+        "average_of_averages", "weighted_mean", "group_grads, group_sizes", "Groups of different sizes",
         "Write `weighted_mean(group_grads, group_sizes)`: row $i$ of `group_grads` is the mean gradient "
         "$\\mathbf{g}_i$ of a group of $b_i$ examples (`group_sizes[i]`); return the gradient of all the "
         "examples together.\n\n"
@@ -72,7 +79,8 @@ EXERCISES = (
         "Return the mean gradient of all examples, from each group's mean gradient and size.",
     ),
     Exercise(
-        "04", "average_gradients", "model_grads, world_size", "Average the gradients across the ranks",
+        "one_group_per_device", "average_gradients", "model_grads, world_size",
+        "Average the gradients across the ranks",
         "Write `average_gradients(model_grads, world_size)`, the function every rank calls after its backward "
         "pass: `model_grads` is the list of this rank's gradient tensors (one per parameter tensor of the "
         "model). Change each, in place, into the mean of that tensor over all `world_size` ranks.\n\n"
@@ -83,7 +91,7 @@ EXERCISES = (
         points=2,
     ),
     Exercise(
-        "05", "reduce_scatter_step", "chunks, rank, world_size, step", "One step of the ring's reduce-scatter",
+        "all_reduce", "reduce_scatter_step", "chunks, rank, world_size, step", "One step of the ring's reduce-scatter",
         "Write `reduce_scatter_step(chunks, rank, world_size, step)`: `chunks` is this rank's tensor cut into "
         "`world_size` equal pieces. Do step `step` of the reduce-scatter: send one chunk to the right "
         "neighbour, receive one from the left neighbour, and add what arrives into your own copy of that "
@@ -97,7 +105,7 @@ EXERCISES = (
         points=2,
     ),
     Exercise(
-        "06", "t_comm_ring", "k, M, alpha, beta", "The ring's cost",
+        "speedup_model", "t_comm_ring", "k, M, alpha, beta", "The ring's cost",
         "Write `t_comm_ring(k, M, alpha, beta)`: the seconds a ring all-reduce of `M` bytes over `k` ranks takes, "
         "with latency `alpha` seconds per step and bandwidth `beta` bytes per second.\n\n"
         "*Hint:* count the steps of both phases, and the bytes one rank sends in each step.\n\n"
@@ -105,14 +113,14 @@ EXERCISES = (
         "Return the seconds of a ring all-reduce of M bytes over k ranks.",
     ),
     Exercise(
-        "06", "speedup", "t_compute, k, t_comm", "The speedup",
+        "speedup_model", "speedup", "t_compute, k, t_comm", "The speedup",
         "Write `speedup(t_compute, k, t_comm)`: how many times faster a step is on `k` ranks than on one, when "
         "one rank alone computes for `t_compute` seconds and the sync costs `t_comm` seconds.\n\n"
         "*Hint:* which part of the step shrinks with $k$, and which does not?",
         "Return the speedup S of k ranks over one.",
     ),
     Exercise(
-        "07", "bus_bandwidth", "M, seconds, k", "The bandwidth a benchmark reports",
+        "measuring", "bus_bandwidth", "M, seconds, k", "The bandwidth a benchmark reports",
         "Write `bus_bandwidth(M, seconds, k)`: an all-reduce of `M` bytes over `k` ranks took `seconds`; return "
         "its bus bandwidth in bytes per second, the number `nccl-tests` prints as busbw and the one to compare "
         "with a link's $\\beta$.\n\n"
@@ -122,7 +130,7 @@ EXERCISES = (
         "Return the bus bandwidth, in bytes per second, of an all-reduce of M bytes over k ranks.",
     ),
     Exercise(
-        "08", "data_parallel_step", "theta, rank_grads, eta", "The whole step in one function",
+        "whole_picture", "data_parallel_step", "theta, rank_grads, eta", "The whole step in one function",
         "Write `data_parallel_step(theta, rank_grads, eta)`: row $i$ of `rank_grads` is rank $i$'s gradient "
         "$\\mathbf{g}_i$ (all groups the same size); return the knobs every replica holds after the all-reduce "
         "and the SGD step.\n\n"
@@ -132,7 +140,7 @@ EXERCISES = (
         "Return theta after one data-parallel SGD step with the k ranks' gradients.",
     ),
     Exercise(
-        "09", "lr_for_k", "lr_base, k, rule", "Scale the learning rate",
+        "bigger_batch", "lr_for_k", "lr_base, k, rule", "Scale the learning rate",
         "Write `lr_for_k(lr_base, k, rule)`: the learning rate for a global batch $k$ times larger, from the rate "
         "`lr_base` tuned on one rank, by the linear rule (`rule == \"linear\"`) or the square-root rule "
         "(`rule == \"sqrt\"`).\n\n"
@@ -140,14 +148,14 @@ EXERCISES = (
         "Return the learning rate for k ranks by the named rule.",
     ),
     Exercise(
-        "09", "warmup_lr", "lr, step, warmup", "A linear warm-up",
+        "bigger_batch", "warmup_lr", "lr, step, warmup", "A linear warm-up",
         "Write `warmup_lr(lr, step, warmup)`: the rate at step `step` (counted from 0) of a linear warm-up that "
         "reaches `lr` after `warmup` steps and then stays there; `warmup = 0` means no warm-up.\n\n"
         "*Hint:* the first step should already move, and step `warmup − 1` should use the full rate.",
         "Return the learning rate at this step of a linear warm-up.",
     ),
     Exercise(
-        "10", "accumulated_gradient", "micro_grads", "Accumulate, then divide",
+        "accumulation", "accumulated_gradient", "micro_grads", "Accumulate, then divide",
         "Write `accumulated_gradient(micro_grads)`: row $j$ of `micro_grads` is the mean gradient of micro-batch "
         "$j$ (all the same size); return the gradient of the whole batch, as the optimizer should see it.\n\n"
         "*Hint:* `backward()` adds each micro-batch's gradient to `.grad`. What does that leave you with after "
@@ -157,14 +165,14 @@ EXERCISES = (
         "Return the whole batch's gradient from m micro-batch gradients (one row each).",
     ),
     Exercise(
-        "11", "wait_times", "compute", "Waiting for the straggler",
+        "waiting", "wait_times", "compute", "Waiting for the straggler",
         "Write `wait_times(compute)`: `compute[r]` is how many seconds rank $r$ computes before it reaches the "
         "all-reduce; return how long each rank sits there waiting before the sync can start.\n\n"
         "*Hint:* nobody leaves the all-reduce before the last rank has arrived.",
         "Return each rank's wait at the all-reduce, in seconds.",
     ),
     Exercise(
-        "11", "staleness", "t_grad", "How stale is an asynchronous gradient?",
+        "waiting", "staleness", "t_grad", "How stale is an asynchronous gradient?",
         "Write `staleness(t_grad)`: in asynchronous SGD worker $i$ takes `t_grad[i]` seconds per gradient; return, "
         "per worker, how many updates from the others typically land on the parameters while it computes one "
         "gradient.\n\n"
@@ -172,14 +180,14 @@ EXERCISES = (
         "Return each worker's typical staleness, in updates.",
     ),
     Exercise(
-        "12", "bubble", "p, m", "The bubble",
+        "splitting", "bubble", "p, m", "The bubble",
         "Write `bubble(p, m)`: the fraction of a pipelined step that each of `p` stages spends idle when the "
         "batch is cut into `m` micro-batches.\n\n"
         "*Hint:* draw the schedule: how many time slots does the run last, and in how many does a stage work?",
         "Return the idle fraction of a p-stage pipeline fed m micro-batches.",
     ),
     Exercise(
-        "12", "gather_columns", "y_block, world_size", "The column split's all-gather",
+        "splitting", "gather_columns", "y_block, world_size", "The column split's all-gather",
         "Write `gather_columns(y_block, world_size)`: rank $r$ holds `y_block` $= X W_r$, the $r$-th column block "
         "of a layer's output $Y = XW$ split by columns. Return the whole $Y$ on every rank.\n\n"
         "*Hint:* `dist.all_gather(list_of_tensors, tensor)`, then join the blocks in the right direction.\n\n"
@@ -188,16 +196,16 @@ EXERCISES = (
         points=2,
     ),
     Exercise(
-        "13", "owned_shard", "layer, rank, k", "Which shard does a rank keep?",
+        "sharding", "owned_shard", "layer, rank, k", "Which shard does a rank keep?",
         "Write `owned_shard(layer, rank, k)`: `layer` is one layer's parameters laid end to end (a numpy vector). "
         "Under ZeRO-3 it is padded with zeros to a multiple of `k` and cut into `k` equal chunks; return the chunk "
         "rank `rank` keeps at rest.\n\n"
         "*Hint:* the ring's reduce-scatter leaves one chunk complete on each rank, and that is the chunk it keeps: "
-        "which one was it (chapter 05)? `np.pad` or `np.concatenate` adds the zeros.",
+        f"which one was it ({course.ref('all_reduce')})? `np.pad` or `np.concatenate` adds the zeros.",
         "Return the chunk of the padded layer that this rank keeps under ZeRO-3.",
     ),
     Exercise(
-        "13", "step_bytes", "k, M, zero_stage", "The bytes of each stage",
+        "sharding", "step_bytes", "k, M, zero_stage", "The bytes of each stage",
         "Write `step_bytes(k, M, zero_stage)`: the bytes one rank sends per step in a ring of `k` ranks at ZeRO "
         "stage `zero_stage` (0 is plain data parallelism), where `M` is the bytes of the whole gradient (and of "
         "the whole parameter vector).\n\n"
@@ -206,7 +214,7 @@ EXERCISES = (
         "Return the bytes one rank sends per step at this ZeRO stage.",
     ),
     Exercise(
-        "14", "powersgd_bytes", "n, m, r", "What PowerSGD sends",
+        "cheaper_sync", "powersgd_bytes", "n, m, r", "What PowerSGD sends",
         "Write `powersgd_bytes(n, m, r)`: the bytes PowerSGD all-reduces for one `n`×`m` float32 gradient matrix "
         "at rank `r`. It sends the factors P ($n \\times r'$) and Q ($m \\times r'$) with $r' = \\min(n, m, r)$, "
         "but only where that saves at least half, $(n + m)\\,r' \\cdot 2 < n\\,m$ (torch's "
@@ -215,7 +223,7 @@ EXERCISES = (
         "Return the bytes PowerSGD sends for an n×m float32 matrix at rank r.",
     ),
     Exercise(
-        "14", "slow_link_bytes", "k, g, M", "Bytes over the slow link",
+        "cheaper_sync", "slow_link_bytes", "k, g, M", "Bytes over the slow link",
         "Write `slow_link_bytes(k, g, M)`: `k` ranks sit in groups of `g` on fast links, the groups joined by a "
         "slow one. In the two-level all-reduce of `M` bytes, how many bytes does one rank send across the slow "
         "link?\n\n"
@@ -229,5 +237,5 @@ BY_NAME = {e.name: e for e in EXERCISES}
 
 
 def for_chapter(chapter: str) -> list[Exercise]:
-    """The chapter's exercises, in the order its "Your turn" section shows them."""
-    return [e for e in EXERCISES if e.chapter == chapter]
+    """The chapter's exercises, by its number or its topic, in the order its "Your turn" section shows them."""
+    return [e for e in EXERCISES if chapter in (e.chapter, e.topic)]

@@ -1,15 +1,15 @@
 """Checkers for the formula exercises, against the chapters' theory modules (numpy only).
 
-    print(check_t_comm_ring(t_comm_ring))   # chapter 06, against costmodel.t_comm_ring
-    print(check_speedup(speedup))           # chapter 06, against costmodel.speedup
-    print(check_bus_bandwidth(bus_bandwidth))  # chapter 07, against costmodel.bus_bandwidth
-    print(check_lr_for_k(lr_for_k))         # chapter 09, against lr_rules.scaled_lr
-    print(check_warmup_lr(warmup_lr))       # chapter 09, against lr_rules.warmup_schedule
-    print(check_wait_times(wait_times))     # chapter 11, against waiting.straggler_step
-    print(check_staleness(staleness))       # chapter 11, against waiting.async_staleness
-    print(check_bubble(bubble))             # chapter 12, against pipeline.bubble_fraction
-    print(check_powersgd_bytes(powersgd_bytes))    # chapter 14, against cheaper_sync.powersgd_elements
-    print(check_slow_link_bytes(slow_link_bytes))  # chapter 14, against cheaper_sync.link_bytes_two_level
+    print(check_t_comm_ring(t_comm_ring))   # the speedup model, against costmodel.t_comm_ring
+    print(check_speedup(speedup))           # the speedup model, against costmodel.speedup
+    print(check_bus_bandwidth(bus_bandwidth))  # measuring an all-reduce, against costmodel.bus_bandwidth
+    print(check_lr_for_k(lr_for_k))         # a bigger batch, against lr_rules.scaled_lr
+    print(check_warmup_lr(warmup_lr))       # a bigger batch, against lr_rules.warmup_schedule
+    print(check_wait_times(wait_times))     # waiting, against waiting.straggler_step
+    print(check_staleness(staleness))       # waiting, against waiting.async_staleness
+    print(check_bubble(bubble))             # splitting the model, against pipeline.bubble_fraction
+    print(check_powersgd_bytes(powersgd_bytes))    # a cheaper sync, against cheaper_sync.powersgd_elements
+    print(check_slow_link_bytes(slow_link_bytes))  # a cheaper sync, against cheaper_sync.link_bytes_two_level
 
 The reader's function is called with plain Python numbers (lists for the per-rank ones), one case at
 a time, and each answer is compared with the library's to float rounding. All the calls of one check
@@ -53,7 +53,7 @@ def _comm_where(k, M, alpha, beta) -> str:
 
 
 def check_t_comm_ring(t_comm_ring) -> v.Verdict:
-    """Chapter 06: ``t_comm_ring(k, M, alpha, beta)``, seconds for a ring all-reduce; against the cost model."""
+    """The speedup model: ``t_comm_ring(k, M, alpha, beta)``, seconds for a ring all-reduce; against the cost model."""
     name = v.require_function("check_t_comm_ring", t_comm_ring)
     cases = [v.Case(c, costmodel.t_comm_ring(*c), _comm_where(*c)) for c in COMM_CASES]
     mistakes = [
@@ -77,7 +77,8 @@ def check_t_comm_ring(t_comm_ring) -> v.Verdict:
 
 
 def check_speedup(speedup) -> v.Verdict:
-    """Chapter 06: ``speedup(t_compute, k, t_comm)`` = T_compute / (T_compute/k + T_comm); against the cost model."""
+    """The speedup model: ``speedup(t_compute, k, t_comm)`` = T_compute / (T_compute/k + T_comm);
+    against the cost model."""
     name = v.require_function("check_speedup", speedup)
     cases = [v.Case(c, costmodel.speedup(*c), f"at T_compute = {c[0]:g} s, k = {c[1]}, T_comm = {c[2]:g} s")
              for c in SPEEDUP_CASES]
@@ -92,7 +93,7 @@ def check_speedup(speedup) -> v.Verdict:
 
 
 def check_bus_bandwidth(bus_bandwidth) -> v.Verdict:
-    """Chapter 07: ``bus_bandwidth(M, seconds, k)`` = M / seconds · 2(k−1)/k; against the cost model."""
+    """Measuring an all-reduce: ``bus_bandwidth(M, seconds, k)`` = M / seconds · 2(k−1)/k; against the cost model."""
     name = v.require_function("check_bus_bandwidth", bus_bandwidth)
     cases = [v.Case(c, costmodel.bus_bandwidth(*c), f"for M = {c[0]:g} bytes in {c[1]:g} s on k = {c[2]}")
              for c in BUSBW_CASES]
@@ -107,7 +108,8 @@ def check_bus_bandwidth(bus_bandwidth) -> v.Verdict:
 
 
 def check_lr_for_k(lr_for_k) -> v.Verdict:
-    """Chapter 09: ``lr_for_k(lr_base, k, rule)``, rule "linear" (×k) or "sqrt" (×√k); against lr_rules.scaled_lr."""
+    """A bigger batch: ``lr_for_k(lr_base, k, rule)``, rule "linear" (×k) or "sqrt" (×√k);
+    against lr_rules.scaled_lr."""
     name = v.require_function("check_lr_for_k", lr_for_k)
     cases = [v.Case(c, lr_rules.scaled_lr(c[0], c[2], c[1]), f"for lr_base = {c[0]:g}, k = {c[1]}, rule = {c[2]!r}")
              for c in LR_CASES]
@@ -124,7 +126,8 @@ def check_lr_for_k(lr_for_k) -> v.Verdict:
 
 
 def check_warmup_lr(warmup_lr) -> v.Verdict:
-    """Chapter 09: ``warmup_lr(lr, step, warmup)``, the rate at step ``step`` (from 0); against lr_rules.warmup_schedule."""
+    """A bigger batch: ``warmup_lr(lr, step, warmup)``, the rate at step ``step`` (from 0);
+    against lr_rules.warmup_schedule."""
     name = v.require_function("check_warmup_lr", warmup_lr)
     lr, warmup, steps = WARMUP
     schedule = lr_rules.warmup_schedule(lr, steps, warmup)
@@ -144,7 +147,7 @@ def check_warmup_lr(warmup_lr) -> v.Verdict:
 
 
 def check_wait_times(wait_times) -> v.Verdict:
-    """Chapter 11: ``wait_times(compute)``, each rank's wait at the all-reduce; against waiting.straggler_step."""
+    """Waiting: ``wait_times(compute)``, each rank's wait at the all-reduce; against waiting.straggler_step."""
     name = v.require_function("check_wait_times", wait_times)
     cases = [v.Case((list(c),), waiting.straggler_step(0.0, c, 0.0).wait,
                     f"for ranks computing {', '.join(f'{t:g}' for t in c)} s,") for c in WAIT_CASES]
@@ -161,7 +164,7 @@ def check_wait_times(wait_times) -> v.Verdict:
 
 
 def check_staleness(staleness) -> v.Verdict:
-    """Chapter 11: ``staleness(t_grad)``, each worker's typical staleness in async SGD; against waiting.async_staleness."""
+    """Waiting: ``staleness(t_grad)``, each worker's typical staleness in async SGD; against waiting.async_staleness."""
     name = v.require_function("check_staleness", staleness)
     cases = [v.Case((list(c),), waiting.async_staleness(c),
                     f"for workers taking {', '.join(f'{t:g}' for t in c)} s per gradient,") for c in STALENESS_CASES]
@@ -179,7 +182,7 @@ def check_staleness(staleness) -> v.Verdict:
 
 
 def check_bubble(bubble) -> v.Verdict:
-    """Chapter 12: ``bubble(p, m)`` = (p − 1)/(m + p − 1); against pipeline.bubble_fraction."""
+    """Splitting the model: ``bubble(p, m)`` = (p − 1)/(m + p − 1); against pipeline.bubble_fraction."""
     name = v.require_function("check_bubble", bubble)
     cases = [v.Case(c, pipeline.bubble_fraction(*c), f"for p = {c[0]} stages and m = {c[1]} micro-batches")
              for c in BUBBLE_CASES]
@@ -207,7 +210,8 @@ def _slow_link_bytes(k, g, M) -> float:
 
 
 def check_powersgd_bytes(powersgd_bytes) -> v.Verdict:
-    """Chapter 14: ``powersgd_bytes(n, m, r)``, bytes PowerSGD sends for an n×m float32 matrix; against torch's rule."""
+    """A cheaper sync: ``powersgd_bytes(n, m, r)``, bytes PowerSGD sends for an n×m float32 matrix;
+    against torch's rule."""
     name = v.require_function("check_powersgd_bytes", powersgd_bytes)
     cases = [v.Case(c, _powersgd_bytes(*c), f"for a {c[0]}×{c[1]} matrix at r = {c[2]}") for c in POWERSGD_CASES]
     mistakes = [
@@ -223,7 +227,7 @@ def check_powersgd_bytes(powersgd_bytes) -> v.Verdict:
 
 
 def check_slow_link_bytes(slow_link_bytes) -> v.Verdict:
-    """Chapter 14: ``slow_link_bytes(k, g, M)`` = 2(G − 1)/G · M/g; against the two-level rings' chunks."""
+    """A cheaper sync: ``slow_link_bytes(k, g, M)`` = 2(G − 1)/G · M/g; against the two-level rings' chunks."""
     name = v.require_function("check_slow_link_bytes", slow_link_bytes)
     cases = [v.Case(c, _slow_link_bytes(*c), f"for k = {c[0]} in groups of g = {c[1]}, M = {c[2]:g} bytes")
              for c in SLOW_LINK_CASES]

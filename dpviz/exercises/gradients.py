@@ -1,11 +1,11 @@
 """Checkers for the gradient exercises, run against real numbers: the line model's descent path and
 recorded runs' gradients (shipped in ``dpviz/records/shipped_runs``). numpy only; runs in the notebook.
 
-    print(check_sgd_step(sgd_step))                      # chapter 01
-    print(check_mean_gradient(mean_gradient))            # chapter 02
-    print(check_weighted_mean(weighted_mean))            # chapter 03
-    print(check_data_parallel_step(data_parallel_step))  # chapter 08
-    print(check_accumulated_gradient(accumulated_gradient))  # chapter 10
+    print(check_sgd_step(sgd_step))                      # one training step
+    print(check_mean_gradient(mean_gradient))            # a mini-batch
+    print(check_weighted_mean(weighted_mean))            # the average of averages
+    print(check_data_parallel_step(data_parallel_step))  # the whole picture
+    print(check_accumulated_gradient(accumulated_gradient))  # gradient accumulation
 
 The real answer is always the recorded one: the next θ of the path, the gradient torch's backward
 gave for the whole batch (``big_grad``), the parameters every replica held after the step. All the
@@ -24,10 +24,12 @@ from dpviz.topics.one_group_per_device.shipped import drift_name, grid_name
 from dpviz.topics.ground_floor.records import Run
 from dpviz.topics.one_step.landscape import descent_path
 
-PATH_ETAS = ((0.1, 5), (0.9, 3))  # (η, steps): chapter 01's step size, and its too-large one
-BATCH_RUN = (1, 16)  # (k, b) of the shipped grid run whose per-example gradients the chapters 02, 03, 10 checks use
-GROUP_SPLITS = ((2, 5, 9), (9, 2, 5), (1, 15), (4, 4, 4, 4), (3, 13))  # group sizes for chapter 03, one per step
-MICRO_BATCHES = (4, 4, 2, 8, 16)  # m for chapter 10, one per step
+PATH_ETAS = ((0.1, 5), (0.9, 3))  # (η, steps): one training step's step size, and its too-large one
+# (k, b) of the shipped grid run whose per-example gradients the mini-batch, average-of-averages and accumulation
+# checks use
+BATCH_RUN = (1, 16)
+GROUP_SPLITS = ((2, 5, 9), (9, 2, 5), (1, 15), (4, 4, 4, 4), (3, 13))  # average of averages: group sizes, one per step
+MICRO_BATCHES = (4, 4, 2, 8, 16)  # m for gradient accumulation, one per step
 
 
 def _grid_run() -> Run:
@@ -39,7 +41,8 @@ def _where_step(t, run) -> str:
 
 
 def check_sgd_step(sgd_step) -> v.Verdict:
-    """Chapter 01: ``sgd_step(theta, grad, eta)`` must return θ − η ∇θL; checked on the line model's descent path."""
+    """One training step: ``sgd_step(theta, grad, eta)`` must return θ − η ∇θL;
+    checked on the line model's descent path."""
     name = v.require_function("check_sgd_step", sgd_step)
     x, y = line_data()
     cases = []
@@ -63,7 +66,8 @@ def check_sgd_step(sgd_step) -> v.Verdict:
 
 
 def check_mean_gradient(mean_gradient) -> v.Verdict:
-    """Chapter 02: ``mean_gradient(example_grads)`` (b, P) -> (P,); against the whole batch's gradient of a recorded run."""
+    """A mini-batch: ``mean_gradient(example_grads)`` (b, P) -> (P,);
+    against the whole batch's gradient of a recorded run."""
     name = v.require_function("check_mean_gradient", mean_gradient)
     run = _grid_run()
     cases = [v.Case((run.example_grad[t].copy(),), run.big_grad[t], _where_step(t, run)) for t in range(run.steps)]
@@ -81,7 +85,8 @@ def check_mean_gradient(mean_gradient) -> v.Verdict:
 
 
 def check_weighted_mean(weighted_mean) -> v.Verdict:
-    """Chapter 03: ``weighted_mean(group_grads, group_sizes)`` = Σ b_i g_i / Σ b_i; against the whole batch's gradient."""
+    """The average of averages: ``weighted_mean(group_grads, group_sizes)`` = Σ b_i g_i / Σ b_i;
+    against the whole batch's gradient."""
     name = v.require_function("check_weighted_mean", weighted_mean)
     run = _grid_run()
     cases = []
@@ -104,7 +109,8 @@ def check_weighted_mean(weighted_mean) -> v.Verdict:
 
 
 def check_data_parallel_step(data_parallel_step) -> v.Verdict:
-    """Chapter 08: ``data_parallel_step(theta, rank_grads, eta)``; against the parameters a recorded k-rank run stepped to."""
+    """The whole picture: ``data_parallel_step(theta, rank_grads, eta)``;
+    against the parameters a recorded k-rank run stepped to."""
     name = v.require_function("check_data_parallel_step", data_parallel_step)
     run = Run.load(SHIPPED_DIR / drift_name("sgd", True))
     eta, k = float(run.meta["lr"]), run.k
@@ -123,7 +129,8 @@ def check_data_parallel_step(data_parallel_step) -> v.Verdict:
 
 
 def check_accumulated_gradient(accumulated_gradient) -> v.Verdict:
-    """Chapter 10: ``accumulated_gradient(micro_grads)`` (m, P) -> (P,); against the whole batch's recorded gradient."""
+    """Gradient accumulation: ``accumulated_gradient(micro_grads)`` (m, P) -> (P,);
+    against the whole batch's recorded gradient."""
     name = v.require_function("check_accumulated_gradient", accumulated_gradient)
     run = _grid_run()
     b = run.example_grad.shape[1]

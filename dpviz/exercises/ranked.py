@@ -1,8 +1,8 @@
 """Checkers for the exercises that are collectives: the reader's function runs on k real ranks.
 
-    print(check_average_gradients(average_gradients))      # chapter 04
-    print(check_reduce_scatter_step(reduce_scatter_step))  # chapter 05
-    print(check_gather_columns(gather_columns))            # chapter 12
+    print(check_average_gradients(average_gradients))      # one group per device
+    print(check_reduce_scatter_step(reduce_scatter_step))  # all-reduce
+    print(check_gather_columns(gather_columns))            # splitting the model
 
 How "against the real thing" stays honest from a notebook: a function defined in a notebook cell
 cannot be unpickled by a rank (another process), so the checker sends its *source* (``inspect.getsource``,
@@ -46,7 +46,8 @@ NAMES_IN_SCOPE = "torch, dist (torch.distributed), math and np"
 
 
 def check_average_gradients(average_gradients, *, k: int = K, stall_timeout: float = STALL_TIMEOUT) -> v.Verdict:
-    """Chapter 04: ``average_gradients(model_grads, world_size)`` on k real ranks, against dist.all_reduce / k.
+    """One group per device: ``average_gradients(model_grads, world_size)`` on k real ranks,
+    against dist.all_reduce / k.
 
     Each rank's call may run CALL_LIMIT seconds (10, at most 2/3 of ``stall_timeout``); the launch ends after
     ``stall_timeout`` seconds (15) without progress. The gradient tensors must change in place.
@@ -55,7 +56,7 @@ def check_average_gradients(average_gradients, *, k: int = K, stall_timeout: flo
 
 
 def check_reduce_scatter_step(reduce_scatter_step, *, k: int = K, stall_timeout: float = STALL_TIMEOUT) -> v.Verdict:
-    """Chapter 05: ``reduce_scatter_step(chunks, rank, world_size, step)``, k-1 steps on k real ranks, against the ring.
+    """All-reduce: ``reduce_scatter_step(chunks, rank, world_size, step)``, k-1 steps on k real ranks, against the ring.
 
     Each call (one step on one rank) may run CALL_LIMIT seconds (10, at most 2/3 of ``stall_timeout``); the
     launch ends after ``stall_timeout`` seconds (15) without progress, which is how a deadlocked step is named.
@@ -64,7 +65,7 @@ def check_reduce_scatter_step(reduce_scatter_step, *, k: int = K, stall_timeout:
 
 
 def check_gather_columns(gather_columns, *, k: int = K, stall_timeout: float = STALL_TIMEOUT) -> v.Verdict:
-    """Chapter 12: ``gather_columns(y_block, world_size)`` on k real ranks, against dist.all_gather and X W.
+    """Splitting the model: ``gather_columns(y_block, world_size)`` on k real ranks, against dist.all_gather and X W.
 
     Each rank's call may run CALL_LIMIT seconds (10, at most 2/3 of ``stall_timeout``); the launch ends after
     ``stall_timeout`` seconds (15) without progress.
@@ -217,7 +218,7 @@ def rebinding(source: str | None) -> tuple[str, str] | None:
     return None
 
 
-# --- chapter 04: average_gradients ---------------------------------------------------------------
+# --- one group per device: average_gradients -----------------------------------------------------
 
 
 def judge_average_gradients(name, per_rank, k, *, source=None) -> v.Verdict:
@@ -298,7 +299,7 @@ def _average_hint(res, rank, t, k, rebound=None) -> str:
     return ""
 
 
-# --- chapter 05: reduce_scatter_step --------------------------------------------------------------
+# --- all-reduce: reduce_scatter_step --------------------------------------------------------------
 
 
 def ring_states(inputs) -> np.ndarray:
@@ -398,7 +399,7 @@ def _ring_hint(log, got, prev, bounds, r, s, k, rebound=None) -> str:
     return ""
 
 
-# --- chapter 12: gather_columns -------------------------------------------------------------------
+# --- splitting the model: gather_columns ----------------------------------------------------------
 
 
 def judge_gather_columns(name, per_rank, k, *, source=None) -> v.Verdict:

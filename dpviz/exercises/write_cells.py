@@ -10,7 +10,7 @@ It prints each notebook it rewrote. Run it after changing :mod:`dpviz.exercises.
 ``## Your turn`` and runs up to, not including, the next markdown cell whose first line is a level-1
 or level-2 heading (``# …`` or ``## …``), or to the end of the notebook. Deeper headings
 (``### The ring's cost``) stay inside it. The chapter is the number that starts the file's name
-(``06_speedup_model.ipynb`` is chapter "06").
+(``<number>_<notebook>.ipynb``, :attr:`dpviz.course.Chapter.stem`).
 
 **What it writes there.** For each exercise of ``catalogue.for_chapter(chapter)``, in catalogue
 order, three cells: the markdown (``Exercise.markdown()``, the first one headed by ``## Your turn``
@@ -39,8 +39,8 @@ Apart from that section and those moves, no cell changes. The writer stops with 
 
 Notebooks are read and written as plain JSON, ``json.dumps(nb, indent=1, ensure_ascii=False)``
 plus a newline (nbformat's layout). A notebook is only written when it changes. The module itself
-imports only the catalogue and the standard library: no torch, no Jupyter, nothing that starts a
-process.
+imports only the catalogue, :mod:`dpviz.course` and the standard library: no torch, no Jupyter, nothing
+that starts a process.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ import re
 import sys
 from pathlib import Path
 
+from dpviz import course
 from dpviz.exercises.catalogue import for_chapter
 
 HEADING = "## Your turn"
@@ -76,7 +77,8 @@ def section_sources(chapter: str) -> list[tuple[str, str, str]]:
 
 
 def chapter_of(path: Path) -> str | None:
-    """"06" for ``06_speedup_model.ipynb``; None for a file whose name starts with no chapter number."""
+    """The chapter number that starts a notebook's name (``<number>_<notebook>.ipynb``); None for a file whose name
+    starts with no chapter number."""
     match = _CHAPTER.match(path.name)
     return match.group(1) if match else None
 
@@ -225,7 +227,8 @@ def rewritten(path: Path) -> tuple[str, str]:
     """The chapter at ``path`` as saved, and as the writer would save it."""
     chapter = chapter_of(path)
     if chapter is None:
-        raise ValueError(f"{path}: its name does not start with a chapter number (such as 06_)")
+        raise ValueError(f"{path}: its name does not start with a chapter number (such as "
+                         f"{course.chapter('speedup_model').number}_)")
     text = path.read_text(encoding="utf-8")
     return text, dumps(write_chapter(json.loads(text), chapter, str(path)))
 

@@ -1,12 +1,15 @@
-"""Chapter 10, gradient accumulation: m micro-batches in a row give the big-batch gradient, and cost time.
+"""Self-check cards for gradient accumulation: m micro-batches in a row give the big-batch gradient, and cost time.
 
 Here k counts ranks, so the micro-batches are m.
 """
 
 from __future__ import annotations
 
+from dpviz import course
 from dpviz.engine.cards import Card
 from dpviz.topics.ground_floor import costmodel
+
+HERE = course.number_of(__name__)  # this chapter's number, from its place in dpviz.course
 
 
 def accumulation_costs(k, m, t_micro, t_comm):
@@ -31,11 +34,12 @@ CARDS = (
         "True or false: one process that runs m micro-batches one after another, adds up their "
         "gradients and divides by m steps exactly as if it had run the whole batch in one pass.",
         "True, up to rounding. With micro-batches of equal size, the mean of their mean gradients is "
-        "the mean over all the examples: the average-of-averages argument of chapter 03, spread over "
+        f"the mean over all the examples: the average-of-averages argument of {course.ref('average_of_averages')}, "
+        "spread over "
         "time instead of over devices. In floating point the additions happen in another order, and "
-        "addition is not associative, so the last bits may differ; chapter 10 checks the difference "
+        f"addition is not associative, so the last bits may differ; {course.ref('accumulation')} checks the difference "
         "stays within float32 rounding on real runs.",
-        "true/false", "10", "10-tf-same-gradient",
+        "true/false", HERE, f"{HERE}-tf-same-gradient",
     ),
     Card(
         "True or false: the gradient one process accumulates over m micro-batches is the gradient that "
@@ -43,7 +47,7 @@ CARDS = (
         "True, to rounding. Both add the same m micro-batch gradients and divide by m; one process adds "
         "them one after another, the all-reduce adds them across ranks. Only the order of the sums "
         "differs.",
-        "true/false", "10", "10-tf-equals-all-reduce",
+        "true/false", HERE, f"{HERE}-tf-equals-all-reduce",
     ),
     Card(
         "Spot the error: “Accumulating m micro-batches gives the big-batch update, so a step ends as "
@@ -53,13 +57,13 @@ CARDS = (
         "devices run those passes side by side and then pay one all-reduce. Whether a run shows that "
         "depends on the all-reduce costing less than the compute it saves, and on each device having "
         "a core of its own: this chapter prints what its runs measured. Accumulation buys memory with time.",
-        "spot the error", "10", "10-spot-just-as-fast",
+        "spot the error", HERE, f"{HERE}-spot-just-as-fast",
     ),
     Card(
         "Edge case: gradient accumulation with m = 1 micro-batch. What changes?",
         "Nothing. The one gradient is added to zero and divided by 1, which leaves its bits as they "
         "were: the update is the plain one-batch update, with the same memory and the same work.",
-        "edge case", "10", "10-edge-m-one",
+        "edge case", HERE, f"{HERE}-edge-m-one",
     ),
     Card(
         "k ranks each accumulate m micro-batches. Why is all-reducing once, after the last "
@@ -68,7 +72,7 @@ CARDS = (
         "gives the total that summing over ranks m times and then adding does. One all-reduce of the "
         "accumulated gradient replaces m of them, each as large; this is what DDP's no_sync() "
         "does. Only rounding can tell the two apart.",
-        "why", "10", "10-why-one-all-reduce",
+        "why", HERE, f"{HERE}-why-one-all-reduce",
     ),
     Card(
         "Shrinking micro-batches lowers the memory a training step needs. Which memory, and which "
@@ -76,7 +80,7 @@ CARDS = (
         "Only what the forward pass keeps for the backward pass: the activations, which grow with "
         "the number of examples in a pass. The parameters, the summed gradient (as large as the "
         "parameters) and the optimizer's state stay as they were, whatever m is.",
-        "self-check", "10", "10-what-memory",
+        "self-check", HERE, f"{HERE}-what-memory",
     ),
     Card(
         "k = {k} ranks each run m = {m} micro-batches per update, each taking t_micro = {t_micro:g} s; "
@@ -86,7 +90,7 @@ CARDS = (
         "{t_every:.3g} s. Accumulated first: {calls_once:g} all-reduce and m·t_micro + t_comm = "
         "{t_once:.3g} s, which saves {calls_saved:g} calls and {t_saved:.3g} s per update. One "
         "process running all k·m micro-batches alone would need {t_alone:.3g} s.",
-        "numeric", "10", "10-num-all-reduces",
+        "numeric", HERE, f"{HERE}-num-all-reduces",
         compute=accumulation_costs, params={"k": 4, "m": 8, "t_micro": 0.05, "t_comm": 0.02},
     ),
 )

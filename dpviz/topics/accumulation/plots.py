@@ -1,4 +1,4 @@
-"""Chapter 10's pictures: time bars of one update, all-reduce time against m, memory against micro-batch size.
+"""The chapter's pictures: time bars of one update, all-reduce time against m, memory against micro-batch size.
 
 Each function draws rows or points that :mod:`dpviz.topics.accumulation.theory` computed from records;
 nothing here measures or models anything::
@@ -50,7 +50,7 @@ class UpdateBars:
     """The artists of a column of update bars, built once; :meth:`show` fills them without making new ones.
 
     Row i (counting from the top) has one PolyCollection per segment kind, a label above the bar
-    and the total after it. The widget of chapter 10 calls :meth:`show` on every slider move.
+    and the total after it. The chapter's widget calls :meth:`show` on every slider move.
     """
 
     def __init__(self, ax, rows: int, *, fontsize: float = 12):

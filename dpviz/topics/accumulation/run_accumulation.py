@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dpviz import course
 from dpviz.engine.checks import check_choice, check_int, check_real
 from dpviz.topics.ground_floor.records import rel_err
 from dpviz.topics.accumulation.records import (
@@ -211,7 +212,8 @@ def regenerate(out_dir=SHIPPED_DIR, *, progress: bool = True) -> list[Path]:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m dpviz.topics.accumulation.run_accumulation",
-        description=f"Record the accumulation runs the sliders of chapter 10 browse (k in {GRID_K}, m in {GRID_M}).",
+        description=f"Record the accumulation runs the sliders of {course.ref('accumulation')} browse "
+                    f"(k in {GRID_K}, m in {GRID_M}).",
     )
     parser.add_argument("--out", default=str(SHIPPED_DIR), help="folder to write the records into")
     args = parser.parse_args(argv)

@@ -1,4 +1,4 @@
-"""The time bars of chapter 10: one update, segment by segment, measured from a record or modeled.
+"""The chapter's time bars: one update, segment by segment, measured from a record or modeled.
 
 A row is what one rank does during one update, in order: the forward and backward pass of each
 micro-batch (compute), the all-reduces (sync) where the pattern calls them, and the rest (the

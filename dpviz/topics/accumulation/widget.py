@@ -1,4 +1,4 @@
-"""Chapter 10's sliders: move k (ranks) and m (micro-batches per rank) over accumulation runs recorded for real.
+"""The chapter's sliders: move k (ranks) and m (micro-batches per rank) over accumulation runs recorded for real.
 
     from dpviz.topics.accumulation.records import accumulation_grid
     from dpviz.topics.accumulation.widget import accumulation_widget

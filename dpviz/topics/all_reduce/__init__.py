@@ -2,7 +2,8 @@
 
 * ``claims``: The all-reduce: one result, the same bits on every rank; the ring's even load against a server's hot
   spot (numpy only).
-* ``deck``: Chapter 05, all-reduce: its two phases, replicas in lockstep, and the notes' formula against the ring's.
+* ``deck``: Self-check cards for all-reduce: its two phases, replicas in lockstep, and the notes' formula against the
+  ring's.
 * ``figures``: Step 5's figures: the all-reduce, the replicas with and without it, the ring against a parameter
   server.
 * ``rank_collectives``: All-reduce written by hand from point-to-point sends and receives (Step 5).

@@ -1,4 +1,4 @@
-"""Chapter 05, all-reduce: its two phases, replicas in lockstep, and the notes' formula against the ring's.
+"""Self-check cards for all-reduce: its two phases, replicas in lockstep, and the notes' formula against the ring's.
 
 The notes' all-reduce formula prices a reduce-scatter, half an all-reduce; the numeric card sets it beside the
 ring formula on a preset link. ``link_preset`` is shared with the decks that price a sync on a named link.
@@ -6,10 +6,13 @@ ring formula on a preset link. ``link_preset`` is shared with the decks that pri
 
 from __future__ import annotations
 
+from dpviz import course
 from dpviz.engine.checks import check_choice
 from dpviz.engine.cards import Card
 from dpviz.topics.ground_floor import costmodel
 from dpviz.topics.ground_floor.links import PRESETS, Link
+
+HERE = course.number_of(__name__)  # this chapter's number, from its place in dpviz.course
 
 
 def link_preset(name: str) -> Link:
@@ -40,22 +43,22 @@ CARDS = (
         "others sit idle while it works. In a ring all-reduce every device sends and receives at "
         "the same time, so the traffic is spread evenly and no one link is the bottleneck. The "
         "mean that comes out is the same.",
-        "why", "05", "05-why-not-one-boss",
+        "why", HERE, f"{HERE}-why-not-one-boss",
     ),
     Card(
         "What are the two phases of a ring all-reduce?",
         "First a reduce-scatter: k−1 steps after which each device holds the complete sum of one "
         "1/k slice of the gradient. Then an all-gather: k−1 further steps that pass the finished "
         "slices along until every device holds the whole sum.",
-        "self-check", "05", "05-two-phases",
+        "self-check", HERE, f"{HERE}-two-phases",
     ),
     Card(
         "Spot the error: “An all-reduce over k devices costs α·log2(k) + (k−1)/k·M/β.”",
         "That formula, the one in the notes, prices a reduce-scatter only: half of the job, after "
         "which each device still holds just its own slice of the sum. A ring all-reduce also does "
         "the all-gather and costs 2(k−1)·α + 2(k−1)/k·M/β, twice the notes' bandwidth term. "
-        "Chapter 07 sets both beside times measured on this machine.",
-        "spot the error", "05", "05-spot-formula",
+        f"{course.Ref('measuring')} sets both beside times measured on this machine.",
+        "spot the error", HERE, f"{HERE}-spot-formula",
     ),
     Card(
         "True or false: after each sync, the replicas' parameters are bit-for-bit equal to one "
@@ -64,20 +67,20 @@ CARDS = (
         "averaged gradient with the same η. A single device on the big batch adds the per-example "
         "gradients in another order, and since floating-point addition is not associative, its "
         "parameters differ from the replicas' in the last bits.",
-        "true/false", "05", "05-tf-bit-identical",
+        "true/false", HERE, f"{HERE}-tf-bit-identical",
     ),
     Card(
         "What goes wrong if one replica's momentum buffer starts from a different value?",
         "That replica adds the shared gradient to a different velocity, so its step differs and it "
         "drifts away from the others. Equal optimizer state at the start, plus the same averaged "
         "gradient at every step, keeps the replicas in lockstep.",
-        "edge case", "05", "05-momentum-start",
+        "edge case", HERE, f"{HERE}-momentum-start",
     ),
     Card(
         "Which flaw of Step 4 does the sync of Step 5 remove?",
         "Without a sync, each device would step along its own g_i and the copies would drift apart. "
         "After the all-reduce, every device steps along the same mean gradient.",
-        "why", "05", "05-what-is-cured",
+        "why", HERE, f"{HERE}-what-is-cured",
     ),
     Card(
         "An all-reduce of {M:,.0f} bytes across k = {k} devices runs over {link}. How long does it "
@@ -85,7 +88,7 @@ CARDS = (
         "With the preset α = {alpha_us:g} µs and β = {beta_gbs:g} GB/s: the notes' formula gives "
         "{t_notes_ms:.3g} ms and the ring formula {t_ring_ms:.3g} ms, {ratio:.2f} times as long. "
         "The gap is the all-gather half, which the notes' formula (a reduce-scatter alone) leaves out.",
-        "numeric", "05", "05-num-notes-vs-ring",
+        "numeric", HERE, f"{HERE}-num-notes-vs-ring",
         compute=notes_against_ring, params={"k": 4, "M": 400_000_000, "link": "NVLink"},
     ),
 )

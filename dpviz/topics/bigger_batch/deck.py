@@ -1,4 +1,4 @@
-"""Chapter 09, a bigger batch wants a bigger step: the linear and square-root rules, warm-up, and divergence.
+"""Self-check cards for "a bigger batch wants a bigger step": the linear and square-root rules, warm-up, and divergence.
 
 Numbers come from ``dpviz.topics.bigger_batch.theory`` and from the grids of real runs shipped with dpviz
 (``dpviz.topics.bigger_batch.records``); a grid is read only when its card is shown.
@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from dpviz import course
 from dpviz.engine.data import line_data
 from dpviz.topics.bigger_batch.records import LrGrid
 from dpviz.engine.cards import Card
 from dpviz.topics.bigger_batch import theory as lr_rules
+
+HERE = course.number_of(__name__)  # this chapter's number, from its place in dpviz.course
 
 
 def lr_three_rules(lr_base, k):
@@ -63,8 +66,8 @@ CARDS = (
         "mean of the same k batches. If θ barely moves during the k small steps, each small step uses "
         "about the same gradient it would have at the start, so together they move −η·Σ g_i. The big "
         "step moves −η′·(Σ g_i)/k, because the all-reduce averages. Equal moves need η′ = k·η: the k "
-        "undoes the averaging. Chapter 09 measures how far apart the two land on every run.",
-        "why", "09", "09-why-linear",
+        f"undoes the averaging. {course.Ref('bigger_batch')} measures how far apart the two land on every run.",
+        "why", HERE, f"{HERE}-why-linear",
     ),
     Card(
         "The notes' derivation asks “why exactly k, not √k?”. What is √k about, then?",
@@ -72,14 +75,14 @@ CARDS = (
         "deviation √k times smaller than the mean of b. The square-root rule scales η by √k, which keeps "
         "η²/B, the spread each step adds, the same as before. It is the gentler choice; the linear rule "
         "(×k) is the one that keeps pace with one rank example for example, as long as η·λ stays small.",
-        "why", "09", "09-why-sqrt",
+        "why", HERE, f"{HERE}-why-sqrt",
     ),
     Card(
         "A rate η = {lr_base:g} was tuned for one rank at batch b. Now k = {k} ranks take b each. What "
         "rate does each rule give?",
         "×1 keeps {x1:.3g}; the square-root rule gives {sqrt:.3g} (×√{k} = ×{root:g}); the linear rule "
         "gives {linear:.3g} (×{k}).",
-        "numeric", "09", "09-num-rules",
+        "numeric", HERE, f"{HERE}-num-rules",
         compute=lr_three_rules, params={"lr_base": 0.01, "k": 4},
     ),
     Card(
@@ -87,7 +90,7 @@ CARDS = (
         "How many times one rank's examples does each rule need to reach the same loss?",
         "×{k} (linear): {linear:.2f}×, about 1, as the rule promises. ×√{k}: {sqrt:.2f}×, about "
         "{k}/√{k} = {root:g}. ×1: {x1:.2f}×, about {k}: the same rate with {k} times fewer steps.",
-        "numeric", "09", "09-num-examples",
+        "numeric", HERE, f"{HERE}-num-examples",
         compute=lr_examples_needed, params={"model": "mlp", "k": 4},
     ),
     Card(
@@ -98,23 +101,24 @@ CARDS = (
         "measured {measured[0]:.0%} (median over the run). At η = {etas[1]:.3g}: modeled {modeled[1]:.0%}, "
         "measured {measured[1]:.0%}. For small η·λ the gap is about (k−1)·η·λ/2: the rule holds while η·λ "
         "is small. For scale: the big rate there is {big[1]:.3g}, and the bowl diverges past 2/λ_max = {limit:.3g}.",
-        "numeric", "09", "09-num-gap",
+        "numeric", HERE, f"{HERE}-num-gap",
         compute=lr_bowl_gaps, params={"k": 4, "multipliers": (4.0, 64.0)},
     ),
     Card(
         "A linear warm-up of {warmup} steps to η = {lr:g}: which rates do the first {steps} steps use?",
         "{rates[0]:.3g}, {rates[1]:.3g}, {rates[2]:.3g}, then {rates[3]:.3g} and {rates[4]:.3g}: step t "
         "uses η·(t + 1)/{warmup} until the full rate.",
-        "numeric", "09", "09-num-warmup",
+        "numeric", HERE, f"{HERE}-num-warmup",
         compute=lr_warmup_rates, params={"lr": 0.64, "steps": 5, "warmup": 3},
     ),
     Card(
         "True or false: with a long enough warm-up, any learning rate becomes safe.",
         "False. Warm-up only shortens the first steps, while the gradients are large and a big step "
         "overshoots. Once the ramp ends, the full rate is used, and a rate past the loss's curvature "
-        "limit (2/λ_max on a bowl) diverges then. Chapter 09's runs show the blow-up arriving later "
+        f"limit (2/λ_max on a bowl) diverges then. {course.Ref('bigger_batch')}'s runs show the blow-up arriving "
+        "later "
         "with a longer warm-up, never not at all.",
-        "true/false", "09", "09-tf-warmup-any",
+        "true/false", HERE, f"{HERE}-tf-warmup-any",
     ),
     Card(
         "In the shipped {model} grid, k = {k} ranks at ×{multiplier:g}: at which step did the run with "
@@ -122,7 +126,7 @@ CARDS = (
         "At η = {lr:.3g}, in runs of {total} steps: warm-up {warmups[0]}, step {steps[0]}; {warmups[1]}, "
         "step {steps[1]}; {warmups[2]}, step {steps[2]}; {warmups[3]}, step {steps[3]}. The warm-up "
         "decided when, not whether.",
-        "numeric", "09", "09-num-diverge",
+        "numeric", HERE, f"{HERE}-num-diverge",
         compute=lr_divergence_steps, params={"model": "mlp", "k": 4, "multiplier": 64.0},
     ),
     Card(
@@ -131,8 +135,8 @@ CARDS = (
         "They agree only while the gradient hardly changes over the k small steps. Each small step "
         "changes it by about η·λ of itself, so the two land (k−1)·η·λ/2 of a step apart for small η·λ, "
         "and far apart when η·λ is large: the big step then overshoots where the small ones would "
-        "have turned. Chapter 09 measures the gap on every run.",
-        "spot the error", "09", "09-spot-exact",
+        f"have turned. {course.Ref('bigger_batch')} measures the gap on every run.",
+        "spot the error", HERE, f"{HERE}-spot-exact",
     ),
     Card(
         "Why does a warm-up help most at the start of training?",
@@ -140,11 +144,11 @@ CARDS = (
         "linear rule's error is a fraction of the step, so long steps make a large error: the big step "
         "lands far from where k small steps would have gone. Ramping η up keeps those first steps "
         "short; by the time the full rate arrives the steps are short anyway.",
-        "why", "09", "09-why-warmup-early",
+        "why", HERE, f"{HERE}-why-warmup-early",
     ),
     Card(
         "Edge case: k = 1. What do ×1, ×√k and ×k give?",
         "All three give η itself: with one rank the batch is what it was, and 1 = √1 = 1.",
-        "edge case", "09", "09-edge-k1",
+        "edge case", HERE, f"{HERE}-edge-k1",
     ),
 )

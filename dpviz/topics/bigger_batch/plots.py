@@ -1,4 +1,4 @@
-"""Chapter 09: a bigger batch wants a bigger step, drawn from recorded grids of runs (:class:`~dpviz.topics.bigger_batch.records.LrGrid`).
+"""A bigger batch wants a bigger step, drawn from recorded grids of runs (:class:`~dpviz.topics.bigger_batch.records.LrGrid`).
 
 * :func:`plot_loss_curves`: chosen runs' loss against examples seen or against steps; a diverged
   run ends in a red ×.

@@ -1,4 +1,4 @@
-"""Real data-parallel training over k, learning-rate rule and warm-up: the runs behind chapter 09.
+"""Real data-parallel training over k, learning-rate rule and warm-up: the runs behind the chapter.
 
     from dpviz.topics.bigger_batch.run_lr_sweep import record_lr_grid
     grid = record_lr_grid(model="line", ks=(1, 4), multipliers=(1, 4), warmups=(0,))
@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dpviz import course
 from dpviz.engine.checks import check_choice, check_int, check_real
 from dpviz.topics.bigger_batch.records import FIGURE_PLAN, MODELS, LrGrid, shipped_name
 from dpviz.engine.paths import SHIPPED_DIR
@@ -235,7 +236,7 @@ def assemble(config: LrGridConfig, rows: list, results: dict, devices: list) -> 
 
 # --- the grids shipped with dpviz, and the ones behind figures/ ---
 
-SHIPPED = {  # model -> the settings of its shipped grid (the sliders of chapter 09 browse them)
+SHIPPED = {  # model -> the settings of its shipped grid (the chapter's sliders browse them)
     "line": dict(model="line"),
     "mlp": dict(model="mlp"),
 }
@@ -267,7 +268,8 @@ def regenerate(out_dir=SHIPPED_DIR, *, progress: bool = True) -> list[Path]:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m dpviz.topics.bigger_batch.run_lr_sweep",
-                                     description="Record the learning-rate grids that chapter 09's sliders browse.")
+                                     description=f"Record the learning-rate grids that {course.ref('bigger_batch')}'s "
+                                                 "sliders browse.")
     parser.add_argument("--out", default=str(SHIPPED_DIR), help="folder to write the records into")
     args = parser.parse_args(argv)
     start = time.perf_counter()

@@ -126,7 +126,7 @@ def examples_to_reach(examples, loss, target: float) -> float:
 def line_loss_surface(x, y, ws, cs) -> np.ndarray:
     """The line model's loss mean((w·x + c − y)²) on the grid ``ws`` × ``cs``: shape (len(cs), len(ws)), float64.
 
-    From the data's moments, so a fine grid costs nothing: the contours drawn under the paths of chapter 09.
+    From the data's moments, so a fine grid costs nothing: the contours drawn under the chapter's paths.
     """
     x = np.asarray(x, dtype=np.float64).reshape(-1)
     y = np.asarray(y, dtype=np.float64).reshape(-1)

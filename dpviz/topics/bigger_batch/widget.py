@@ -1,4 +1,4 @@
-"""Chapter 09's sliders: k, the learning-rate rule (×1, ×√k, ×k or a free multiplier) and the warm-up.
+"""The chapter's sliders: k, the learning-rate rule (×1, ×√k, ×k or a free multiplier) and the warm-up.
 
     from dpviz.topics.bigger_batch.records import LrGrid
     from dpviz.topics.bigger_batch.widget import lr_widget
@@ -20,6 +20,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from dpviz import course
 from dpviz.engine.checks import check_choice, check_int
 from dpviz.topics.bigger_batch.plots import LossCurves
 from dpviz.topics.bigger_batch import theory as lr_rules
@@ -145,5 +146,6 @@ def lr_widget(grids: dict, *, model: str = "line", k: int = 4, rule: str = "line
         return {}
 
     return SliderFigure(figure, controls, linked=linked,
-                        title="<b>Chapter 09</b>: pick k, a learning-rate rule and a warm-up; every curve is a real run.",
+                        title=f"<b>{course.Ref('bigger_batch')}</b>: pick k, a learning-rate rule and a warm-up; "
+                              "every curve is a real run.",
                         repeat_frames=True)

@@ -2,7 +2,8 @@
 
 * ``claims``: A cheaper sync: what the chapter prints about compression, local SGD and a two-level all-reduce (numpy
   only).
-* ``deck``: Chapter 14, a cheaper sync: fewer bytes (fp16, PowerSGD), fewer syncs (local SGD), two levels of links.
+* ``deck``: Self-check cards for a cheaper sync: fewer bytes (fp16, PowerSGD), fewer syncs (local SGD), two levels of
+  links.
 * ``figures``: A cheaper sync's figures: compression's bytes, error and loss; local SGD's loss and drift; two
   levels' bytes per link; each method's modeled speedup beside the ring's, over this machine's measured times; each
   method's speedup measured here, against a one-rank run of the same workload.
@@ -28,6 +29,6 @@
   ranks.
 * ``theory``: Three ways to shrink T_comm in S = T_compute / (T_compute/k + T_comm), priced with the α-β model
   (numpy only).
-* ``widget``: Chapter 14's sliders: each cheaper sync's knob (PowerSGD's r, local SGD's H, the group size g) and the
+* ``widget``: The chapter's sliders: each cheaper sync's knob (PowerSGD's r, local SGD's H, the group size g) and the
   link.
 """

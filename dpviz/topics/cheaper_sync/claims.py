@@ -16,7 +16,7 @@
   Times described.
 * :func:`priced_claims`: each method's modeled T_comm and S beside the ring's for the link presets.
 * :func:`measured_speedup_claims` (the k-rank compression and local-SGD records and local SGD's k = 1 run):
-  each method's S = k · T_step(1) / T_step(k) measured here, beside chapter 06's formula fed the measured
+  each method's S = k · T_step(1) / T_step(k) measured here, beside the speedup model's formula fed the measured
   T_step(1) and T_comm; the records are checked to be one workload at two k, their timings whole; S described.
 
 Each function returns the sentences in order, or raises ``AssertionError`` naming the first number that
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dpviz import course
 from dpviz.topics.cheaper_sync.records_compression import FP16_TOLERANCE, PRICED_M, WARMUP_STEPS, CompressionRecord
 from dpviz.topics.cheaper_sync.records_hierarchical import METHODS, HierarchicalRecord
 from dpviz.topics.cheaper_sync.records_local_sgd import LocalSgdRecord, drift_of
@@ -395,7 +396,7 @@ def measured_rows(comp: CompressionRecord, local: LocalSgdRecord, local_k1: Loca
 
     ``t_one`` is T_step(1), the one-rank run's local step, forward and backward with no sync
     (:meth:`LocalSgdRecord.local_step_seconds`), the same for every row; ``speedup`` = k · t_one / t_step,
-    measured; ``formula`` is chapter 06's S for T_compute = k · t_one and the measured T_comm per step (local
+    measured; ``formula`` is the speedup model's S for T_compute = k · t_one and the measured T_comm per step (local
     SGD: one all-reduce's median over H), or None where the run did not time the method's sync alone (the
     compressing hooks).
     """
@@ -415,7 +416,7 @@ def measured_rows(comp: CompressionRecord, local: LocalSgdRecord, local_k1: Loca
 
 
 def measured_speedup_claims(comp: CompressionRecord, local: LocalSgdRecord, local_k1: LocalSgdRecord) -> list[str]:
-    """Each method's S measured here, beside chapter 06's formula on the measured parts; described, not asserted.
+    """Each method's S measured here, beside the speedup model's formula on the measured parts; described, not asserted.
 
     Asserted: ``local_k1`` is the k-rank runs' workload on one rank of the same machine (``ValueError``
     otherwise), every timed step took a positive time, every all-reduce timed inside a step is part of it,
@@ -439,7 +440,8 @@ def measured_speedup_claims(comp: CompressionRecord, local: LocalSgdRecord, loca
              f"each training's first {warmup} left out as warm-up (PowerSGD's first compressed step too): k = {k} "
              f"ranks of {threads} thread{'s' if threads != 1 else ''} each, on this machine's {m['cores']} cores. "
              f"Every S below divides by T_step(1) = {_ms(t_one)}, one rank's forward and backward of the same MLP on "
-             "b examples with no sync (the local steps of a one-rank local-SGD run), as chapter 06 leaves the "
+             "b examples with no sync (the local steps of a one-rank local-SGD run), as "
+             f"{course.ref('speedup_model')} leaves the "
              f"all-reduce out at k = 1; on that rank an all-reduce with nothing to exchange took "
              f"{_ms(local_k1.sync_seconds(None))} (median)."]
     lines.append(f"DDP's comm hooks, a step being forward, backward and the hook's sync: "
@@ -487,7 +489,8 @@ def measured_speedup_claims(comp: CompressionRecord, local: LocalSgdRecord, loca
 
     modeled = [row for row in rows if row["formula"] is not None]
     below = [row["label"] for row in modeled if row["speedup"] < row["formula"]]
-    line = ("Chapter 06's formula fed the measured parts, S = k · T_step(1) / (T_step(1) + T_comm) with T_comm the "
+    line = (f"{course.Ref('speedup_model')}'s formula fed the measured parts, "
+            "S = k · T_step(1) / (T_step(1) + T_comm) with T_comm the "
             f"median all-reduce of the M = {_bytes(M)} timed in the same runs ({_ms(comp.sync_seconds())} beside DDP's "
             f"steps, {_ms(local.sync_seconds(None))} in the loop, whose steps start without DDP's barrier; over H "
             "for local SGD), gives: "
@@ -621,7 +624,7 @@ def priced_title(rows_by_link: dict, *, k: int) -> str:
 
 
 def figure_claims(records: dict) -> str:
-    """What ``./run`` prints for chapter 14's figure records: every claim of the three runs, checked."""
+    """What ``./run`` prints for the chapter's figure records: every claim of the three runs, checked."""
     lines = (compression_claims(records["cheaper_sync_compression"])
              + local_sgd_claims(records["cheaper_sync_local_sgd"])
              + hierarchical_claims(records["cheaper_sync_hierarchical"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
+from dpviz import course
 from dpviz.topics.cheaper_sync import claims
 from dpviz.engine.figure_group import FigureGroup
 from dpviz.engine.layout import caption, figure, legend_below, lift_notes, title_of, wrap_titles
@@ -149,7 +150,8 @@ def figure_cheaper_sync_measured(comp, local, local_k1) -> Figure:
     hooks = ", ".join(row["label"] for row in rows if row["family"] == "DDP comm hook")
     alt = [f"Top, horizontal bars of the speedup S measured on this machine with k = {k} ranks for each DDP comm hook "
            f"({hooks}) and for plain data parallelism and local SGD at each H in a hand-written loop, a dashed line "
-           "at the ideal S = k, and hollow diamonds where chapter 06's formula, fed the measured one-rank step and "
+           f"at the ideal S = k, and hollow diamonds where {course.ref('speedup_model')}'s formula, fed the measured "
+           "one-rank step and "
            "all-reduce, puts S. Bottom, bars of the median step times they come from, the one-rank step first",
            title_of(fig)]
     notes = [f"Measured: {comp.describe()}", local.describe(), local_k1.describe(), _cores(comp), _cores(local),

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.ticker import MaxNLocator, StrMethodFormatter
 
+from dpviz import course
 from dpviz.engine.style import (
     CORAL,
     GRID_LINE,
@@ -272,13 +273,13 @@ def plot_speedups(rows_by_link: dict, *, k: int, ax=None, fontsize: float = 10, 
 
 def plot_measured_speedups(rows, *, k: int, ax=None, fontsize: float = 10, title: str | None = None):
     """S measured here per way of syncing, one group of bars per family (the rows of
-    :func:`dpviz.topics.cheaper_sync.claims.measured_rows`), chapter 06's formula on the measured parts as a hollow
-    diamond where the run timed the sync alone, and the ideal S = k dashed."""
+    :func:`dpviz.topics.cheaper_sync.claims.measured_rows`), the speedup model's formula on the measured parts as a
+    hollow diamond where the run timed the sync alone, and the ideal S = k dashed."""
     ax = get_ax(ax)
     ticks, labels = [], []
     y0 = 0.0
     families = list(dict.fromkeys(row["family"] for row in rows))
-    formula_label = f"{MODELED_NOTE}: chapter 06's formula on the measured T_step(1), T_comm"
+    formula_label = f"{MODELED_NOTE}: {course.ref('speedup_model')}'s formula on the measured T_step(1), T_comm"
     for family in families:
         group = [row for row in rows if row["family"] == family]
         y = y0 + np.arange(len(group))

@@ -118,7 +118,7 @@ def record_local_sgd(config: LocalSgdConfig | None = None, *, progress: bool = F
 
 
 def record_figure_records(*, quick: bool = False, progress: bool = False) -> dict:
-    """The records behind chapter 14's figures, {stem: record} (:data:`dpviz.topics.cheaper_sync.records_compression.FIGURE_PLAN`).
+    """The records behind the chapter's figures, {stem: record} (:data:`dpviz.topics.cheaper_sync.records_compression.FIGURE_PLAN`).
 
     All three kinds of the chapter (compression, local SGD, two levels) are recorded here, the one front that
     imports the other two, and local SGD's k = 1 run. About 25 s on 2 cores, most of it the runs' starts;

@@ -1,4 +1,4 @@
-"""Chapter 14's sliders: each cheaper sync's knob (PowerSGD's r, local SGD's H, the group size g) and the link.
+"""The chapter's sliders: each cheaper sync's knob (PowerSGD's r, local SGD's H, the group size g) and the link.
 
     from dpviz.topics.cheaper_sync.widget import cheaper_sync_widget
     cheaper_sync_widget()

@@ -1,4 +1,4 @@
-"""Chapter 00's slider: k and T_comm/T_compute on one step's time bars, the speedup curve and the speedup table.
+"""The ground floor's slider: k and T_comm/T_compute on one step's time bars, the speedup curve and the speedup table.
 
     from dpviz.topics.ground_floor.widget import speedup_widget
     speedup_widget()                 # k = 4, T_comm/T_compute = 0.05
@@ -127,7 +127,7 @@ class SpeedupFigure:
 
 
 def speedup_widget(*, k: int = 4, ratio: float = 0.05, figsize=(11.5, 4.4)) -> SliderFigure:
-    """Sliders for k and T_comm/T_compute over chapter 00's speedup picture and table (modeled numbers)."""
+    """Sliders for k and T_comm/T_compute over the ground floor's speedup picture and table (modeled numbers)."""
     check_choice("k", k, KS)
     check_choice("ratio", ratio, RATIOS)
     figure = SpeedupFigure(k=k, ratio=ratio, figsize=figsize)

@@ -2,8 +2,8 @@
 
 * ``alpha_beta``: α and β fitted to all-reduce times, how far the fit misses each point, and when the fit is to be
   trusted.
-* ``deck``: Chapter 07, measuring an all-reduce: the two bandwidths a benchmark prints, fitting α and β, and when to
-  trust them.
+* ``deck``: Self-check cards for measuring an all-reduce: the two bandwidths a benchmark prints, fitting α and β, and
+  when to trust them.
 * ``figures``: The speedup model's figures: s01's sync timelines, s02's speedup curves, all-reduce time against M.
 * ``plots_alpha_beta``: All-reduce times with their fitted α-β lines, and the residual panel that says how far the
   fit misses.

@@ -13,7 +13,7 @@ slip cannot pass::
     pub.rows("v100x8_nvlink")                   # (k, M, seconds) of one system
     pub.source("v100x8_nvlink")                 # the URL of its table
 
-Chapter 07 fits the same α-β ring model to these points as to this machine's own all-reduce times,
+The chapter fits the same α-β ring model to these points as to this machine's own all-reduce times,
 and draws them beside each other, each labelled with who measured it.
 """
 

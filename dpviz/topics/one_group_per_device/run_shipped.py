@@ -1,4 +1,4 @@
-"""Record again the runs shipped in ``dpviz/records/shipped_runs/`` (the sliders of chapters 04 and 05).
+"""Record again the runs shipped in ``dpviz/records/shipped_runs/`` (the sliders of this chapter and of all-reduce).
 
     python -m dpviz.topics.one_group_per_device.run_shipped                 # rewrites dpviz/records/shipped_runs/ (a few minutes)
     python -m dpviz.topics.one_group_per_device.run_shipped --out my_runs   # or somewhere else; load with shipped.grid_runs("my_runs")
@@ -12,6 +12,7 @@ import argparse
 import warnings
 from pathlib import Path
 
+from dpviz import course
 from dpviz.engine.paths import SHIPPED_DIR
 from dpviz.topics.one_group_per_device.shipped import planned
 from dpviz.topics.ground_floor.run_training import record_run
@@ -37,7 +38,9 @@ def regenerate(out_dir=SHIPPED_DIR, *, progress: bool = True) -> list[Path]:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m dpviz.topics.one_group_per_device.run_shipped", description="Record the runs the sliders of chapters 04 and 05 use.")
+    parser = argparse.ArgumentParser(
+        prog="python -m dpviz.topics.one_group_per_device.run_shipped",
+        description=f"Record the runs the sliders of {course.ref('one_group_per_device', 'all_reduce')} use.")
     parser.add_argument("--out", default=str(SHIPPED_DIR), help="folder to write the records into")
     args = parser.parse_args(argv)
     for stem in regenerate(args.out):

@@ -1,6 +1,6 @@
 """Real runs recorded once and shipped in ``dpviz/records/shipped_runs/``, so that sliders never wait for one.
 
-Chapters 04 and 05 let the reader move k and b, and a slider must answer at
+This chapter and all-reduce let the reader move k and b, and a slider must answer at
 once, while a run takes seconds. So every combination the sliders offer was run
 for real, on the machine named in each record's metadata, and saved:
 

@@ -1,4 +1,4 @@
-"""Sliders for chapters 04 and 05: move k, b and the step across runs that were recorded for real.
+"""Sliders for this chapter and all-reduce: move k, b and the step across runs that were recorded for real.
 
     from dpviz.topics.one_group_per_device import shipped
     from dpviz.topics.one_group_per_device.widget import devices_widget, all_reduce_widget

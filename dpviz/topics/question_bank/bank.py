@@ -1,8 +1,9 @@
 """Every self-check question of the notes, retold, with the cards for each chapter.
 
-Chapter 00 takes the symbols note's self-check, chapter 08 the walkthrough's quick self-check,
-chapter 15 the whole question bank (true/false, spot the error, why, edge cases), and chapters 01
-to 07 cards written for their step. Each chapter's deck is the ``deck.py`` of its topic folder.
+The ground floor takes the symbols note's self-check, the whole picture the walkthrough's quick
+self-check, the question bank the whole bank (true/false, spot the error, why, edge cases), and
+the chapters from one training step to measuring an all-reduce cards written for their step. Each
+chapter's deck is the ``deck.py`` of its topic folder.
 Numeric cards compute their numbers with the chapters' theory modules and the link presets
 of ``dpviz.topics.ground_floor.links``; nothing shown as a result is typed in.
 
@@ -24,6 +25,8 @@ ALL_CARDS: tuple[Card, ...] = tuple(card for c in course.COURSE for card in cour
 
 
 def cards_for(chapter: str) -> list[Card]:
-    """The cards of one chapter, "00" to "15", in teaching order."""
-    check_choice("chapter", chapter, tuple(CHAPTERS))
-    return [card for card in ALL_CARDS if card.chapter == chapter]
+    """The cards of one chapter, by its number or its topic, in teaching order."""
+    if chapter not in course.TOPICS:
+        check_choice("chapter", chapter, tuple(CHAPTERS))
+    number = course.chapter(chapter).number
+    return [card for card in ALL_CARDS if card.chapter == number]

@@ -1,4 +1,4 @@
-"""Chapter 15, the question bank: the notes' whole bank retold, to review every chapter.
+"""The question bank: the notes' whole bank retold, to review every chapter.
 
 Recall, true/false, spot the error, why and edge cases, in that order, then the numeric cards of
 :mod:`dpviz.topics.question_bank.deck_numbers`.
@@ -6,28 +6,31 @@ Recall, true/false, spot the error, why and edge cases, in that order, then the 
 
 from __future__ import annotations
 
+from dpviz import course
 from dpviz.engine.cards import Card
 from dpviz.topics.question_bank.deck_numbers import NUMERIC
+
+HERE = course.number_of(__name__)  # this chapter's number, from its place in dpviz.course
 
 _RECALL = (
     Card(
         "Data parallelism: what does it copy and what does it split?",
         "Each device holds the whole model and works on its own slice of the data; the gradients "
         "are all-reduced every step so that all copies stay identical.",
-        "self-check", "15", "15-recall-data-parallel",
+        "self-check", HERE, f"{HERE}-recall-data-parallel",
     ),
     Card(
         "Model parallelism: what is it, and what are its two common kinds?",
         "The model itself is cut up so that no device holds all the weights. Splitting inside a "
         "layer is tensor parallelism; giving each device a group of whole layers is pipeline "
         "parallelism.",
-        "self-check", "15", "15-recall-model-parallel",
+        "self-check", HERE, f"{HERE}-recall-model-parallel",
     ),
     Card(
         "All-reduce: what comes out, and who gets it?",
         "The sum (or, divided by k, the mean) of one tensor from every device, and every device "
         "receives the same copy.",
-        "self-check", "15", "15-recall-all-reduce",
+        "self-check", HERE, f"{HERE}-recall-all-reduce",
     ),
 )
 
@@ -37,8 +40,8 @@ _TRUE_FALSE = (
         "False. The compute share per device falls like T_compute/k, but T_comm does not fall: its "
         "bandwidth part levels off and its latency part keeps growing with k (log2 k rounds by the "
         "notes' count, 2(k−1) hops in a ring). Beyond some k a new device adds more sync time than "
-        "it saves, and steps get slower; chapter 06 has a numeric example.",
-        "true/false", "15", "15-tf-more-gpus",
+        f"it saves, and steps get slower; {course.ref('speedup_model')} has a numeric example.",
+        "true/false", HERE, f"{HERE}-tf-more-gpus",
     ),
     Card(
         "True or false: k devices with local batch b train exactly like one device with batch b·k.",
@@ -47,24 +50,26 @@ _TRUE_FALSE = (
         "big-batch gradient. Two caveats. Against a run at batch b the batch is k times larger, so "
         "η usually has to change (linear rule ×k, or square-root rule ×√k). And in floating point "
         "the match holds to rounding, not to the last bit.",
-        "true/false", "15", "15-tf-equivalent",
+        "true/false", HERE, f"{HERE}-tf-equivalent",
     ),
     Card(
         "True or false: with enough GPUs, plain data parallelism can train a model too big for one "
         "GPU's memory.",
         "False. Every device holds the whole model, so if one copy does not fit, more copies do not "
         "help. Dividing the weights themselves takes model parallelism (tensor or pipeline), or "
-        "sharding parameters and optimizer state. Chapter 12 counts the bytes one rank holds on a real run.",
-        "true/false", "15", "15-tf-too-big",
+        f"sharding parameters and optimizer state. {course.Ref('splitting')} counts the bytes one rank holds on a "
+        "real run.",
+        "true/false", HERE, f"{HERE}-tf-too-big",
     ),
     Card(
         "True or false: gradient accumulation reaches the large-batch update while holding only one "
         "micro-batch in memory at a time.",
         "True. Run k equal micro-batches one after another, add their gradients, divide by k, then "
         "step: that is the big-batch mean gradient. Memory per pass is one micro-batch's; the price "
-        "is k forward and backward passes, in sequence, per update. Chapter 10 shows this on real runs "
+        f"is k forward and backward passes, in sequence, per update. {course.Ref('accumulation')} shows this on real "
+        "runs "
         "(it calls the number of micro-batches m, since k counts ranks there).",
-        "true/false", "15", "15-tf-accumulation",
+        "true/false", HERE, f"{HERE}-tf-accumulation",
     ),
     Card(
         "True or false: synchronous SGD ends with a different model from single-device SGD on the "
@@ -74,30 +79,31 @@ _TRUE_FALSE = (
         "sums run in another order, and floating-point addition is not associative, so the weights "
         "differ in the last bits from the single device's (the replicas stay bit-identical to one "
         "another).",
-        "true/false", "15", "15-tf-sync-sgd",
+        "true/false", HERE, f"{HERE}-tf-sync-sgd",
     ),
     Card(
         "True or false: asynchronous SGD traces the same path as synchronous SGD, only sooner.",
         "False. A worker may compute its gradient at θ_t and see it applied once the weights have "
         "already moved on, to θ_{t+5} say. Such stale gradients change the optimisation path and "
-        "can change the final accuracy. Chapter 11 shows this on real runs: a parameter server's "
+        f"can change the final accuracy. {course.Ref('waiting')} shows this on real runs: a parameter server's "
         "asynchronous path beside the synchronous one.",
-        "true/false", "15", "15-tf-async",
+        "true/false", HERE, f"{HERE}-tf-async",
     ),
     Card(
         "True or false: tensor parallelism and pipeline parallelism are one technique under two names.",
         "False. Tensor parallelism cuts one layer's matrices into blocks held by different devices; "
         "pipeline parallelism gives each device a run of whole layers, like stations along a "
-        "production line. The two can be used together. Chapter 12 shows both on real runs.",
-        "true/false", "15", "15-tf-tensor-pipeline",
+        f"production line. The two can be used together. {course.Ref('splitting')} shows both on real runs.",
+        "true/false", HERE, f"{HERE}-tf-tensor-pipeline",
     ),
     Card(
         "True or false: a scaling efficiency above 1 always means the measurement is wrong.",
         "False. Super-linear speedup can be genuine: each device now handles a smaller share, which "
         "may fit into a faster cache or memory, so every device runs faster than the lone device "
-        "did. Rule out a measuring mistake first, then test the cause: chapter 06 times one process "
+        f"did. Rule out a measuring mistake first, then test the cause: {course.ref('speedup_model')} times one "
+        "process "
         "on the share one of two ranks holds, and compares the compute per example of the three runs.",
-        "true/false", "15", "15-tf-superlinear",
+        "true/false", HERE, f"{HERE}-tf-superlinear",
     ),
     Card(
         "True or false: a link with twice the bandwidth doubles the speedup.",
@@ -105,7 +111,7 @@ _TRUE_FALSE = (
         "the latency part stay as they were, so S = T_compute/(T_compute/k + T_comm) rises by less, "
         "hardly at all when compute already dominates. A numeric card in this chapter puts numbers "
         "on it.",
-        "true/false", "15", "15-tf-double-bandwidth",
+        "true/false", HERE, f"{HERE}-tf-double-bandwidth",
     ),
 )
 
@@ -115,31 +121,32 @@ _SPOT = (
         "of our one-GPU runs at batch 32.”",
         "Each update now averages over 4 × 32 = 128 examples, not 32: a less noisy gradient and four "
         "times fewer updates per epoch, so the old η usually learns too slowly. Scale η up, by the "
-        "linear rule (×4) or the more cautious square-root rule (×2), with a warm-up. Chapter 09 shows "
+        f"linear rule (×4) or the more cautious square-root rule (×2), with a warm-up. {course.Ref('bigger_batch')} "
+        "shows "
         "this on real runs.",
-        "spot the error", "15", "15-spot-lr",
+        "spot the error", HERE, f"{HERE}-spot-lr",
     ),
     Card(
         "Spot the error: “The model does not fit on one GPU, so we moved to data parallelism on 8 "
         "GPUs.”",
         "Data parallelism copies the model onto each device; it divides the data, not the weights. "
         "Each of the 8 copies is as large as before and still does not fit. Tensor or pipeline "
-        "parallelism, or sharding parameters and optimizer state, is what splits the model. Chapter 12 "
+        f"parallelism, or sharding parameters and optimizer state, is what splits the model. {course.Ref('splitting')} "
         "shows this on real runs, with the memory each rank holds.",
-        "spot the error", "15", "15-spot-too-big",
+        "spot the error", HERE, f"{HERE}-spot-too-big",
     ),
     Card(
         "Spot the error: “Asynchronous SGD always wins, because no worker ever waits.”",
         "The waiting is traded for stale gradients. The hardware is kept busier, but updates "
         "computed on old weights can slow convergence or unsettle it; which approach wins depends "
-        "on the workload. Chapter 11 shows this on real runs, with the staleness of every update.",
-        "spot the error", "15", "15-spot-async",
+        f"on the workload. {course.Ref('waiting')} shows this on real runs, with the staleness of every update.",
+        "spot the error", HERE, f"{HERE}-spot-async",
     ),
     Card(
         "Spot the error: “Our 4 GPUs gave a 4× speedup, so our efficiency is over 100%.”",
         "Efficiency is S/k. A speedup equal to the number of devices is exactly 100%, the ideal; "
         "to go above it the speedup on 4 GPUs would have to exceed 4.",
-        "spot the error", "15", "15-spot-efficiency",
+        "spot the error", HERE, f"{HERE}-spot-efficiency",
     ),
     Card(
         "Spot the error: “Pipeline parallelism is a production line, so every GPU in it works all the "
@@ -147,9 +154,9 @@ _SPOT = (
         "Pipelines have bubbles. While a batch enters, later stages wait for their first input; the "
         "first stage then waits in the middle, from its last forward pass until the first backward "
         "pass comes back to it, and the last stage waits again at the end. Unless the batch is cut into "
-        "micro-batches, these idle stretches take a large share of the time. Chapter 12 shows this on "
+        f"micro-batches, these idle stretches take a large share of the time. {course.Ref('splitting')} shows this on "
         "real runs: Gantt charts of real stages beside the formula (p−1)/(m+p−1).",
-        "spot the error", "15", "15-spot-bubbles",
+        "spot the error", HERE, f"{HERE}-spot-bubbles",
     ),
     Card(
         "Spot the error: “All-reduce is a bottleneck because all the gradients go through one "
@@ -157,7 +164,7 @@ _SPOT = (
         "That describes a parameter server. An all-reduce such as the ring has no centre: each "
         "device exchanges chunks with its neighbours. Its cost comes from the bytes each device "
         "must move and the number of latency hops, which depend on M and k.",
-        "spot the error", "15", "15-spot-central-server",
+        "spot the error", HERE, f"{HERE}-spot-central-server",
     ),
     Card(
         "Spot the error: “Gradient accumulation gives the same update as the big batch, so our "
@@ -166,8 +173,8 @@ _SPOT = (
         "one after another, so the model puts an update at about k times one micro-batch pass, while k "
         "devices do those passes at once and add one all-reduce. Memory was traded for time, as long as "
         "the all-reduce costs less than the compute it saves and each device has its own core. "
-        "Chapter 10 times both on real runs, timelines side by side, and prints what they measured.",
-        "spot the error", "15", "15-spot-accumulation-speed",
+        f"{course.Ref('accumulation')} times both on real runs, timelines side by side, and prints what they measured.",
+        "spot the error", HERE, f"{HERE}-spot-accumulation-speed",
     ),
 )
 
@@ -178,14 +185,14 @@ _WHY = (
         "mean of its own sub-batch, and with equal sub-batch sizes the mean of those means is the "
         "mean over everything (Step 3). A sum would be k times too large, as if η had been "
         "multiplied by k.",
-        "why", "15", "15-why-average",
+        "why", HERE, f"{HERE}-why-average",
     ),
     Card(
         "Why does scaling efficiency fall as devices are added?",
         "The compute share T_compute/k keeps shrinking while T_comm stays the same or grows (more "
         "latency hops, and a bandwidth part that approaches a constant), so syncing fills an ever "
         "larger part of each step and S/k drops.",
-        "why", "15", "15-why-efficiency-drops",
+        "why", HERE, f"{HERE}-why-efficiency-drops",
     ),
     Card(
         "Why sync the gradients at every step rather than once in a while?",
@@ -193,16 +200,16 @@ _WHY = (
         "own gradients and turn into different models, and averaging such diverged copies later is "
         "no longer the big-batch update. (Methods that sync only now and then, such as local SGD, "
         "exist; they give up that exactness to communicate less.)",
-        "why", "15", "15-why-every-step",
+        "why", HERE, f"{HERE}-why-every-step",
     ),
     Card(
         "Why is a fast interconnect (NVLink, InfiniBand) worth its price for large models?",
         "A large model has a large gradient, so M is large and the part of T_comm proportional to "
         "M/β dominates on a slow link. Raising β cuts that part and recovers much of the speedup "
         "that was lost. The notes quote a BERT-Large speedup comparison at this point, but we could find "
-        "no source for it, so it is not used here; chapter 06 shows the effect with modeled curves "
+        f"no source for it, so it is not used here; {course.ref('speedup_model')} shows the effect with modeled curves "
         "and with α, β measured on this machine.",
-        "why", "15", "15-why-fast-link",
+        "why", HERE, f"{HERE}-why-fast-link",
     ),
     Card(
         "Why does model parallelism move data between devices inside every forward and backward "
@@ -210,16 +217,16 @@ _WHY = (
         "With layers on different devices, activations have to cross from one device to the next "
         "on the way forward, and their gradients on the way back, at every boundary between "
         "devices. Data parallelism keeps all layers on every device and only exchanges gradients, "
-        "in one all-reduce per step. Chapter 12 shows this on real runs and counts the bytes.",
-        "why", "15", "15-why-model-parallel-traffic",
+        f"in one all-reduce per step. {course.Ref('splitting')} shows this on real runs and counts the bytes.",
+        "why", HERE, f"{HERE}-why-model-parallel-traffic",
     ),
     Card(
         "Why can a single slow device hold back synchronous SGD but not asynchronous SGD?",
         "Synchronous SGD moves in lockstep: no one updates until the all-reduce finishes, and it "
         "finishes only when the slowest device has its gradient ready. Asynchronous workers send "
-        "their updates when they are done and never wait for one another. Chapter 11 shows this on "
+        f"their updates when they are done and never wait for one another. {course.Ref('waiting')} shows this on "
         "real runs: an injected straggler, then a parameter server with one slow worker.",
-        "why", "15", "15-why-straggler",
+        "why", HERE, f"{HERE}-why-straggler",
     ),
     Card(
         "Why does the linear scaling rule multiply η by k, and not by √k?",
@@ -228,8 +235,8 @@ _WHY = (
         "far it needs the rate k·η; the k comes from the averaging. √k measures something else: how "
         "much the standard deviation of the gradient noise falls when the batch grows k-fold. The "
         "square-root rule (×√k) scales η by that, the gentler choice. Either is usually paired with "
-        "a warm-up that ramps η up over the first steps. Chapter 09 shows this on real runs.",
-        "why", "15", "15-why-linear-rule",
+        f"a warm-up that ramps η up over the first steps. {course.Ref('bigger_batch')} shows this on real runs.",
+        "why", HERE, f"{HERE}-why-linear-rule",
     ),
 )
 
@@ -238,21 +245,21 @@ _EDGE = (
         "The claim “the effective batch is b·k” assumes equal local batches. What if they differ?",
         "The plain mean over devices is then slightly off: a device with few examples counts as "
         "much as one with many. Weight each device's gradient by its number of examples b_i: "
-        "Σ b_i·g_i divided by Σ b_i. Chapter 03 shows this on real runs.",
-        "edge case", "15", "15-edge-unequal",
+        f"Σ b_i·g_i divided by Σ b_i. {course.Ref('average_of_averages')} shows this on real runs.",
+        "edge case", HERE, f"{HERE}-edge-unequal",
     ),
     Card(
         "What speedup does the formula give when T_comm equals the compute share T_compute/k?",
         "The denominator becomes 2·T_compute/k, so S = k/2: an efficiency of 50%, with half of what "
         "the devices could give spent on syncing.",
-        "edge case", "15", "15-edge-half",
+        "edge case", HERE, f"{HERE}-edge-half",
     ),
     Card(
         "For a single device, k = 1, what does S = T_compute / (T_compute/k + T_comm) give?",
         "There is nobody to sync with, so T_comm = 0: log2 1 and (k−1)/k vanish in the notes' "
         "count, and so do the 2(k−1) terms of the ring. Then S = T_compute/T_compute = 1, the "
         "single-device baseline.",
-        "edge case", "15", "15-edge-k1",
+        "edge case", HERE, f"{HERE}-edge-k1",
     ),
     Card(
         "What happens to the bandwidth factor (k−1)/k as k becomes very large?",
@@ -260,40 +267,41 @@ _EDGE = (
         "bandwidth part of T_comm levels off near M/β by the notes' formula, which counts only the "
         "reduce-scatter half, and near 2M/β for a full ring all-reduce. What keeps growing is the "
         "latency part: α·log2 k by the notes' count, 2(k−1)·α for a ring.",
-        "edge case", "15", "15-edge-fraction",
+        "edge case", HERE, f"{HERE}-edge-fraction",
     ),
     Card(
         "Gradient accumulation over k micro-batches with k = 1: what is left?",
         "Ordinary training on one batch. Adding up one gradient and dividing by 1 changes nothing: "
-        "no memory saved, no time lost. Chapter 10 shows this on real runs: with one micro-batch the "
+        f"no memory saved, no time lost. {course.Ref('accumulation')} shows this on real runs: with one micro-batch "
+        "the "
         "update is the plain gradient bit for bit.",
-        "edge case", "15", "15-edge-accumulate-one",
+        "edge case", HERE, f"{HERE}-edge-accumulate-one",
     ),
     Card(
         "A model only just fits on one GPU. Is a two-GPU pipeline sure to train it faster?",
         "No. The second device adds compute, but the activations now travel between the two and "
         "each stage idles in bubbles while waiting for the other: at best the pair is p·m/(m+p−1) times "
         "as fast as one device (1.6× for m = 4 micro-batches), never twice. For a small model the "
-        "hand-overs can cancel the gain or even make it slower. Chapter 12 times two stages on two "
+        f"hand-overs can cancel the gain or even make it slower. {course.Ref('splitting')} times two stages on two "
         "ranks against the same model, data and micro-batches on one process, prints whether the "
         "pipeline was faster and by how much beside that bound, and splits the gap into the passes "
         "themselves and the time lost in hand-overs.",
-        "edge case", "15", "15-edge-pipeline-two",
+        "edge case", HERE, f"{HERE}-edge-pipeline-two",
     ),
     Card(
         "Tensor parallelism splits W by columns, [W1 W2], over two devices. What must happen before "
         "a next layer that needs the whole output?",
         "Each device holds only its part of the output, Y1 or Y2. The parts must be combined across "
         "the devices (concatenated by an all-gather for a column split, summed by an all-reduce for "
-        "a row split): a communication step between the layers. Chapter 12 shows this on real runs.",
-        "edge case", "15", "15-edge-tensor-gather",
+        f"a row split): a communication step between the layers. {course.Ref('splitting')} shows this on real runs.",
+        "edge case", HERE, f"{HERE}-edge-tensor-gather",
     ),
     Card(
         "For a fixed data set, what caps the useful number of data-parallel replicas?",
         "As replicas are added, each device's local batch shrinks toward a single example (or the "
         "global batch grows so large that it hurts generalisation). Beyond that, new replicas bring "
         "no more work to share, and communication takes over.",
-        "edge case", "15", "15-edge-max-replicas",
+        "edge case", HERE, f"{HERE}-edge-max-replicas",
     ),
 )
 

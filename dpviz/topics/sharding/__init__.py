@@ -2,7 +2,7 @@
 
 * ``claims``: Shard everything: what the chapter prints of ZeRO stages 0 to 3 (FSDP), from their records (numpy
   only).
-* ``deck``: Chapter 13, shard everything: ZeRO-2, ZeRO-3 and FSDP, what each rank holds and what it sends.
+* ``deck``: Self-check cards for shard everything: ZeRO-2, ZeRO-3 and FSDP, what each rank holds and what it sends.
 * ``figures``: Shard everything's figures: memory per rank at each ZeRO stage, bytes sent per step, measured beside
   the model, and one rank's bytes held through one ZeRO-3 step as it gathers and frees each layer.
 * ``plots``: Shard everything: what one rank holds at each ZeRO stage, and what it sends per step, measured beside

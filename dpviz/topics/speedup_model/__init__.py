@@ -2,7 +2,7 @@
 
 * ``claims``: The speedup model's chapter: what its figures claim in their titles, checked on the numbers they draw
   (numpy only).
-* ``deck``: Chapter 06, the speedup model: the limits of S, faster links, and the best k.
+* ``deck``: Self-check cards for the speedup model: the limits of S, faster links, and the best k.
 * ``figure_records``: The records behind the derivation's published figures (Steps 1 to 6, s01, s02, the all-reduce
   sweep, the summary).
 * ``figures``: The speedup model's figures: s01's sync timelines and s02's speedup curves, from the derivation's
@@ -13,5 +13,5 @@
   lined coral sync bar.
 * ``records``: The record of an all-reduce benchmark: measured seconds per call over k, message size M and
   implementation.
-* ``widget``: Chapter 06: what the sync costs, with sliders for k, α, β, M and T_compute.
+* ``widget``: The speedup model: what the sync costs, with sliders for k, α, β, M and T_compute.
 """

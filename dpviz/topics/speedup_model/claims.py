@@ -34,6 +34,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from dpviz import course
 from dpviz.topics.speedup_model.figure_records import DerivationRecords
 from dpviz.topics.ground_floor import costmodel, timing
 
@@ -195,7 +196,7 @@ def speedup_at_two(runs, half) -> str:
         return (f"{head} Below the ideal 2 by the sync and the spread between ranks, and above 1.5, as a workload "
                 f"whose compute dominates its all-reduce should be. Compute per example: {words}.")
     return (f"{head} Below 1.5 although each rank had a core: other work on the machine took the cores, or the "
-            f"sync waited long (chapter 07's aside). Compute per example: {words}.")
+            f"sync waited long ({course.ref('measuring')}'s aside). Compute per example: {words}.")
 
 
 def against_the_model(runs, bench) -> list[str]:

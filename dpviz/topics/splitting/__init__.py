@@ -2,7 +2,8 @@
 
 * ``claims``: Splitting the model: what the chapter prints and its figures' titles say, from their records (numpy
   only).
-* ``deck``: Chapter 12, splitting the model: pipeline stages, tensor-parallel layers, and sharded optimizer state.
+* ``deck``: Self-check cards for splitting the model: pipeline stages, tensor-parallel layers, and sharded optimizer
+  state.
 * ``figures``: Splitting the model's figures: pipeline Gantt charts and the bubble, a tensor-parallel layer,
   ZeRO-1's memory.
 * ``plots_pipeline``: Pipeline parallelism: the Gantt chart of one step, and the idle share against the bubble
@@ -22,7 +23,7 @@
   and backward.
 * ``records_zero``: The record of plain data parallelism beside sharded optimizer state (ZeRO stage 1), on the same
   data.
-* ``run_figures``: Record, on this machine, the runs behind chapter 12's published figures (the torch side of
+* ``run_figures``: Record, on this machine, the runs behind the chapter's published figures (the torch side of
   ``./run`` for them).
 * ``run_pipeline``: Pipeline parallelism for real: an MLP's layers cut into p stages on p ranks, one training step
   on m micro-batches.
@@ -36,6 +37,6 @@
   bubble.
 * ``theory_tensor_parallel``: Tensor parallelism in bytes: what splitting one linear layer over k ranks makes them
   exchange.
-* ``widget``: Chapter 12's slider: the Gantt chart of a real pipelined step for every p, m and schedule shipped with
+* ``widget``: The chapter's slider: the Gantt chart of a real pipelined step for every p, m and schedule shipped with
   dpviz.
 """

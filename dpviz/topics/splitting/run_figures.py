@@ -1,4 +1,4 @@
-"""Record, on this machine, the runs behind chapter 12's published figures (the torch side of ``./run`` for them).
+"""Record, on this machine, the runs behind the chapter's published figures (the torch side of ``./run`` for them).
 
     from dpviz.topics.splitting.run_figures import record_figure_records
     records = record_figure_records(quick=False, progress=True)   # {stem: record}: dpviz.topics.splitting.records_pipeline.FIGURE_PLAN

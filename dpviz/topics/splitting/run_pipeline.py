@@ -33,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dpviz import course
 from dpviz.engine.checks import check_choice, check_int, check_real
 from dpviz.engine.paths import SHIPPED_DIR
 from dpviz.topics.splitting.records_pipeline import GRID_M, GRID_P, PipelineRun, grid_name
@@ -184,7 +185,8 @@ def record_grid(out=SHIPPED_DIR, *, ps=GRID_P, ms=GRID_M, progress: bool = True)
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m dpviz.topics.splitting.run_pipeline",
-                                     description="Record the pipeline runs shipped for chapter 12's sliders.")
+                                     description=f"Record the pipeline runs shipped for "
+                                                 f"{course.ref('splitting')}'s sliders.")
     parser.add_argument("--out", default=str(SHIPPED_DIR), help="folder for the records (default: the shipped folder)")
     args = parser.parse_args(argv)
     start = time.perf_counter()

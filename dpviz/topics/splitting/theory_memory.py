@@ -13,7 +13,7 @@ ZeRO shards that memory over the k ranks of the data-parallel group:
     2       P            P / k       c P / k          ... and keeps only the gradients of its 1/k
     3       P / k        P / k       c P / k          ... and holds only its 1/k of the parameters
 
-Stage 1 is what chapter 12 runs for real; chapter "shard everything" runs all four
+Stage 1 is what the chapter runs for real; chapter "shard everything" runs all four
 (:mod:`dpviz.topics.sharding.run_sharding`, measured per phase beside :func:`dpviz.topics.sharding.theory.bytes_held`). Sizes that do not
 divide by k round up: the largest shard is what a rank must find room for.
 

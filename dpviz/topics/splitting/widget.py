@@ -1,4 +1,4 @@
-"""Chapter 12's slider: the Gantt chart of a real pipelined step for every p, m and schedule shipped with dpviz.
+"""The chapter's slider: the Gantt chart of a real pipelined step for every p, m and schedule shipped with dpviz.
 
     from dpviz.topics.splitting.records_pipeline import shipped_grid
     from dpviz.topics.splitting.widget import pipeline_widget

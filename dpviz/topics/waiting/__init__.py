@@ -4,7 +4,7 @@
   full.
 * ``claims``: Waiting (stragglers, overlap, asynchronous SGD): what the chapter prints and its figures' titles say,
   from their records.
-* ``deck``: Chapter 11, waiting: a straggler, the all-reduce overlapped with backward, and asynchronous SGD.
+* ``deck``: Self-check cards for waiting: a straggler, the all-reduce overlapped with backward, and asynchronous SGD.
 * ``figures``: Waiting's figures: a straggler's timeline, overlap against backward, stale arrows, sync against
   async.
 * ``plan``: What the waiting chapter records: its figure plan and the settings its shipped runs share (numpy only).
@@ -28,13 +28,13 @@
   compute, setting by setting.
 * ``run_async_sgd``: Asynchronous SGD through a real parameter server, and synchronous SGD through the same server
   to compare.
-* ``run_figures``: Chapter 11's runs: the records behind its figures, and the longer runs shipped for its sliders.
+* ``run_figures``: The chapter's runs: the records behind its figures, and the longer runs shipped for its sliders.
 * ``run_overlap``: Start the all-reduce before the backward pass ends: per parameter, in one buffer, in buckets, and
   as DDP does.
 * ``run_straggler``: A straggler on purpose: one rank sleeps a delay d inside its compute, and everyone else waits
   for it.
 * ``theory``: Waiting in data-parallel training, as formulas: the straggler, overlapping the sync with backward, and
-  the staleness of asynchronous SGD. Chapter 11 sets each beside a real run.
-* ``widget``: Chapter 11's sliders: the straggler's delay d, which rank is slow, and k, over straggler sweeps
+  the staleness of asynchronous SGD. The chapter sets each beside a real run.
+* ``widget``: The chapter's sliders: the straggler's delay d, which rank is slow, and k, over straggler sweeps
   recorded for real.
 """

@@ -1,4 +1,4 @@
-"""Chapter 11's runs: the records behind its figures, and the longer runs shipped for its sliders.
+"""The chapter's runs: the records behind its figures, and the longer runs shipped for its sliders.
 
     python -m dpviz.topics.waiting.run_figures                 # rewrites dpviz/records/shipped_runs/waiting_* (about a minute)
     python -m dpviz.topics.waiting.run_figures --out my_runs   # or somewhere else
@@ -6,7 +6,7 @@
 What is recorded:
 
 * straggler sweeps for k = 2, 3 and 4 ranks: every delay d in 0, 25, 50, 100 ms with every rank in
-  turn as the slow one (the sliders of chapter 11 browse them);
+  turn as the slow one (the chapter's sliders browse them);
 * an overlap run, k = 2: every way of syncing, 12 steps each;
 * asynchronous and synchronous SGD through a parameter server, k = 3 workers of which one is five
   times slower, the same number of gradients in each.
@@ -21,6 +21,7 @@ import argparse
 import warnings
 from pathlib import Path
 
+from dpviz import course
 from dpviz.topics.waiting.records_async_sgd import SHIPPED as ASYNC_SHIPPED
 from dpviz.topics.waiting.records_overlap import SHIPPED as OVERLAP_SHIPPED
 from dpviz.engine.paths import SHIPPED_DIR
@@ -48,7 +49,7 @@ def live_worker(rank: int, world_size: int, configs: tuple) -> dict:
 
 
 def record_live(*, straggler_config=None, overlap_config=None, async_config=None, progress: bool = False) -> tuple:
-    """Chapter 11's three short runs in one process group of 2: ``(StragglerRecord, OverlapRecord, AsyncRecord)``.
+    """The chapter's three short runs in one process group of 2: ``(StragglerRecord, OverlapRecord, AsyncRecord)``.
 
     The same runs as ``record_straggler``, ``record_overlap`` and ``record_async`` with these settings
     (by default: k = 2, d = 0 and 50 ms on rank 1; k = 2, the four hand-written modes, 3 steps; one
@@ -109,7 +110,8 @@ def regenerate(out_dir=SHIPPED_DIR, *, progress: bool = True) -> list[Path]:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m dpviz.topics.waiting.run_figures",
-                                     description="Record the runs chapter 11's sliders browse (straggler sweeps, async/sync pair).")
+                                     description=f"Record the runs {course.ref('waiting')}'s sliders browse "
+                                                 "(straggler sweeps, async/sync pair).")
     parser.add_argument("--out", default=str(SHIPPED_DIR), help="folder to write the records into")
     args = parser.parse_args(argv)
     for stem in regenerate(args.out):

@@ -1,5 +1,5 @@
 """Waiting in data-parallel training, as formulas: the straggler, overlapping the sync with backward,
-and the staleness of asynchronous SGD. Chapter 11 sets each beside a real run.
+and the staleness of asynchronous SGD. The chapter sets each beside a real run.
 
     from dpviz.topics.waiting import theory as waiting
     waiting.straggler_step(t_compute=0.1, delays=[0, 0, 0.05, 0], t_comm=0.02)   # everyone waits for rank 2

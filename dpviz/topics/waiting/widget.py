@@ -1,4 +1,4 @@
-"""Chapter 11's sliders: the straggler's delay d, which rank is slow, and k, over straggler sweeps recorded for real.
+"""The chapter's sliders: the straggler's delay d, which rank is slow, and k, over straggler sweeps recorded for real.
 
     from dpviz.topics.waiting.records_straggler import shipped_straggler
     from dpviz.topics.waiting.widget import straggler_widget

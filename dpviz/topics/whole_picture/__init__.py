@@ -2,7 +2,7 @@
 
 * ``claims``: The whole picture: every claim of the walkthrough (Steps 1 to 6), asserted on recorded runs (numpy
   only).
-* ``deck``: Chapter 08, the whole picture: the walkthrough's quick self-check, and batch norm.
+* ``deck``: Self-check cards for the whole picture: the walkthrough's quick self-check, and batch norm.
 * ``figures``: The derivation's figures, Steps 1 to 5 and the one-picture summary, drawn from the records of its
   plan.
 * ``plots_batchnorm``: Batch norm under data parallelism: the statistics each replica normalised with, and what that
@@ -16,5 +16,5 @@
   real ranks.
 * ``run_figures``: Record, on this machine, the runs behind the derivation's figures (the torch side of ``./run``
   for them).
-* ``widget``: Chapter 08's slider: the one-picture summary, walked step by step through a recorded run.
+* ``widget``: The chapter's slider: the one-picture summary, walked step by step through a recorded run.
 """

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dpviz import course
 from dpviz.topics.speedup_model.figure_records import DerivationRecords
 from dpviz.topics.ground_floor.records import Run, rel_err
 from dpviz.engine.tolerance import GRAD_TOLERANCE
@@ -47,11 +48,12 @@ def verify_summary(run: Run, alone: Run | None = None, *, tol: float = GRAD_TOLE
     lines = []
     err = rel_err(run.example_grad.mean(axis=1), big, axis=1)
     claim(err <= tol, "each batch gradient is the mean of its examples' gradients", f"relative errors {err}")
-    lines.append("each batch gradient is the mean of its examples' gradients (chapter 02)")
+    lines.append(f"each batch gradient is the mean of its examples' gradients ({course.ref('mini_batch')})")
 
     err = rel_err(run.local_grad.mean(axis=1), big, axis=1)
     claim(err <= tol, "the mean of the slice gradients is the big-batch gradient", f"relative errors {err}")
-    lines.append(f"the mean of the slice gradients equals the big-batch gradient, relative error <= {tol:g} (chapter 03)")
+    lines.append(f"the mean of the slice gradients equals the big-batch gradient, relative error <= {tol:g} "
+                 f"({course.ref('average_of_averages')})")
 
     distinct = [len(np.unique(run.batch_index[s])) for s in range(steps)]
     claim(np.array(distinct) == k * b, "the slices do not overlap", f"distinct rows per step {distinct}, k·b = {k * b}")
@@ -59,20 +61,23 @@ def verify_summary(run: Run, alone: Run | None = None, *, tol: float = GRAD_TOLE
     claim(counts == b, f"every slice holds b = {b} examples", f"examples per rank {counts.tolist()}")
     different = [len({g.tobytes() for g in run.local_grad[s]}) for s in range(steps)]
     claim(np.array(different) == k, "the k slice gradients differ", f"distinct gradients per step {different}")
-    lines.append(f"the {k} slices are disjoint, {b} examples each, with {k} different gradients (chapter 04)")
+    lines.append(f"the {k} slices are disjoint, {b} examples each, with {k} different gradients "
+                 f"({course.ref('one_group_per_device')})")
 
     err = run.big_batch_rel_err()
     claim(err <= tol, "the all-reduced gradient is the big-batch gradient", f"relative errors {err}")
     claim(run.received_identical(), "every rank received the same bits", f"per step {run.received_identical()}")
-    lines.append("all_reduce returned the big-batch gradient, and the same bits to every rank (chapter 05)")
+    lines.append(f"all_reduce returned the big-batch gradient, and the same bits to every rank "
+                 f"({course.ref('all_reduce')})")
 
     if m["optimizer"] == "sgd":
         stepped = run.params[:-1] - m["lr"] * run.reduced_grad
         claim(np.allclose(run.params[1:], stepped, rtol=1e-6, atol=1e-7), "every rank stepped by θ ← θ − η ḡ",
               f"largest gap {np.abs(run.params[1:] - stepped).max():.2e}")
-        lines.append("every rank stepped by θ ← θ − η ḡ (chapter 01)")
+        lines.append(f"every rank stepped by θ ← θ − η ḡ ({course.ref('one_step')})")
     claim(run.replicas_identical(), "the replicas are bit-identical", f"per state {run.replicas_identical()}")
-    lines.append(f"the {k} replicas were bit-identical at the start and after every one of the {steps} steps (chapter 05)")
+    lines.append(f"the {k} replicas were bit-identical at the start and after every one of the {steps} steps "
+                 f"({course.ref('all_reduce')})")
 
     if alone is not None:
         same = {name: alone.meta[name] == m[name] for name in ("k", "b", "steps", "seed", "optimizer", "lr", "model")}
@@ -87,7 +92,7 @@ def verify_summary(run: Run, alone: Run | None = None, *, tol: float = GRAD_TOLE
         lines.append(f"without the all-reduce the replicas started equal and differed after each of the {steps} steps")
 
     claim(run.t_comm > 0, "the sync took time on every rank at every step", f"t_comm {run.t_comm}")
-    lines.append("the sync cost time on every rank at every step (chapter 06)")
+    lines.append(f"the sync cost time on every rank at every step ({course.ref('speedup_model')})")
     return lines
 
 

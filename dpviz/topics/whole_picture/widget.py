@@ -1,4 +1,4 @@
-"""Chapter 08's slider: the one-picture summary, walked step by step through a recorded run.
+"""The chapter's slider: the one-picture summary, walked step by step through a recorded run.
 
     from dpviz.topics.one_group_per_device import shipped
     from dpviz.topics.ground_floor import timing
