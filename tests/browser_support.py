@@ -343,7 +343,7 @@ def saved_expectations(path: Path) -> dict:
 
     ``widget_outputs``: outputs carrying a widget view; ``slider`` / ``cards``: whether the notebook
     displays a slider / a deck of self-check cards (from its saved widget state or its source);
-    ``cards_chapter``: the chapter named in ``show_cards("NN")``, if any; ``code_cells``: non-empty code cells.
+    ``cards_chapter``: the chapter (topic or number) named in ``show_cards(...)``, if any; ``code_cells``: non-empty code cells.
     """
     nb = json.loads(path.read_text())
     cells = nb.get("cells", [])
@@ -354,7 +354,7 @@ def saved_expectations(path: Path) -> dict:
     models = {m.get("model_name", "") for m in state.get("state", {}).values()} if isinstance(state, dict) else set()
     slider = any(m.endswith("SliderModel") for m in models) or bool(
         re.search(r"Slider\(|SliderFigure\(|\b(?!card_)\w+_widget\(", source))
-    chapter = re.search(r"show_cards\(\s*[\"'](\d\d)[\"']", source)
+    chapter = re.search(r"show_cards\(\s*[\"']([a-z_]+|\d\d)[\"']", source)
     cards = bool(chapter) or "deck(" in source or "card_widget(" in source
     if not widget_outputs and (slider or cards):
         widget_outputs = 1  # outputs not saved: at least one widget must show
