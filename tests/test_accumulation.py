@@ -288,12 +288,12 @@ def figure_set():
 
 
 def test_the_group_is_registered_with_its_runs():
-    from dpviz.topics.accumulation.run_accumulation import record_figure_records
+    from dpviz.topics.accumulation.run_accumulation import record_accumulation_plan
     from dpviz.recipes import RECIPES
 
     group = next(g for g in GROUPS if g.name == "accumulation")
     assert group.plan is FIGURE_PLAN and FIGURE_PLAN.stems == FIGURE_STEMS == tuple(figure_configs())
-    assert RECIPES[FIGURE_PLAN.name] is record_figure_records
+    assert RECIPES[FIGURE_PLAN.name] is record_accumulation_plan
 
 
 def test_figures_draw_and_the_records_pass_their_checks(figure_set):

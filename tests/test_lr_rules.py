@@ -240,12 +240,12 @@ def test_a_missing_shipped_grid_says_how_to_record_it(tmp_path):
 def test_the_figures_draw_from_the_grids_and_are_registered(shipped):
     from dpviz.course import GROUPS
     from dpviz.topics.bigger_batch.records import FIGURE_PLAN
-    from dpviz.topics.bigger_batch.run_lr_sweep import record_figure_records
+    from dpviz.topics.bigger_batch.run_lr_sweep import record_bigger_batch_plan
     from dpviz.recipes import RECIPES
 
     group = next(g for g in GROUPS if g.name == "bigger_batch")
     assert group.plan is FIGURE_PLAN and FIGURE_PLAN.stems == ("lr_line", "lr_mlp")
-    assert RECIPES[FIGURE_PLAN.name] is record_figure_records
+    assert RECIPES[FIGURE_PLAN.name] is record_bigger_batch_plan
     drawn = group.draw(dict(zip(FIGURE_PLAN.stems, shipped)))
     try:
         assert set(drawn) == {"lr_loss_curves", "lr_linear_rule", "lr_warmup"}

@@ -183,7 +183,7 @@ def figure_configs(*, quick: bool = False) -> dict[str, AccumConfig]:
     return {stem: AccumConfig(**settings) for stem, settings in FIGURE_PLAN.settings_for(quick=quick).items()}
 
 
-def record_figure_records(*, quick: bool = False, progress: bool = False) -> dict[str, AccumulationRun]:
+def record_accumulation_plan(*, quick: bool = False, progress: bool = False) -> dict[str, AccumulationRun]:
     """Fresh runs for the chapter's figures, keyed by record stem (what ``./run`` saves in figures/records)."""
     configs = figure_configs(quick=quick)
     return dict(zip(configs, record_accumulation(list(configs.values()), progress=progress)))

@@ -242,7 +242,7 @@ SHIPPED = {  # model -> the settings of its shipped grid (the chapter's sliders 
 }
 
 
-def record_figure_records(*, quick: bool = False, progress: bool = True) -> dict:
+def record_bigger_batch_plan(*, quick: bool = False, progress: bool = True) -> dict:
     """Fresh grids for the figures, {stem: LrGrid}, as :data:`dpviz.topics.bigger_batch.records.FIGURE_PLAN` declares them.
 
     The grids are recorded side by side, each from a thread of its own: nothing in a grid is timed, and

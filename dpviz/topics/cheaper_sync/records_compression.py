@@ -137,7 +137,7 @@ class CompressionRecord(RankRecord):
 # --- the chapter's figure plan, and the workload its model prices -----------------------------------------
 
 # Three kinds, one plan: this module holds it because compression comes first in the chapter. The recorder is
-# dpviz.topics.cheaper_sync.run_local_sgd.record_figure_records (the one front that may import the other two).
+# dpviz.topics.cheaper_sync.run_local_sgd.record_cheaper_sync_plan (the one front that may import the other two).
 # The k = 1 local-SGD run is the same workload on one rank (same b, model, seed, one thread) with H = steps: its
 # local steps, forward and backward with no sync, are the T_step(1) that the chapter's measured speedups
 # k · T_step(1) / T_step(k) divide by, the DDP hooks' and the hand-written loop's alike.

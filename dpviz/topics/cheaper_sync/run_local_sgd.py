@@ -117,7 +117,7 @@ def record_local_sgd(config: LocalSgdConfig | None = None, *, progress: bool = F
     return assemble(config, results)
 
 
-def record_figure_records(*, quick: bool = False, progress: bool = False) -> dict:
+def record_cheaper_sync_plan(*, quick: bool = False, progress: bool = False) -> dict:
     """The records behind the chapter's figures, {stem: record} (:data:`dpviz.topics.cheaper_sync.records_compression.FIGURE_PLAN`).
 
     All three kinds of the chapter (compression, local SGD, two levels) are recorded here, the one front that

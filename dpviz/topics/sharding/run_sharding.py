@@ -181,7 +181,7 @@ def record_sharding_over_k(ks=(2, 4), **overrides) -> dict:
     return {k: record_sharding(config) for k, config in configs.items()}
 
 
-def record_figure_records(*, quick: bool = False, progress: bool = True) -> dict:
+def record_sharding_plan(*, quick: bool = False, progress: bool = True) -> dict:
     """Record the runs the chapter's figures are drawn from (:data:`dpviz.topics.sharding.records.FIGURE_PLAN`): ``{stem: record}``.
 
     Two launches, k = 2 (with torch's fully_shard) and k = 4; ``quick`` changes nothing (they take seconds).

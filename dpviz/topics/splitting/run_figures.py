@@ -1,7 +1,7 @@
 """Record, on this machine, the runs behind the chapter's published figures (the torch side of ``./run`` for them).
 
-    from dpviz.topics.splitting.run_figures import record_figure_records
-    records = record_figure_records(quick=False, progress=True)   # {stem: record}: dpviz.topics.splitting.records_pipeline.FIGURE_PLAN
+    from dpviz.topics.splitting.run_figures import record_splitting_plan
+    records = record_splitting_plan(quick=False, progress=True)   # {stem: record}: dpviz.topics.splitting.records_pipeline.FIGURE_PLAN
 
 Four launches: the p = 2 pipeline (every m with all-forwards-then-all-backwards, and m = 4 with
 one-forward-one-backward), the p = 4 pipeline (every m; 4 stages on fewer cores say so on the
@@ -25,7 +25,7 @@ def _pipelines(settings: dict, p: int) -> dict:
     return dict(zip(stems, record_pipelines([PipelineConfig(**settings[stem]) for stem in stems])))
 
 
-def record_figure_records(*, quick: bool = False, progress: bool = True) -> dict:
+def record_splitting_plan(*, quick: bool = False, progress: bool = True) -> dict:
     """Record every run the chapter's figures are drawn from (:data:`dpviz.topics.splitting.records_pipeline.FIGURE_PLAN`).
 
     Returns ``{stem: record}``. ``quick`` runs one timed pipeline step per setting instead of three

@@ -11,7 +11,7 @@ What is recorded:
 * asynchronous and synchronous SGD through a parameter server, k = 3 workers of which one is five
   times slower, the same number of gradients in each.
 
-``record_figure_records`` makes the (shorter) records behind figures/waiting_*.png; ``./run`` calls it.
+``record_waiting_plan`` makes the (shorter) records behind figures/waiting_*.png; ``./run`` calls it.
 ``record_live`` runs the chapter's three short live runs in one launch.
 """
 
@@ -69,7 +69,7 @@ def record_live(*, straggler_config=None, overlap_config=None, async_config=None
             async_sgd.assemble(configs[2], [r["async"] for r in results]))
 
 
-def record_figure_records(*, quick: bool = False, progress: bool = False) -> dict:
+def record_waiting_plan(*, quick: bool = False, progress: bool = False) -> dict:
     """The records behind the chapter's figures, {stem: record} (:data:`dpviz.topics.waiting.plan.FIGURE_PLAN`).
 
     A few seconds each; ``quick`` shortens them.

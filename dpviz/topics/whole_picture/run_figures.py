@@ -1,7 +1,7 @@
 """Record, on this machine, the runs behind the derivation's figures (the torch side of ``./run`` for them).
 
-    from dpviz.topics.whole_picture.run_figures import record_figure_records
-    records = record_figure_records()   # {stem: record}: dpviz.topics.speedup_model.figure_records.FIGURE_PLAN
+    from dpviz.topics.whole_picture.run_figures import record_derivation_plan
+    records = record_derivation_plan()   # {stem: record}: dpviz.topics.speedup_model.figure_records.FIGURE_PLAN
 
 Seven launches of the line model and the MLP, the all-reduce sweep, and one launch for both hand-written
 schedules.
@@ -25,7 +25,7 @@ def _sweep(ks, size_range, impls, repeats):
     return run_sweep(BenchConfig(ks=ks, sizes=log_sizes(*size_range), impls=impls, repeats=repeats), progress=False)
 
 
-def record_figure_records(*, quick: bool = False, progress: bool = True) -> dict:
+def record_derivation_plan(*, quick: bool = False, progress: bool = True) -> dict:
     """Record every run the figures need, ``{stem: record}``; a progress bar follows the stages."""
     settings = FIGURE_PLAN.settings_for(quick=quick)
     runs = [stem for stem in settings if stem.startswith(("line_", "mlp_"))]
