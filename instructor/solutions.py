@@ -131,12 +131,12 @@ def step_bytes(k, M, zero_stage):
     return passes * (k - 1) / k * M
 
 
-def powersgd_bytes(n, m, r):
-    """Chapter 14: the factors P (n×r') and Q (m×r'), r' = min(n, m, r), where they save half; else the matrix."""
-    r = min(n, m, r)
-    if (n + m) * r * 2 < n * m:
-        return 4 * (n + m) * r
-    return 4 * n * m
+def powersgd_bytes(rows, cols, r):
+    """Chapter 14: the factors P (rows×r') and Q (cols×r'), r' = min(rows, cols, r), where they save half; else the matrix."""
+    r = min(rows, cols, r)
+    if (rows + cols) * r * 2 < rows * cols:
+        return 4 * (rows + cols) * r
+    return 4 * rows * cols
 
 
 def slow_link_bytes(k, g, M):

@@ -77,8 +77,8 @@ WRONG = [
     ("check_bubble", lambda p, m: (p - 1) / m, "idle time over busy time"),
     ("check_bubble", lambda p, m: (p - 1) / (m + p), "not m + p"),
     ("check_bubble", lambda p, m: m / (m + p - 1), "the busy share"),
-    ("check_powersgd_bytes", lambda n, m, r: (n + m) * r, "each float32 value is 4 bytes"),
-    ("check_powersgd_bytes", lambda n, m, r: 4 * (n + m) * r, "compresses only where it pays"),
+    ("check_powersgd_bytes", lambda rows, cols, r: (rows + cols) * r, "each float32 value is 4 bytes"),
+    ("check_powersgd_bytes", lambda rows, cols, r: 4 * (rows + cols) * r, "compresses only where it pays"),
     ("check_slow_link_bytes", lambda k, g, M: 2 * (k - 1) / k * M, "what a flat ring sends"),
     ("check_slow_link_bytes", lambda k, g, M: M / g, "not all of it"),
 ]

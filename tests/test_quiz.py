@@ -308,8 +308,8 @@ def _expect_busbw(p):
 
 
 def _expect_powersgd(p):
-    n, m, r = p["n"], p["m"], p["r"]
-    before, after = 4 * n * m, 4 * (n + m) * r  # float32: the matrix, against P (n×r) and Q (m×r)
+    rows, cols, r = p["rows"], p["cols"], p["r"]
+    before, after = 4 * rows * cols, 4 * (rows + cols) * r  # float32: the matrix, against P (rows×r) and Q (cols×r)
     return {"before_mb": before / 1e6, "after_kb": after / 1e3, "ratio": before / after}
 
 

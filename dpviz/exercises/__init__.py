@@ -31,7 +31,7 @@ splitting             ``bubble(p, m)``,                           :mod:`dpviz.to
                       ``gather_columns(y_block, world_size)``     3 real ranks: ``dist.all_gather``, the unsplit X W
 sharding              ``owned_shard(layer, rank, k)``,            :mod:`dpviz.topics.sharding.theory`
                       ``step_bytes(k, M, zero_stage)``
-cheaper_sync          ``powersgd_bytes(n, m, r)``,                :mod:`dpviz.topics.cheaper_sync.theory`
+cheaper_sync          ``powersgd_bytes(rows, cols, r)``,          :mod:`dpviz.topics.cheaper_sync.theory`
                       ``slow_link_bytes(k, g, M)``
 ====================  ==========================================  ====================================================
 

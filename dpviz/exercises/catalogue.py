@@ -214,13 +214,14 @@ EXERCISES = (
         "Return the bytes one rank sends per step at this ZeRO stage.",
     ),
     Exercise(
-        "cheaper_sync", "powersgd_bytes", "n, m, r", "What PowerSGD sends",
-        "Write `powersgd_bytes(n, m, r)`: the bytes PowerSGD all-reduces for one `n`×`m` float32 gradient matrix "
-        "at rank `r`. It sends the factors P ($n \\times r'$) and Q ($m \\times r'$) with $r' = \\min(n, m, r)$, "
-        "but only where that saves at least half, $(n + m)\\,r' \\cdot 2 < n\\,m$ (torch's "
+        "cheaper_sync", "powersgd_bytes", "rows, cols, r", "What PowerSGD sends",
+        "Write `powersgd_bytes(rows, cols, r)`: the bytes PowerSGD all-reduces for one float32 gradient matrix of "
+        "$n_1$ = `rows` rows and $n_2$ = `cols` columns at rank `r`. It sends the factors P ($n_1 \\times r'$) and "
+        "Q ($n_2 \\times r'$) with $r' = \\min(n_1, n_2, r)$, but only where that saves at least half, "
+        "$(n_1 + n_2)\\,r' \\cdot 2 < n_1 n_2$ (torch's "
         "`min_compression_rate`); otherwise it sends the matrix as it is.\n\n"
-        "*Hint:* a float32 value is 4 bytes. A bias, `m = 1`, is never worth compressing.",
-        "Return the bytes PowerSGD sends for an n×m float32 matrix at rank r.",
+        "*Hint:* a float32 value is 4 bytes. A bias, `cols = 1`, is never worth compressing.",
+        "Return the bytes PowerSGD sends for a rows×cols float32 matrix at rank r.",
     ),
     Exercise(
         "cheaper_sync", "slow_link_bytes", "k, g, M", "Bytes over the slow link",

@@ -43,7 +43,7 @@ LR_CASES = ((0.1, 4, "linear"), (0.1, 4, "sqrt"), (0.05, 8, "linear"), (0.05, 9,
 WARMUP = (0.4, 5, 8)  # (lr, warm-up steps, steps checked)
 WAIT_CASES = ([0.10, 0.10, 0.15, 0.10], [0.2, 0.05, 0.1], [0.12, 0.12], [0.3])  # compute seconds per rank
 STALENESS_CASES = ([0.01, 0.01, 0.01, 0.01], [0.01, 0.01, 0.05], [0.02, 0.04], [0.5])  # seconds per gradient
-POWERSGD_CASES = ((4096, 4096, 4), (1024, 256, 8), (32, 16, 4), (32, 1, 4), (8, 8, 16), (300, 200, 1))  # (n, m, r)
+POWERSGD_CASES = ((4096, 4096, 4), (1024, 256, 8), (32, 16, 4), (32, 1, 4), (8, 8, 16), (300, 200, 1))  # (rows, cols, r)
 SLOW_LINK_CASES = ((8, 4, 1.28e5), (8, 2, 6.4e4), (16, 8, 5.12e5), (4, 2, 3.2e4), (6, 3, 7.2e4), (4, 4, 6.4e4))  # (k, g, M)
 BUBBLE_CASES = ((4, 8), (2, 1), (8, 32), (3, 4), (1, 4))  # (p stages, m micro-batches)
 
@@ -198,8 +198,8 @@ def check_bubble(bubble) -> v.Verdict:
                                "0 for one stage included")
 
 
-def _powersgd_bytes(n, m, r) -> int:
-    return cheaper_sync.ELEMENT_BYTES * cheaper_sync.powersgd_elements([(n, m)], r)["total"]
+def _powersgd_bytes(rows, cols, r) -> int:
+    return cheaper_sync.ELEMENT_BYTES * cheaper_sync.powersgd_elements([(rows, cols)], r)["total"]
 
 
 def _slow_link_bytes(k, g, M) -> float:
@@ -210,16 +210,16 @@ def _slow_link_bytes(k, g, M) -> float:
 
 
 def check_powersgd_bytes(powersgd_bytes) -> v.Verdict:
-    """A cheaper sync: ``powersgd_bytes(n, m, r)``, bytes PowerSGD sends for an n×m float32 matrix;
+    """A cheaper sync: ``powersgd_bytes(rows, cols, r)``, bytes PowerSGD sends for a rows×cols float32 matrix;
     against torch's rule."""
     name = v.require_function("check_powersgd_bytes", powersgd_bytes)
     cases = [v.Case(c, _powersgd_bytes(*c), f"for a {c[0]}×{c[1]} matrix at r = {c[2]}") for c in POWERSGD_CASES]
     mistakes = [
-        (lambda n, m, r: (n + m) * r, "That counts values, not bytes: each float32 value is 4 bytes."),
-        (lambda n, m, r: 4 * (n + m) * r, "PowerSGD compresses only where it pays, (n + m)·r'·2 < n·m, with "
-                                          "r' = min(n, m, r); a bias or a small matrix goes whole, n·m·4 bytes."),
-        (lambda n, m, r: 4 * n * m / r, "The factors are P (n×r) and Q (m×r): (n + m)·r values, not n·m/r."),
-        (lambda n, m, r: 4 * n * m * r / (n + m), "The factors are P (n×r) and Q (m×r): (n + m)·r values."),
+        (lambda n1, n2, r: (n1 + n2) * r, "That counts values, not bytes: each float32 value is 4 bytes."),
+        (lambda n1, n2, r: 4 * (n1 + n2) * r, "PowerSGD compresses only where it pays, (n₁ + n₂)·r'·2 < n₁·n₂, with "
+                                              "r' = min(n₁, n₂, r); a bias or a small matrix goes whole, n₁·n₂·4 bytes."),
+        (lambda n1, n2, r: 4 * n1 * n2 / r, "The factors are P (n₁×r) and Q (n₂×r): (n₁ + n₂)·r values, not n₁·n₂/r."),
+        (lambda n1, n2, r: 4 * n1 * n2 * r / (n1 + n2), "The factors are P (n₁×r) and Q (n₂×r): (n₁ + n₂)·r values."),
     ]
     return v.run_cases(name, powersgd_bytes, cases, mistakes=mistakes, returns="a number of bytes",
                        success=f"it sends what torch's powerSGD_hook sends in all {len(cases)} cases, the matrices "

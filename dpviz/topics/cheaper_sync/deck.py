@@ -9,9 +9,9 @@ from dpviz.topics.cheaper_sync import theory as cheaper_sync
 HERE = course.number_of(__name__)  # this chapter's number, from its place in dpviz.course
 
 
-def powersgd_costs(n, m, r):
-    """Bytes of one n×m float32 gradient matrix, sent whole and as PowerSGD's two rank-r factors."""
-    sent = cheaper_sync.powersgd_elements([(n, m)], r)
+def powersgd_costs(rows, cols, r):
+    """Bytes of one rows×cols float32 gradient matrix, sent whole and as PowerSGD's two rank-r factors."""
+    sent = cheaper_sync.powersgd_elements([(rows, cols)], r)
     before, after = 4 * sent["before"], 4 * sent["total"]
     return {"before_mb": before / 1e6, "after_kb": after / 1e3, "ratio": before / after}
 
@@ -39,13 +39,13 @@ CARDS = (
         "true/false", HERE, f"{HERE}-tf-fp16-drift",
     ),
     Card(
-        "PowerSGD at rank r = {r} replaces a {n}×{m} float32 gradient matrix by its two factors. How many bytes "
+        "PowerSGD at rank r = {r} replaces a {rows}×{cols} float32 gradient matrix by its two factors. How many bytes "
         "does it send instead of how many?",
-        "Whole, the matrix is {n}·{m}·4 bytes = {before_mb:.1f} MB. Its factors P ({n}×{r}) and Q ({m}×{r}) are "
-        "({n} + {m})·{r}·4 bytes = {after_kb:.0f} kB: {ratio:.0f}× fewer. Biases and other vectors go as they "
+        "Whole, the matrix is {rows}·{cols}·4 bytes = {before_mb:.1f} MB. Its factors P ({rows}×{r}) and Q ({cols}×{r}) are "
+        "({rows} + {cols})·{r}·4 bytes = {after_kb:.0f} kB: {ratio:.0f}× fewer. Biases and other vectors go as they "
         "are, and the factors take three all-reduces instead of one, so on small tensors latency can eat the gain.",
         "numeric", HERE, f"{HERE}-num-powersgd",
-        compute=powersgd_costs, params={"n": 4096, "m": 4096, "r": 4},
+        compute=powersgd_costs, params={"rows": 4096, "cols": 4096, "r": 4},
     ),
     Card(
         "Why does PowerSGD keep an error-feedback memory on every rank?",

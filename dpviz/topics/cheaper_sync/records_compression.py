@@ -36,7 +36,7 @@ KIND = Kind(
     arrays=(
         Array("mode", ("R",), "str", "the comm hook: allreduce, fp16, or powersgd_r<r>"),
         Array("powersgd_rank", ("R",), "int64", "PowerSGD's matrix_approximation_rank r (0: not PowerSGD)"),
-        Array("param_shape", ("T", 2), "int64", "each parameter as the hook sees it, a matrix (n, m)"),
+        Array("param_shape", ("T", 2), "int64", "each parameter as the hook sees it, a matrix (rows, cols)"),
         Array("sent_bytes", ("R", "steps", "k"), "int64", "bytes of the tensors the hook handed to dist.all_reduce"),
         Array("sent_calls", ("R", "steps", "k"), "int64", "dist.all_reduce calls the hook made"),
         Array("grad_rel_err", ("R", "steps", "k"), "float64",
@@ -62,7 +62,7 @@ KIND = Kind(
         Meta("seed", "int", "seeds the data, the model, the batches and PowerSGD's random start"),
         Meta("dataset_size", "int", "examples in the data set"),
         Meta("start_powersgd_iter", "int", "steps PowerSGD ran a plain all-reduce before compressing"),
-        Meta("min_compression_rate", "float", "PowerSGD compresses a matrix only if (n + m)·r times this is below n·m"),
+        Meta("min_compression_rate", "float", "PowerSGD compresses an n₁×n₂ matrix only if (n₁ + n₂)·r times this is below n₁·n₂"),
         Meta("error_feedback", "bool", "whether PowerSGD kept and re-added what compression lost"),
         Meta("warm_start", "bool", "whether PowerSGD started each step's Q from the last one"),
         *ran_on("backend", "threads_per_rank", "torch_version", "host", "cores", "date"),

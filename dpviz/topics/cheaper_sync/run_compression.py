@@ -61,7 +61,7 @@ class CompressionConfig:
     dataset_size: int = 512           # examples in the data set
     ranks: tuple = (1, 2, 4)          # PowerSGD's matrix_approximation_rank r, one mode each
     start_powersgd_iter: int = 2      # steps of plain all-reduce before PowerSGD compresses (torch: >= 2 with error feedback)
-    min_compression_rate: float = 2.0  # a matrix is compressed only if (n + m)·r times this is below n·m
+    min_compression_rate: float = 2.0  # an n₁×n₂ matrix is compressed only if (n₁ + n₂)·r times this is below n₁·n₂
     error_feedback: bool = True       # PowerSGD keeps what compression lost and adds it to the next gradient
     warm_start: bool = True           # PowerSGD starts each step's Q from the last one
     stall_timeout: float = 60.0       # seconds a rank may go without progress

@@ -3,7 +3,7 @@
 * **Send fewer bytes.** fp16 compression all-reduces M/2 bytes instead of M. PowerSGD (Vogels et al. 2019)
   replaces each n×m gradient matrix by two factors, P (n×r) and Q (m×r), and all-reduces those:
   :func:`powersgd_elements` counts what it sends exactly as torch's ``powerSGD_hook`` decides it (a matrix is
-  compressed only where ``(n + m)·r·min_compression_rate < n·m``; vectors and small matrices go as they are),
+  compressed only where ``(n₁ + n₂)·r·min_compression_rate < n₁·n₂`` for an n₁×n₂ matrix; vectors and small matrices go as they are),
   and it sends them in three all-reduces, one more latency term each (:func:`t_comm_powersgd`).
 * **Sync less often.** Local SGD takes H local steps, then averages the parameters once: one all-reduce of M
   bytes per H steps, so T_comm per step is the ring's divided by H (:func:`t_comm_local_sgd`).
@@ -32,14 +32,14 @@ INNER, OUTER = "NVLink", "10 Gb Ethernet"  # the default two levels: fast inside
 
 
 def _shapes(shapes) -> list[tuple[int, int]]:
-    """Each parameter as the hook sees it, a matrix (n, m) = (shape[0], numel / shape[0]); a vector is (n, 1)."""
+    """Each parameter as the hook sees it, a matrix (rows, cols) = (shape[0], numel / shape[0]); a vector is (rows, 1)."""
     out = []
     for shape in shapes:
         shape = tuple(int(s) for s in np.atleast_1d(shape))
         if not shape or min(shape) < 1:
             raise ValueError(f"shapes must list parameter shapes with every size >= 1; got {shape}.")
-        n = shape[0]
-        out.append((n, int(np.prod(shape)) // n))
+        rows = shape[0]
+        out.append((rows, int(np.prod(shape)) // rows))
     return out
 
 
@@ -47,20 +47,21 @@ def powersgd_elements(shapes, rank: int, *, min_compression_rate: float = 2.0) -
     """Elements PowerSGD all-reduces per step for parameters of these ``shapes``, as torch's hook decides.
 
     Returns ``{"uncompressed": ..., "p": ..., "q": ..., "total": ..., "before": ...}`` in elements, ``before``
-    being the uncompressed gradient's size. A matrix n×m is compressed at rank r' = min(n, m, rank) where
-    ``(n + m)·r'·min_compression_rate < n·m``; then it sends n·r' (P) and m·r' (Q) instead of n·m.
+    being the uncompressed gradient's size. A matrix of n₁ rows and n₂ columns is compressed at rank
+    r' = min(n₁, n₂, rank) where ``(n₁ + n₂)·r'·min_compression_rate < n₁·n₂``; then it sends n₁·r' (P) and
+    n₂·r' (Q) instead of n₁·n₂.
     """
     rank = check_int("rank", rank, low=1)
     min_compression_rate = check_real("min_compression_rate", min_compression_rate, low=0.0)
     counts = {"uncompressed": 0, "p": 0, "q": 0, "before": 0}
-    for n, m in _shapes(shapes):
-        r = min(n, m, rank)
-        counts["before"] += n * m
-        if (n + m) * r * min_compression_rate < n * m:
-            counts["p"] += n * r
-            counts["q"] += m * r
+    for rows, cols in _shapes(shapes):
+        r = min(rows, cols, rank)
+        counts["before"] += rows * cols
+        if (rows + cols) * r * min_compression_rate < rows * cols:
+            counts["p"] += rows * r
+            counts["q"] += cols * r
         else:
-            counts["uncompressed"] += n * m
+            counts["uncompressed"] += rows * cols
     counts["total"] = counts["uncompressed"] + counts["p"] + counts["q"]
     return counts
 
