@@ -207,17 +207,28 @@ def format_specs(tree) -> set[int]:
             for node in ast.walk(f.format_spec)}
 
 
+def among_other_labels(tree) -> set[int]:
+    """The ids of strings listed beside strings that are no chapter's number: ``["0.5", "1", ..., "16"]`` is a row
+    of tick labels, and its "16" is a number on an axis, whatever the course's length."""
+    return {id(e) for seq in ast.walk(tree) if isinstance(seq, (ast.List, ast.Tuple, ast.Set))
+            if any(isinstance(e, ast.Constant) and isinstance(e.value, str) and e.value not in course.NUMBERS
+                   for e in seq.elts)
+            for e in seq.elts}
+
+
 def chapter_numbers_in(path: Path) -> list[str]:
-    """Every place in one file that writes a chapter's number: a string that is one ("06"), a string that starts
-    with a card's key ("06-limits"), and any string, docstring or comment naming a chapter by number."""
+    """Every place in one file that writes a chapter's number: a string that is one ("06"; not in a row of other
+    labels), a string that starts with a card's key ("06-limits"), and any string, docstring or comment naming a
+    chapter by number."""
     text = path.read_text()
     tree = ast.parse(text)
-    skip = format_specs(tree)
+    skip, labels = format_specs(tree), among_other_labels(tree)
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skip:
             value = node.value
-            if value in course.NUMBERS or KEY_AT_START.match(value) or NUMBER_IN_TEXT.search(value):
+            if (value in course.NUMBERS and id(node) not in labels) or KEY_AT_START.match(value) \
+                    or NUMBER_IN_TEXT.search(value):
                 match = NUMBER_IN_TEXT.search(value)
                 found.append(f"{node.lineno}: {match.group(0) if match else value!r}")
     for token in tokenize.generate_tokens(io.StringIO(text).readline):
@@ -262,8 +273,9 @@ def test_the_chapter_number_pattern_finds_each_form_and_no_other_number():
 
 def test_only_the_course_module_writes_a_chapter_number(tmp_path):
     sample = tmp_path / "sample.py"
-    sample.write_text('"""Chapter 06."""\nA = f"{x:02}"  # chapter 07\nB = "08"\nC = "09-key"\nD = f"{n:05}-rank"\n')
-    assert [line.split(":")[0] for line in chapter_numbers_in(sample)] == ["1", "3", "4", "2"]
+    sample.write_text('"""Chapter 06."""\nA = f"{x:02}"  # chapter 07\nB = "08"\nC = "09-key"\nD = f"{n:05}-rank"\n'
+                      'E = ["0.5", "1", "10"]\nF = ("10", "11")\n')
+    assert [line.split(":")[0] for line in chapter_numbers_in(sample)] == ["1", "3", "4", "7", "7", "2"]
 
     bad = [f"{path.relative_to(PACKAGE.parent)}:{where}" for name, path in sorted(MODULES.items())
            if name != "dpviz.course" for where in chapter_numbers_in(path)]
