@@ -90,14 +90,20 @@ def chapter(key: str) -> Chapter:
                      f"00 to {COURSE[-1].number}; got {key!r}.")
 
 
+def topic_of(module: str) -> str:
+    """The topic whose folder holds ``module``, a module's ``__name__``: ``topic_of("dpviz.topics.speedup_model.deck")``
+    is ``'speedup_model'``. A card's key starts with it, so keys stay put when chapters are renumbered."""
+    parts = module.split(".")
+    if len(parts) < 3 or parts[:2] != ["dpviz", "topics"]:
+        raise ValueError(f"module must be one of a chapter's, dpviz.topics.<topic>.<name>; got {module!r}.")
+    return chapter(parts[2]).topic
+
+
 def number_of(module: str) -> str:
     """The number of the chapter whose topic folder holds ``module``, a module's ``__name__``:
     ``number_of("dpviz.topics.speedup_model.deck")`` is ``'06'``, so a deck writes
     ``HERE = course.number_of(__name__)``."""
-    parts = module.split(".")
-    if len(parts) < 3 or parts[:2] != ["dpviz", "topics"]:
-        raise ValueError(f"module must be one of a chapter's, dpviz.topics.<topic>.<name>; got {module!r}.")
-    return chapter(parts[2]).number
+    return chapter(topic_of(module)).number
 
 
 def ref(*topics: str) -> str:

@@ -416,7 +416,7 @@ def test_chapter_10_cards_cover_the_question_bank_items():
     cards = cards_for("10")
     kinds = {card.kind for card in cards}
     assert {"true/false", "spot the error", "edge case", "numeric"} <= kinds
-    for key in ("15-tf-accumulation", "15-spot-accumulation-speed", "15-edge-accumulate-one"):
+    for key in ("question_bank-tf-accumulation", "question_bank-spot-accumulation-speed", "question_bank-edge-accumulate-one"):
         card = next(c for c in ALL_CARDS if c.key == key)
         assert re.search(r"Chapter 10 (shows this|times both) on real runs", card.answer_text()), key
 

@@ -298,7 +298,7 @@ def test_chapter_09_cards_compute_their_numbers_and_the_bank_points_to_the_chapt
     assert len(cards) >= 8
     for card in cards:
         assert "{" not in card.answer_text() and "{" not in card.question_text(), card.key
-    rules = next(c for c in cards if c.key == "09-num-rules").values()
+    rules = next(c for c in cards if c.key == "bigger_batch-num-rules").values()
     assert (rules["x1"], rules["sqrt"], rules["linear"]) == pytest.approx((0.01, 0.02, 0.04))
     pointed = {c.key for c in cards_for("15") if "Chapter 09" in c.answer_text()}
-    assert {"15-spot-lr", "15-why-linear-rule", "15-num-lr"} <= pointed
+    assert {"question_bank-spot-lr", "question_bank-why-linear-rule", "question_bank-num-lr"} <= pointed

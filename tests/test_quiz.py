@@ -321,34 +321,34 @@ def _expect_two_levels(p):
 
 
 EXPECTED = {  # in chapter order
-    "05-num-notes-vs-ring": _expect_notes_vs_ring,
-    "06-num-best-k": _expect_best_k,
-    "06-num-limits": _expect_limits,
-    "07-num-busbw": _expect_busbw,
-    "09-num-rules": _expect_three_lr_rules,
-    "09-num-examples": _expect_examples_needed,
-    "09-num-gap": _expect_bowl_gap,
-    "09-num-warmup": _expect_warmup,
-    "09-num-diverge": _expect_divergence,
-    "10-num-all-reduces": _expect_accumulation,
-    "11-num-straggler": _expect_straggler,
-    "11-num-overlap": _expect_overlap,
-    "11-num-async": _expect_async,
-    "12-num-bubble": _expect_bubble,
-    "12-num-too-big": _expect_training_memory,
-    "12-num-tensor-bytes": _expect_tensor_bytes,
-    "13-num-paper": _expect_paper,
-    "13-num-step-bytes": _expect_stage_bytes,
-    "14-num-powersgd": _expect_powersgd,
-    "14-num-two-levels": _expect_two_levels,
-    "15-num-half": _expect_half,
-    "15-num-k1": _expect_k1,
-    "15-num-fraction": _expect_fraction,
-    "15-num-efficiency": _expect_efficiency,
-    "15-num-lr": _expect_lr,
-    "15-num-ring": _expect_notes_vs_ring,
-    "15-num-ceiling": _expect_ceiling,
-    "15-num-double-bandwidth": _expect_double_bandwidth,
+    "all_reduce-num-notes-vs-ring": _expect_notes_vs_ring,
+    "speedup_model-num-best-k": _expect_best_k,
+    "speedup_model-num-limits": _expect_limits,
+    "measuring-num-busbw": _expect_busbw,
+    "bigger_batch-num-rules": _expect_three_lr_rules,
+    "bigger_batch-num-examples": _expect_examples_needed,
+    "bigger_batch-num-gap": _expect_bowl_gap,
+    "bigger_batch-num-warmup": _expect_warmup,
+    "bigger_batch-num-diverge": _expect_divergence,
+    "accumulation-num-all-reduces": _expect_accumulation,
+    "waiting-num-straggler": _expect_straggler,
+    "waiting-num-overlap": _expect_overlap,
+    "waiting-num-async": _expect_async,
+    "splitting-num-bubble": _expect_bubble,
+    "splitting-num-too-big": _expect_training_memory,
+    "splitting-num-tensor-bytes": _expect_tensor_bytes,
+    "sharding-num-paper": _expect_paper,
+    "sharding-num-step-bytes": _expect_stage_bytes,
+    "cheaper_sync-num-powersgd": _expect_powersgd,
+    "cheaper_sync-num-two-levels": _expect_two_levels,
+    "question_bank-num-half": _expect_half,
+    "question_bank-num-k1": _expect_k1,
+    "question_bank-num-fraction": _expect_fraction,
+    "question_bank-num-efficiency": _expect_efficiency,
+    "question_bank-num-lr": _expect_lr,
+    "question_bank-num-ring": _expect_notes_vs_ring,
+    "question_bank-num-ceiling": _expect_ceiling,
+    "question_bank-num-double-bandwidth": _expect_double_bandwidth,
 }
 
 NUMERIC = [card for card in ALL_CARDS if card.numeric]
@@ -363,9 +363,9 @@ def test_enough_numeric_cards_and_each_has_a_check():
 # A slip in the cost model, and the numeric cards whose numbers it must spoil.
 WRONG_FORMULAS = {
     "t_comm_ring": (costmodel.t_comm_notes,  # the notes' reduce-scatter priced as the whole all-reduce
-                    {"05-num-notes-vs-ring", "06-num-best-k", "15-num-ring", "15-num-double-bandwidth"}),
+                    {"all_reduce-num-notes-vs-ring", "speedup_model-num-best-k", "question_bank-num-ring", "question_bank-num-double-bandwidth"}),
     "speedup": (lambda t_compute, k, t_comm: np.multiply(k, t_compute) / (t_compute + t_comm),  # compute not split
-                {"06-num-best-k", "06-num-limits", "15-num-half", "15-num-ceiling", "15-num-double-bandwidth"}),
+                {"speedup_model-num-best-k", "speedup_model-num-limits", "question_bank-num-half", "question_bank-num-ceiling", "question_bank-num-double-bandwidth"}),
 }
 
 
@@ -481,7 +481,7 @@ def test_notes_all_reduce_formula_is_always_called_a_reduce_scatter():
     for key, text in ALL_TEXT.items():
         if formula.search(text) and "(k−1)/k" in text and "M/β" in text:
             assert "reduce-scatter" in text or "half" in text, key
-    spot = next(c for c in ALL_CARDS if c.key == "05-spot-formula").answer_text()
+    spot = next(c for c in ALL_CARDS if c.key == "all_reduce-spot-formula").answer_text()
     assert "2(k−1)·α + 2(k−1)/k·M/β" in spot
 
 
@@ -493,9 +493,9 @@ def test_bert_example_is_not_presented_as_measured():
 
 
 def test_lr_contrast_is_linear_against_square_root():
-    text = ALL_TEXT["15-why-linear-rule"]
+    text = ALL_TEXT["question_bank-why-linear-rule"]
     assert "×√k" in text and "k·η" in text
-    assert "√k" in ALL_TEXT["09-why-sqrt"] and "×k" in ALL_TEXT["09-why-sqrt"]
+    assert "√k" in ALL_TEXT["bigger_batch-why-sqrt"] and "×k" in ALL_TEXT["bigger_batch-why-sqrt"]
     assert not re.search(r"\bby k, not k\b|\bk, not k\b", " ".join(ALL_TEXT.values()))
 
 

@@ -510,24 +510,24 @@ def test_widget_update_changes_only_its_artists(grid):
 
 def test_chapter_12_cards_cover_the_question_bank_topics():
     keys = {card.key for card in cards_for("12")}
-    for topic in ("12-tf-tensor-pipeline", "12-spot-bubbles", "12-num-too-big", "12-tf-zero-params",
-                  "12-why-activations-move", "12-num-bubble", "12-num-tensor-bytes"):
+    for topic in ("splitting-tf-tensor-pipeline", "splitting-spot-bubbles", "splitting-num-too-big", "splitting-tf-zero-params",
+                  "splitting-why-activations-move", "splitting-num-bubble", "splitting-num-tensor-bytes"):
         assert topic in keys
     pointed = [c.key for c in cards_for("15") if "Chapter 12" in c.answer_text()]
-    for key in ("15-tf-too-big", "15-tf-tensor-pipeline", "15-spot-too-big", "15-spot-bubbles",
-                "15-why-model-parallel-traffic", "15-edge-pipeline-two", "15-edge-tensor-gather"):
+    for key in ("question_bank-tf-too-big", "question_bank-tf-tensor-pipeline", "question_bank-spot-too-big", "question_bank-spot-bubbles",
+                "question_bank-why-model-parallel-traffic", "question_bank-edge-pipeline-two", "question_bank-edge-tensor-gather"):
         assert key in pointed
 
 
 def test_chapter_12_numeric_cards_are_computed_by_the_library():
     cards = {c.key: c for c in ALL_CARDS if c.chapter == "12" and c.numeric}
-    bubble = cards["12-num-bubble"].values()
+    bubble = cards["splitting-num-bubble"].values()
     assert bubble["bubble"] == [3 / 4, 3 / 7, 3 / 19, 3 / 67]
-    big = cards["12-num-too-big"].values()
+    big = cards["splitting-num-too-big"].values()
     assert big["plain_gb"] == pytest.approx(7e9 * 16 / 1e9) and big["plain_gb"] > 80
     assert big["zero1_gb"] == pytest.approx(7e9 * (4 + 4 + 8 / 8) / 1e9) and big["zero1_gb"] <= 80
     assert big["fewest_zero1"] == 3  # 4 + 4 + 8/3 bytes per parameter is the first to fit in 80 GB
-    tensor = cards["12-num-tensor-bytes"].values()
+    tensor = cards["splitting-num-tensor-bytes"].values()
     per_layer = 16384 * 4096 * 4 * (1 / 2 + 1)  # all-gather of Y, then all-reduce of dX, k = 2
     assert tensor["tp_gb"] == pytest.approx(32 * per_layer / 1e9)
     assert tensor["dp_gb"] == pytest.approx(32 * 4096 * 4096 * 4 / 1e9)

@@ -431,16 +431,16 @@ def test_widget_refuses_what_was_not_recorded():
 def test_chapter_cards_compute_their_numbers():
     cards = {c.key: c for c in cards_for("11")}
     assert len(cards) >= 10
-    straggler = cards["11-num-straggler"].values()
+    straggler = cards["waiting-num-straggler"].values()
     assert straggler["t_step_ms"] == pytest.approx(170.0) and straggler["wait_ms"] == pytest.approx(50.0)
     assert straggler["idle"] == pytest.approx(7 * 0.05 / (8 * 0.17))
-    overlap = cards["11-num-overlap"].values()
+    overlap = cards["waiting-num-overlap"].values()
     assert (overlap["serial_ms"], overlap["best_ms"]) == pytest.approx((45.0, 30.0))
-    asynchronous = cards["11-num-async"].values()
+    asynchronous = cards["waiting-num-async"].values()
     assert asynchronous["tau"] == pytest.approx([1.2, 1.2, 10.0])
     assert (asynchronous["sync_rate"], asynchronous["async_rate"]) == pytest.approx((20.0, 220.0))
     for card in cards.values():
         assert "{" not in card.answer_text()
     bank = {c.key: c.answer_text() for c in cards_for("15")}
-    for key in ("15-tf-async", "15-spot-async", "15-why-straggler"):
+    for key in ("question_bank-tf-async", "question_bank-spot-async", "question_bank-why-straggler"):
         assert "Chapter 11" in bank[key]

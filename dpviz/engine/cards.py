@@ -31,7 +31,7 @@ class Card:
     answer: str  # plain text; for a numeric card, a str.format template
     kind: str  # one of KINDS
     chapter: str  # one of CHAPTERS, a chapter's number (its deck's course.number_of(__name__))
-    key: str  # short unique name, the chapter's number first, e.g. f"{HERE}-tf-more-gpus"
+    key: str  # short unique name, the chapter's topic first, e.g. f"{TOPIC}-tf-more-gpus"
     compute: Callable[..., dict] | None = None  # numeric cards only: params -> named values
     params: dict = field(default_factory=dict)  # numeric cards only: the inputs of compute
 

@@ -10,6 +10,7 @@ from dpviz.engine.cards import Card
 from dpviz.topics.ground_floor import costmodel
 
 HERE = course.number_of(__name__)  # this chapter's number, from its place in dpviz.course
+TOPIC = course.topic_of(__name__)  # the first word of its cards' keys, the same whatever the number
 
 
 def accumulation_costs(k, m, t_micro, t_comm):
@@ -39,7 +40,7 @@ CARDS = (
         "time instead of over devices. In floating point the additions happen in another order, and "
         f"addition is not associative, so the last bits may differ; {course.ref('accumulation')} checks the difference "
         "stays within float32 rounding on real runs.",
-        "true/false", HERE, f"{HERE}-tf-same-gradient",
+        "true/false", HERE, f"{TOPIC}-tf-same-gradient",
     ),
     Card(
         "True or false: the gradient one process accumulates over m micro-batches is the gradient that "
@@ -47,7 +48,7 @@ CARDS = (
         "True, to rounding. Both add the same m micro-batch gradients and divide by m; one process adds "
         "them one after another, the all-reduce adds them across ranks. Only the order of the sums "
         "differs.",
-        "true/false", HERE, f"{HERE}-tf-equals-all-reduce",
+        "true/false", HERE, f"{TOPIC}-tf-equals-all-reduce",
     ),
     Card(
         "Spot the error: “Accumulating m micro-batches gives the big-batch update, so a step ends as "
@@ -57,13 +58,13 @@ CARDS = (
         "devices run those passes side by side and then pay one all-reduce. Whether a run shows that "
         "depends on the all-reduce costing less than the compute it saves, and on each device having "
         "a core of its own: this chapter prints what its runs measured. Accumulation buys memory with time.",
-        "spot the error", HERE, f"{HERE}-spot-just-as-fast",
+        "spot the error", HERE, f"{TOPIC}-spot-just-as-fast",
     ),
     Card(
         "Edge case: gradient accumulation with m = 1 micro-batch. What changes?",
         "Nothing. The one gradient is added to zero and divided by 1, which leaves its bits as they "
         "were: the update is the plain one-batch update, with the same memory and the same work.",
-        "edge case", HERE, f"{HERE}-edge-m-one",
+        "edge case", HERE, f"{TOPIC}-edge-m-one",
     ),
     Card(
         "k ranks each accumulate m micro-batches. Why is all-reducing once, after the last "
@@ -72,7 +73,7 @@ CARDS = (
         "gives the total that summing over ranks m times and then adding does. One all-reduce of the "
         "accumulated gradient replaces m of them, each as large; this is what DDP's no_sync() "
         "does. Only rounding can tell the two apart.",
-        "why", HERE, f"{HERE}-why-one-all-reduce",
+        "why", HERE, f"{TOPIC}-why-one-all-reduce",
     ),
     Card(
         "Shrinking micro-batches lowers the memory a training step needs. Which memory, and which "
@@ -80,7 +81,7 @@ CARDS = (
         "Only what the forward pass keeps for the backward pass: the activations, which grow with "
         "the number of examples in a pass. The parameters, the summed gradient (as large as the "
         "parameters) and the optimizer's state stay as they were, whatever m is.",
-        "self-check", HERE, f"{HERE}-what-memory",
+        "self-check", HERE, f"{TOPIC}-what-memory",
     ),
     Card(
         "k = {k} ranks each run m = {m} micro-batches per update, each taking t_micro = {t_micro:g} s; "
@@ -90,7 +91,7 @@ CARDS = (
         "{t_every:.3g} s. Accumulated first: {calls_once:g} all-reduce and m·t_micro + t_comm = "
         "{t_once:.3g} s, which saves {calls_saved:g} calls and {t_saved:.3g} s per update. One "
         "process running all k·m micro-batches alone would need {t_alone:.3g} s.",
-        "numeric", HERE, f"{HERE}-num-all-reduces",
+        "numeric", HERE, f"{TOPIC}-num-all-reduces",
         compute=accumulation_costs, params={"k": 4, "m": 8, "t_micro": 0.05, "t_comm": 0.02},
     ),
 )

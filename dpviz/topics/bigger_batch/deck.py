@@ -15,6 +15,7 @@ from dpviz.engine.cards import Card
 from dpviz.topics.bigger_batch import theory as lr_rules
 
 HERE = course.number_of(__name__)  # this chapter's number, from its place in dpviz.course
+TOPIC = course.topic_of(__name__)  # the first word of its cards' keys, the same whatever the number
 
 
 def lr_three_rules(lr_base, k):
@@ -67,7 +68,7 @@ CARDS = (
         "about the same gradient it would have at the start, so together they move −η·Σ g_i. The big "
         "step moves −η′·(Σ g_i)/k, because the all-reduce averages. Equal moves need η′ = k·η: the k "
         f"undoes the averaging. {course.Ref('bigger_batch')} measures how far apart the two land on every run.",
-        "why", HERE, f"{HERE}-why-linear",
+        "why", HERE, f"{TOPIC}-why-linear",
     ),
     Card(
         "The notes' derivation asks “why exactly k, not √k?”. What is √k about, then?",
@@ -75,14 +76,14 @@ CARDS = (
         "deviation √k times smaller than the mean of b. The square-root rule scales η by √k, which keeps "
         "η²/B, the spread each step adds, the same as before. It is the gentler choice; the linear rule "
         "(×k) is the one that keeps pace with one rank example for example, as long as η·λ stays small.",
-        "why", HERE, f"{HERE}-why-sqrt",
+        "why", HERE, f"{TOPIC}-why-sqrt",
     ),
     Card(
         "A rate η = {lr_base:g} was tuned for one rank at batch b. Now k = {k} ranks take b each. What "
         "rate does each rule give?",
         "×1 keeps {x1:.3g}; the square-root rule gives {sqrt:.3g} (×√{k} = ×{root:g}); the linear rule "
         "gives {linear:.3g} (×{k}).",
-        "numeric", HERE, f"{HERE}-num-rules",
+        "numeric", HERE, f"{TOPIC}-num-rules",
         compute=lr_three_rules, params={"lr_base": 0.01, "k": 4},
     ),
     Card(
@@ -90,7 +91,7 @@ CARDS = (
         "How many times one rank's examples does each rule need to reach the same loss?",
         "×{k} (linear): {linear:.2f}×, about 1, as the rule promises. ×√{k}: {sqrt:.2f}×, about "
         "{k}/√{k} = {root:g}. ×1: {x1:.2f}×, about {k}: the same rate with {k} times fewer steps.",
-        "numeric", HERE, f"{HERE}-num-examples",
+        "numeric", HERE, f"{TOPIC}-num-examples",
         compute=lr_examples_needed, params={"model": "mlp", "k": 4},
     ),
     Card(
@@ -101,14 +102,14 @@ CARDS = (
         "measured {measured[0]:.0%} (median over the run). At η = {etas[1]:.3g}: modeled {modeled[1]:.0%}, "
         "measured {measured[1]:.0%}. For small η·λ the gap is about (k−1)·η·λ/2: the rule holds while η·λ "
         "is small. For scale: the big rate there is {big[1]:.3g}, and the bowl diverges past 2/λ_max = {limit:.3g}.",
-        "numeric", HERE, f"{HERE}-num-gap",
+        "numeric", HERE, f"{TOPIC}-num-gap",
         compute=lr_bowl_gaps, params={"k": 4, "multipliers": (4.0, 64.0)},
     ),
     Card(
         "A linear warm-up of {warmup} steps to η = {lr:g}: which rates do the first {steps} steps use?",
         "{rates[0]:.3g}, {rates[1]:.3g}, {rates[2]:.3g}, then {rates[3]:.3g} and {rates[4]:.3g}: step t "
         "uses η·(t + 1)/{warmup} until the full rate.",
-        "numeric", HERE, f"{HERE}-num-warmup",
+        "numeric", HERE, f"{TOPIC}-num-warmup",
         compute=lr_warmup_rates, params={"lr": 0.64, "steps": 5, "warmup": 3},
     ),
     Card(
@@ -118,7 +119,7 @@ CARDS = (
         f"limit (2/λ_max on a bowl) diverges then. {course.Ref('bigger_batch')}'s runs show the blow-up arriving "
         "later "
         "with a longer warm-up, never not at all.",
-        "true/false", HERE, f"{HERE}-tf-warmup-any",
+        "true/false", HERE, f"{TOPIC}-tf-warmup-any",
     ),
     Card(
         "In the shipped {model} grid, k = {k} ranks at ×{multiplier:g}: at which step did the run with "
@@ -126,7 +127,7 @@ CARDS = (
         "At η = {lr:.3g}, in runs of {total} steps: warm-up {warmups[0]}, step {steps[0]}; {warmups[1]}, "
         "step {steps[1]}; {warmups[2]}, step {steps[2]}; {warmups[3]}, step {steps[3]}. The warm-up "
         "decided when, not whether.",
-        "numeric", HERE, f"{HERE}-num-diverge",
+        "numeric", HERE, f"{TOPIC}-num-diverge",
         compute=lr_divergence_steps, params={"model": "mlp", "k": 4, "multiplier": 64.0},
     ),
     Card(
@@ -136,7 +137,7 @@ CARDS = (
         "changes it by about η·λ of itself, so the two land (k−1)·η·λ/2 of a step apart for small η·λ, "
         "and far apart when η·λ is large: the big step then overshoots where the small ones would "
         f"have turned. {course.Ref('bigger_batch')} measures the gap on every run.",
-        "spot the error", HERE, f"{HERE}-spot-exact",
+        "spot the error", HERE, f"{TOPIC}-spot-exact",
     ),
     Card(
         "Why does a warm-up help most at the start of training?",
@@ -144,11 +145,11 @@ CARDS = (
         "linear rule's error is a fraction of the step, so long steps make a large error: the big step "
         "lands far from where k small steps would have gone. Ramping η up keeps those first steps "
         "short; by the time the full rate arrives the steps are short anyway.",
-        "why", HERE, f"{HERE}-why-warmup-early",
+        "why", HERE, f"{TOPIC}-why-warmup-early",
     ),
     Card(
         "Edge case: k = 1. What do ×1, ×√k and ×k give?",
         "All three give η itself: with one rank the batch is what it was, and 1 = √1 = 1.",
-        "edge case", HERE, f"{HERE}-edge-k1",
+        "edge case", HERE, f"{TOPIC}-edge-k1",
     ),
 )

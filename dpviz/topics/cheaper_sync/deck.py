@@ -7,6 +7,7 @@ from dpviz.engine.cards import Card
 from dpviz.topics.cheaper_sync import theory as cheaper_sync
 
 HERE = course.number_of(__name__)  # this chapter's number, from its place in dpviz.course
+TOPIC = course.topic_of(__name__)  # the first word of its cards' keys, the same whatever the number
 
 
 def powersgd_costs(rows, cols, r):
@@ -36,7 +37,7 @@ CARDS = (
         "False. Every rank casts, all-reduces and casts back the same sum, so every rank receives the same "
         "rounded average: the replicas stay bit-identical. What changes is that the average is off the exact "
         f"one by fp16 rounding, the same on every rank. {course.Ref('cheaper_sync')} checks both on a real run.",
-        "true/false", HERE, f"{HERE}-tf-fp16-drift",
+        "true/false", HERE, f"{TOPIC}-tf-fp16-drift",
     ),
     Card(
         "PowerSGD at rank r = {r} replaces a {rows}×{cols} float32 gradient matrix by its two factors. How many bytes "
@@ -44,7 +45,7 @@ CARDS = (
         "Whole, the matrix is {rows}·{cols}·4 bytes = {before_mb:.1f} MB. Its factors P ({rows}×{r}) and Q ({cols}×{r}) are "
         "({rows} + {cols})·{r}·4 bytes = {after_kb:.0f} kB: {ratio:.0f}× fewer. Biases and other vectors go as they "
         "are, and the factors take three all-reduces instead of one, so on small tensors latency can eat the gain.",
-        "numeric", HERE, f"{HERE}-num-powersgd",
+        "numeric", HERE, f"{TOPIC}-num-powersgd",
         compute=powersgd_costs, params={"rows": 4096, "cols": 4096, "r": 4},
     ),
     Card(
@@ -53,7 +54,7 @@ CARDS = (
         "and the same directions can be dropped step after step. With error feedback each rank adds what it "
         "lost last step to this step's gradient before compressing, so over several steps every part of the "
         "gradient gets through.",
-        "why", HERE, f"{HERE}-why-error-feedback",
+        "why", HERE, f"{TOPIC}-why-error-feedback",
     ),
     Card(
         "Spot the error: “Local SGD with H = 8 syncs eight times less often, so it trains eight times faster for "
@@ -62,7 +63,7 @@ CARDS = (
         "steps on its own shard's gradient, so a step of local SGD is worth less than a step of plain data "
         "parallelism. Whether it reaches the same loss in less time depends on how much the sync cost and how far "
         "the replicas drift; count loss against examples, not only against all-reduces.",
-        "spot the error", HERE, f"{HERE}-spot-local-sgd",
+        "spot the error", HERE, f"{TOPIC}-spot-local-sgd",
     ),
     Card(
         "k = {k} GPUs sit in machines of {g}, with fast links inside a machine and a slow one between. "
@@ -72,7 +73,7 @@ CARDS = (
         "{flat_gb:.2f} GB. In two levels each GPU first reduce-scatters inside its machine, then sends only its "
         "1/{g} share across, 2(G−1)/G·M/{g} with G = {machines}: {two_gb:.2f} GB, {ratio:.0f}× less over the slow "
         "link.",
-        "numeric", HERE, f"{HERE}-num-two-levels",
+        "numeric", HERE, f"{TOPIC}-num-two-levels",
         compute=two_level_costs, params={"k": 8, "g": 4, "M": 1e9},
     ),
     Card(
@@ -80,6 +81,6 @@ CARDS = (
         "With g = k there is one group: the two-level all-reduce is a flat ring on the fast links. With g = 1 "
         "every rank is its own group: it is a flat ring on the slow links. The gain lies in between, where most "
         "bytes stay inside a group.",
-        "edge case", HERE, f"{HERE}-edge-group-size",
+        "edge case", HERE, f"{TOPIC}-edge-group-size",
     ),
 )

@@ -8,6 +8,7 @@ from dpviz.engine.cards import Card
 from dpviz.topics.ground_floor import costmodel
 
 HERE = course.number_of(__name__)  # this chapter's number, from its place in dpviz.course
+TOPIC = course.topic_of(__name__)  # the first word of its cards' keys, the same whatever the number
 
 
 def benchmark_bandwidths(M, ms, k):
@@ -23,7 +24,7 @@ CARDS = (
         "algbw = M / T = {algbw:.3g} GB/s, what the application sees. busbw = algbw · 2(k−1)/k = {busbw:.3g} GB/s: "
         "the ring makes every GPU send 2(k−1)/k · M bytes, so busbw is what each link carried per second, and "
         "that is the number to set beside β (and to compare across k).",
-        "numeric", HERE, f"{HERE}-num-busbw",
+        "numeric", HERE, f"{TOPIC}-num-busbw",
         compute=benchmark_bandwidths, params={"M": 1_000_000_000, "ms": 20.0, "k": 8},
     ),
     Card(
@@ -33,7 +34,7 @@ CARDS = (
         "Trust β only when the times rise with M over the fitted range, the largest message's transfer "
         "term is at least half its time, and the model follows the points (a median error within 20 %); "
         "this chapter checks all three and draws the residuals under the fit.",
-        "spot the error", HERE, f"{HERE}-trust-fit",
+        "spot the error", HERE, f"{TOPIC}-trust-fit",
     ),
     Card(
         "On a small virtual machine, why fit α and β to the fastest of the repeats at each size, not to the median?",
@@ -41,7 +42,7 @@ CARDS = (
         "for, milliseconds on a call that otherwise takes a fraction of one, and that hits a different share of "
         "the calls at each size, so the median jumps and no line follows it. The fastest call is the one no late "
         "wake-up reached.",
-        "why", HERE, f"{HERE}-fastest",
+        "why", HERE, f"{TOPIC}-fastest",
     ),
     Card(
         "Fitted to the same k = 2 times, the notes' formula and the ring formula draw the same line. What differs, "
@@ -49,14 +50,14 @@ CARDS = (
         "At k = 2 the notes give α + M/(2β) and the ring 2α + M/β: the same curve with α and β both off by a "
         "factor of 2. So the fits agree on the line and differ by exactly 2 in α and in β; k = 2 timings cannot "
         "decide. Counting the bytes the ring sends does: 2(k−1)/k · M per rank, twice the notes' term.",
-        "self-check", HERE, f"{HERE}-k2-same-line",
+        "self-check", HERE, f"{TOPIC}-k2-same-line",
     ),
     Card(
         "Fitted to published nccl-tests times, real GPU systems give α of a few µs, several times the NVLink "
         "preset's 0.47 µs. Why?",
         "A real all-reduce also pays for launching work on the GPUs and for NCCL's synchronisation between "
         "steps, and a fit charges everything that does not grow with M to α. The preset is the link alone.",
-        "why", HERE, f"{HERE}-gpu-alpha",
+        "why", HERE, f"{TOPIC}-gpu-alpha",
     ),
     Card(
         "On the two-node H100 system, the points between about 1 MB and a few hundred MB sit above the fitted "
@@ -64,6 +65,6 @@ CARDS = (
         "It is a simplification: NCCL changes algorithm and protocol with the message size, and no single "
         "(α, β) pair follows every regime. The two ends of the range, a latency floor and a bandwidth slope, "
         "still fit, and the residual panel shows plainly where the line misses.",
-        "self-check", HERE, f"{HERE}-regimes",
+        "self-check", HERE, f"{TOPIC}-regimes",
     ),
 )

@@ -14,6 +14,7 @@ from dpviz.topics.all_reduce.deck import link_preset, notes_against_ring
 from dpviz.topics.ground_floor import costmodel
 
 HERE = course.number_of(__name__)  # this chapter's number, from its place in dpviz.course
+TOPIC = course.topic_of(__name__)  # the first word of its cards' keys, the same whatever the number
 
 
 def equal_sync_and_compute(t_compute, k):
@@ -87,7 +88,7 @@ NUMERIC = (
         "are S and the efficiency?",
         "T_comm = {t_comm:g} s, so S = {s:.3g} and S/k = {eff:.0%}. That is k/2 = {half_k:g}, as "
         "the algebra says.",
-        "numeric", HERE, f"{HERE}-num-half",
+        "numeric", HERE, f"{TOPIC}-num-half",
         compute=equal_sync_and_compute, params={"t_compute": 0.8, "k": 8},
     ),
     Card(
@@ -95,7 +96,7 @@ NUMERIC = (
         "What are T_comm and S?",
         "T_comm = {t_notes:g} s by the notes' formula and {t_ring:g} s by the ring formula: there "
         "is nothing to send. S = {s:g}.",
-        "numeric", HERE, f"{HERE}-num-k1",
+        "numeric", HERE, f"{TOPIC}-num-k1",
         compute=single_device, params={"t_compute": 0.5, "M": 100_000_000, "link": "10 Gb Ethernet"},
     ),
     Card(
@@ -103,7 +104,7 @@ NUMERIC = (
         "and {ks[5]}?",
         "{f[0]:.5g}, {f[1]:.5g}, {f[2]:.5g}, {f[3]:.5g}, {f[4]:.5g} and {f[5]:.5g}: rising toward 1 "
         "but never reaching it.",
-        "numeric", HERE, f"{HERE}-num-fraction",
+        "numeric", HERE, f"{TOPIC}-num-fraction",
         compute=bandwidth_fractions, params={"ks": (1, 2, 4, 8, 64, 1024)},
     ),
     Card(
@@ -111,7 +112,7 @@ NUMERIC = (
         "the cost model reach it?",
         "S/k = {eff:.0%}: exactly the ideal, not above it. The model reaches it only with free "
         "sync: T_comm = 0 gives S = {s_model:g} and efficiency {eff_model:.0%}.",
-        "numeric", HERE, f"{HERE}-num-efficiency",
+        "numeric", HERE, f"{TOPIC}-num-efficiency",
         compute=efficiency_of, params={"s_measured": 4.0, "k": 4, "t_compute": 1.0},
     ),
     Card(
@@ -120,7 +121,7 @@ NUMERIC = (
         "Linear: {lr_lin:.3g} (×{k}). Square root: {lr_sq:.3g} (×√{k} = ×{root:g}). "
         + course.Ref("bigger_batch") + " trains "
         "with both on real runs.",
-        "numeric", HERE, f"{HERE}-num-lr",
+        "numeric", HERE, f"{TOPIC}-num-lr",
         compute=lr_rules, params={"lr_base": 0.1, "k": 4},
     ),
     Card(
@@ -129,7 +130,7 @@ NUMERIC = (
         "With the preset α = {alpha_us:g} µs and β = {beta_gbs:g} GB/s: {t_notes_ms:.3g} ms by the "
         "notes' formula, which counts the reduce-scatter half only, and {t_ring_ms:.3g} ms for the "
         "whole ring all-reduce, {ratio:.2f} times as long.",
-        "numeric", HERE, f"{HERE}-num-ring",
+        "numeric", HERE, f"{TOPIC}-num-ring",
         compute=notes_against_ring, params={"k": 8, "M": 100_000_000, "link": "10 Gb Ethernet"},
     ),
     Card(
@@ -137,7 +138,7 @@ NUMERIC = (
         "on S, and how close do k = {ks[0]}, {ks[1]} and {ks[2]} come?",
         "The ceiling is T_compute/T_comm = {ceiling:g}. S = {s[0]:.3g}, {s[1]:.3g} and {s[2]:.3g}: "
         "creeping up to the ceiling and never passing it.",
-        "numeric", HERE, f"{HERE}-num-ceiling",
+        "numeric", HERE, f"{TOPIC}-num-ceiling",
         compute=speedup_ceiling, params={"t_compute": 1.0, "t_comm": 0.05, "ks": (8, 64, 1024)},
     ),
     Card(
@@ -146,7 +147,7 @@ NUMERIC = (
         "{links[0]}: S goes from {s_a[0]:.3g} to {s_a[1]:.3g}, ×{gain_a:.2f}. {links[1]}: from "
         "{s_b[0]:.3g} to {s_b[1]:.3g}, ×{gain_b:.2f}. Neither doubles, and where compute already "
         "dominates the gain is small.",
-        "numeric", HERE, f"{HERE}-num-double-bandwidth",
+        "numeric", HERE, f"{TOPIC}-num-double-bandwidth",
         compute=doubled_bandwidth,
         params={"t_compute": 1.0, "k": 8, "M": 100_000_000, "links": ("10 Gb Ethernet", "100 Gb InfiniBand")},
     ),

@@ -10,6 +10,7 @@ from dpviz.topics.all_reduce.deck import link_preset
 from dpviz.topics.ground_floor import costmodel
 
 HERE = course.number_of(__name__)  # this chapter's number, from its place in dpviz.course
+TOPIC = course.topic_of(__name__)  # the first word of its cards' keys, the same whatever the number
 
 
 def best_device_count(t_compute, M, link, k_max):
@@ -35,26 +36,26 @@ CARDS = (
         "A larger β shrinks the M/β part of T_comm and a smaller α its 2(k−1)·α part: the coral bar of the "
         "timelines gets shorter, so more of the k-fold saving in compute shows up in the step time. A link "
         "is only faster if it wins on both, since a small gradient's sync is mostly latency.",
-        "why", HERE, f"{HERE}-faster-link",
+        "why", HERE, f"{TOPIC}-faster-link",
     ),
     Card(
         "What are the two limits of S = T_compute / (T_compute/k + T_comm)?",
         "Free sync (T_comm → 0): S → k, perfect scaling. Sync far longer than the compute share "
         "(T_comm ≫ T_compute/k): S → T_compute/T_comm, a constant that extra devices do not change.",
-        "edge case", HERE, f"{HERE}-limits",
+        "edge case", HERE, f"{TOPIC}-limits",
     ),
     Card(
         "In the s01 timelines, which bar shrinks as k doubles, and which does not?",
         "The lavender compute bar, T_compute/k, halves with each doubling. The coral sync bar keeps "
         "its length (or grows), so no row can get shorter than it.",
-        "self-check", HERE, f"{HERE}-s01",
+        "self-check", HERE, f"{TOPIC}-s01",
     ),
     Card(
         "In figure s02, what tells the mint, butter and coral curves apart?",
         "Only the T_comm put into the speedup formula: a fast, a medium and a slow link. The larger "
         "T_comm, the sooner and more sharply a curve bends away from the dashed ideal S = k. These "
         "curves are modeled, not measured.",
-        "self-check", HERE, f"{HERE}-s02",
+        "self-check", HERE, f"{TOPIC}-s02",
     ),
     Card(
         "T_compute = {t_compute:g} s per step, a gradient of {M:,.0f} bytes, ring all-reduce over "
@@ -62,7 +63,7 @@ CARDS = (
         "k = {best_k} gives the largest S, {s_best:.3g}. At k = {k_max} the model gives only "
         "{s_last:.3g}: past the best k, each extra device adds more sync latency (2(k−1)·α) than it "
         "saves in compute, and steps get slower.",
-        "numeric", HERE, f"{HERE}-num-best-k",
+        "numeric", HERE, f"{TOPIC}-num-best-k",
         compute=best_device_count,
         params={"t_compute": 0.01, "M": 1_000_000, "link": "10 Gb Ethernet", "k_max": 128},
     ),
@@ -72,7 +73,7 @@ CARDS = (
         "S = {s[0]:.3g}, {s[1]:.3g}, {s[2]:.3g} and {s[3]:.3g}. Free sync gives S = k. Once T_comm "
         "outgrows T_compute/k, S stays under T_compute/T_comm; in the last case that bound is "
         "{ceiling_last:.3g}, and S below 1 means a step slower than on one device.",
-        "numeric", HERE, f"{HERE}-num-limits",
+        "numeric", HERE, f"{TOPIC}-num-limits",
         compute=sync_limits, params={"t_compute": 1.0, "k": 16, "t_comms": (0.0, 0.001, 0.1, 1.0)},
     ),
     Card(
@@ -82,6 +83,6 @@ CARDS = (
         "either link, so the link with the larger α syncs more slowly whatever its β. A faster link must be "
         f"faster in α as well as β; {course.ref('speedup_model')} takes both from cited sources and checks its title "
         "on the curves.",
-        "why", HERE, f"{HERE}-latency-bound",
+        "why", HERE, f"{TOPIC}-latency-bound",
     ),
 )

@@ -9,6 +9,7 @@ from dpviz.topics.splitting import (
 )
 
 HERE = course.number_of(__name__)  # this chapter's number, from its place in dpviz.course
+TOPIC = course.topic_of(__name__)  # the first word of its cards' keys, the same whatever the number
 
 
 def pipeline_bubbles(p, ms):
@@ -46,7 +47,7 @@ CARDS = (
         "every split layer; a pipeline hands each rank a run of whole layers, and the ranks work one after "
         "the other on each micro-batch. This chapter runs both: a linear layer split by columns and by rows, "
         "and an MLP cut into stages.",
-        "true/false", HERE, f"{HERE}-tf-tensor-pipeline",
+        "true/false", HERE, f"{TOPIC}-tf-tensor-pipeline",
     ),
     Card(
         "Spot the error: “With a pipeline, no GPU ever waits: while one stage computes, the others do too.”",
@@ -56,14 +57,14 @@ CARDS = (
         "passes travel back to the first. With p equal stages, m micro-batches and free hand-offs each "
         "stage idles for the share (p−1)/(m+p−1) of the step. The Gantt charts of this chapter show the "
         "grey gaps on real stages, and print where each stage waited.",
-        "spot the error", HERE, f"{HERE}-spot-bubbles",
+        "spot the error", HERE, f"{TOPIC}-spot-bubbles",
     ),
     Card(
         "Why does a pipeline cut the batch into micro-batches?",
         "So that stages can work at once on different pieces: while stage 1 runs micro-batch 0, stage 0 "
         "already runs micro-batch 1. With one micro-batch only one stage works at any moment; with m of "
         "them the idle share falls to (p−1)/(m+p−1).",
-        "why", HERE, f"{HERE}-why-micro-batches",
+        "why", HERE, f"{TOPIC}-why-micro-batches",
     ),
     Card(
         "All-forwards-then-all-backwards and one-forward-one-backward leave the same bubble. What does "
@@ -71,7 +72,7 @@ CARDS = (
         "Memory. A stage must keep a micro-batch's activations from its forward pass until its backward "
         "pass. Running all m forwards first keeps m sets at once; alternating keeps at most p − s on stage "
         "s, whatever m is. The shipped runs record this as max_in_flight.",
-        "self-check", HERE, f"{HERE}-one-f-one-b",
+        "self-check", HERE, f"{TOPIC}-one-f-one-b",
     ),
     Card(
         "A pipeline with a single stage, p = 1, or a single micro-batch, m = 1: what does the bubble "
@@ -79,7 +80,7 @@ CARDS = (
         "p = 1: (1−1)/(m+0) = 0; one stage never waits for a neighbour (and nothing is split). m = 1: "
         "(p−1)/p; the one micro-batch visits the stages one at a time, so each stage works 1/p of the "
         "step and waits the rest.",
-        "edge case", HERE, f"{HERE}-edge-bubble-limits",
+        "edge case", HERE, f"{TOPIC}-edge-bubble-limits",
     ),
     Card(
         "Why do the ranks of a split model send each other data inside every forward and backward pass, "
@@ -88,7 +89,7 @@ CARDS = (
         "it can start, and the gradient of its output from the next stage before it can run backward; a "
         "tensor-parallel layer needs the other ranks' blocks of its output. Data-parallel ranks hold whole "
         "models, so they only need to agree on the gradient, in one all-reduce per step.",
-        "why", HERE, f"{HERE}-why-activations-move",
+        "why", HERE, f"{TOPIC}-why-activations-move",
     ),
     Card(
         "A linear layer Y = X W is split over two ranks. With W cut by columns the ranks finish with an "
@@ -97,7 +98,7 @@ CARDS = (
         "the blocks side by side (gathering) gives Y. By rows, each rank multiplies its slice of X's columns "
         "by its rows of W and gets a full-size Y that is only one term of a sum: the terms must be added "
         "(reduced). The backward pass swaps them: column split sums the pieces of dX, row split gathers them.",
-        "why", HERE, f"{HERE}-why-gather-or-reduce",
+        "why", HERE, f"{TOPIC}-why-gather-or-reduce",
     ),
     Card(
         "True or false: with ZeRO stage 1 each rank holds only 1/k of the model's parameters.",
@@ -105,7 +106,7 @@ CARDS = (
         "own 1/k of the parameters, then an all-gather hands everyone the whole updated vector, so every "
         "rank still holds all parameters and all gradients. Sharding the gradients too is stage 2, and the "
         "parameters as well stage 3.",
-        "true/false", HERE, f"{HERE}-tf-zero-params",
+        "true/false", HERE, f"{TOPIC}-tf-zero-params",
     ),
     Card(
         "Why does training with sharded Adam state give the same parameters as plain data parallelism?",
@@ -113,7 +114,7 @@ CARDS = (
         "its own two running means only. Splitting the coordinates among ranks changes who computes each "
         "update, not the update. The reduce-scatter may add the ranks' gradients in another order than the "
         "all-reduce, so the match is to rounding (floating-point addition is not associative).",
-        "why", HERE, f"{HERE}-why-zero-same",
+        "why", HERE, f"{TOPIC}-why-zero-same",
     ),
     Card(
         "How many bytes does each rank send in ZeRO-1's reduce-scatter of an M-byte gradient over a ring "
@@ -121,7 +122,7 @@ CARDS = (
         "(k−1)/k · M: k−1 steps, each passing one chunk of M/k bytes. That is the bandwidth term of the "
         "notes' all-reduce formula, which therefore prices a reduce-scatter, half an all-reduce. This "
         "chapter counts it on a real run.",
-        "self-check", HERE, f"{HERE}-reduce-scatter-bytes",
+        "self-check", HERE, f"{TOPIC}-reduce-scatter-bytes",
     ),
     Card(
         "A pipeline has p = {p} equal stages and transfers are free. What share of the step does each stage "
@@ -129,7 +130,7 @@ CARDS = (
         "(p−1)/(m+p−1): {bubble[0]:.0%}, {bubble[1]:.0%}, {bubble[2]:.0%} and {bubble[3]:.0%}. The bubble "
         "shrinks as micro-batches are added, but each micro-batch is then smaller and its transfers relatively "
         "dearer.",
-        "numeric", HERE, f"{HERE}-num-bubble",
+        "numeric", HERE, f"{TOPIC}-num-bubble",
         compute=pipeline_bubbles, params={"p": 4, "ms": (1, 4, 16, 64)},
     ),
     Card(
@@ -140,7 +141,7 @@ CARDS = (
         "of memory; that number does not depend on k, so more devices never make it fit. ZeRO-1 on {k}: "
         "{zero1_per_param:g} bytes per parameter, {zero1_gb:.0f} GB (activations aside). The fewest devices on "
         "which ZeRO-1 fits: {fewest_zero1}; sharding everything (stage 3): {fewest_zero3}.",
-        "numeric", HERE, f"{HERE}-num-too-big",
+        "numeric", HERE, f"{TOPIC}-num-too-big",
         compute=training_memory, params={"n_params": 7_000_000_000, "memory_gb": 80, "k": 8},
     ),
     Card(
@@ -151,7 +152,7 @@ CARDS = (
         "{dp_gb:.1f} GB in one all-reduce. The first grows with the batch (it moves activations), the second "
         "with the parameters; here the ratio is {ratio:.1f}. Tensor parallelism also makes every layer wait "
         "for its exchange, so it needs the fastest links.",
-        "numeric", HERE, f"{HERE}-num-tensor-bytes",
+        "numeric", HERE, f"{TOPIC}-num-tensor-bytes",
         compute=tensor_against_data, params={"batch": 16384, "width": 4096, "layers": 32, "k": 2},
     ),
 )

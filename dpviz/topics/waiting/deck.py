@@ -7,6 +7,7 @@ from dpviz.engine.cards import Card
 from dpviz.topics.waiting import theory as waiting
 
 HERE = course.number_of(__name__)  # this chapter's number, from its place in dpviz.course
+TOPIC = course.topic_of(__name__)  # the first word of its cards' keys, the same whatever the number
 
 
 def straggler_costs(k, t_compute, delay, t_comm):
@@ -43,7 +44,7 @@ CARDS = (
         "False. It has to wait inside the all-reduce: the averaged gradient does not exist until the "
         f"last rank has sent its share, and every rank steps with that average. {course.Ref('waiting')} delays one "
         "rank on purpose and measures how long the others sit in the all-reduce.",
-        "true/false", HERE, f"{HERE}-tf-go-ahead",
+        "true/false", HERE, f"{TOPIC}-tf-go-ahead",
     ),
     Card(
         "k = {k} ranks each compute for {t_compute:g} s, but one of them is {delay:g} s late; the "
@@ -52,7 +53,7 @@ CARDS = (
         "{t_step_ms:.0f} ms instead of {t_base_ms:.0f} ms ({slowdown:.2f}× as long). Each of the "
         "{others} punctual ranks waits {wait_ms:.0f} ms, and {idle:.0%} of all the ranks' time in the "
         "step is spent waiting.",
-        "numeric", HERE, f"{HERE}-num-straggler",
+        "numeric", HERE, f"{TOPIC}-num-straggler",
         compute=straggler_costs, params={"k": 8, "t_compute": 0.1, "delay": 0.05, "t_comm": 0.02},
     ),
     Card(
@@ -60,7 +61,7 @@ CARDS = (
         "Each step ends with an all-reduce that needs everyone's gradient. The others get there "
         "first and wait, so the step lasts as long as the slowest rank's compute plus the "
         "all-reduce. Adding machines does not help; removing the slow one, or not waiting for it, does.",
-        "why", HERE, f"{HERE}-why-pace",
+        "why", HERE, f"{TOPIC}-why-pace",
     ),
     Card(
         "A step has a {t_forward:g} s forward pass, a {t_backward:g} s backward pass and a {t_comm:g} s "
@@ -69,7 +70,7 @@ CARDS = (
         "while backward runs, since no gradient exists before it, so the step cannot be shorter "
         "than forward + the longer of the two: {best_ms:.0f} ms, {saving_ms:.0f} ms or {saving:.0%} "
         "saved. Real buckets fall short of that: the last one is ready only when backward ends.",
-        "numeric", HERE, f"{HERE}-num-overlap",
+        "numeric", HERE, f"{TOPIC}-num-overlap",
         compute=overlap_costs, params={"t_forward": 0.01, "t_backward": 0.02, "t_comm": 0.015},
     ),
     Card(
@@ -79,7 +80,7 @@ CARDS = (
         "bucket is sent when backward is over, an all-reduce longer than the backward pass cannot "
         "hide, and the communication competes with the computation for cores and memory bandwidth. "
         f"{course.Ref('waiting')} measures how much it hides on your machine; it can be little, or nothing.",
-        "spot the error", HERE, f"{HERE}-spot-overlap-free",
+        "spot the error", HERE, f"{TOPIC}-spot-overlap-free",
     ),
     Card(
         "True or false: sending the gradients in buckets from backward hooks changes the averaged "
@@ -88,7 +89,7 @@ CARDS = (
         "With k = 2 the result is identical in every bit, since a + b = b + a exactly; with more "
         "ranks the ring may add the k numbers in another order, and as floating-point addition is "
         f"not associative the last bits can differ by rounding. {course.Ref('waiting')} checks both, and DDP too.",
-        "true/false", HERE, f"{HERE}-tf-buckets-change",
+        "true/false", HERE, f"{TOPIC}-tf-buckets-change",
     ),
     Card(
         "Why does DDP group gradients into buckets instead of sending each parameter's gradient on "
@@ -97,14 +98,14 @@ CARDS = (
         "overlaps the most but pays the all-reduce's fixed latency α once per tensor, and tiny "
         "tensors such as biases waste it. Buckets of a few MiB start early enough to overlap and "
         "are large enough for the bandwidth term to dominate.",
-        "why", HERE, f"{HERE}-why-buckets",
+        "why", HERE, f"{TOPIC}-why-buckets",
     ),
     Card(
         "What is the staleness τ of an asynchronous update?",
         "The number of updates the server applied between the moment a worker pulled θ and the "
         "moment its gradient arrived: the gradient was computed at θ_(t−τ) and is applied at θ_t. "
         "τ = 0 means it is fresh.",
-        "self-check", HERE, f"{HERE}-what-staleness",
+        "self-check", HERE, f"{TOPIC}-what-staleness",
     ),
     Card(
         "Three asynchronous workers take {t_grad[0]:g} s, {t_grad[1]:g} s and {t_grad[2]:g} s per "
@@ -115,7 +116,7 @@ CARDS = (
         "{async_rate:.0f} updates per second, each from one gradient; synchronously {sync_rate:.0f} "
         "per second, each averaging 3 gradients ({sync_grads:.0f} gradients per second), because "
         "every round waits for the slowest.",
-        "numeric", HERE, f"{HERE}-num-async",
+        "numeric", HERE, f"{TOPIC}-num-async",
         compute=async_costs, params={"t_grad": (0.01, 0.01, 0.05)},
     ),
     Card(
@@ -124,7 +125,7 @@ CARDS = (
         f"gradient is fresh (τ = 0) and each update is the ordinary θ − η·g. {course.Ref('waiting')} runs it and "
         "finds θ equal to a one-process SGD loop's in every bit at every update, with no rounding "
         "difference at all, because the same operations run in the same order.",
-        "true/false", HERE, f"{HERE}-tf-async-one-worker",
+        "true/false", HERE, f"{TOPIC}-tf-async-one-worker",
     ),
     Card(
         "Edge case: an asynchronous server drops every gradient staler than a bound. What does a bound "
@@ -133,6 +134,6 @@ CARDS = (
         "worker's update lands first, the work is thrown away and the worker starts again from the "
         "new θ. The path becomes plain SGD again, but slow workers may rarely or never contribute, "
         "and their time is wasted.",
-        "edge case", HERE, f"{HERE}-edge-bound-zero",
+        "edge case", HERE, f"{TOPIC}-edge-bound-zero",
     ),
 )

@@ -6,6 +6,7 @@ from dpviz import course
 from dpviz.engine.cards import Card
 
 HERE = course.number_of(__name__)  # this chapter's number, from its place in dpviz.course
+TOPIC = course.topic_of(__name__)  # the first word of its cards' keys, the same whatever the number
 
 CARDS = (
     Card(
@@ -13,7 +14,7 @@ CARDS = (
         "Then b cancels in the Step 3 derivation, and the plain mean of the device gradients is the "
         "big-batch gradient. With unequal sizes the plain mean gives small sub-batches too much "
         "say; a mean weighted by size would be needed.",
-        "self-check", HERE, f"{HERE}-same-size",
+        "self-check", HERE, f"{TOPIC}-same-size",
     ),
     Card(
         "Why should the data be dealt out at random?",
@@ -23,32 +24,32 @@ CARDS = (
         "class per device): given one fair batch, how its examples are spread over equal-size "
         f"shards does not change the mean, even when every shard holds one kind only. {course.Ref('whole_picture')} "
         "shows both on real runs.",
-        "self-check", HERE, f"{HERE}-random",
+        "self-check", HERE, f"{TOPIC}-random",
     ),
     Card(
         "Which operation hands the averaged gradient to every device?",
         "An all-reduce: the local gradients are summed, the sum is divided by k, and the result is "
         "delivered to all devices.",
-        "self-check", HERE, f"{HERE}-which-operation",
+        "self-check", HERE, f"{TOPIC}-which-operation",
     ),
     Card(
         "Why do the copies of the model not drift apart?",
         "They start from the same weights and the same optimizer state, and at every step each one "
         "applies the same averaged gradient with the same η, so their updates are identical.",
-        "self-check", HERE, f"{HERE}-no-drift",
+        "self-check", HERE, f"{TOPIC}-no-drift",
     ),
     Card(
         "With momentum or Adam, is averaging the gradients enough to keep the replicas together?",
         "Yes, as long as the optimizer state (momentum buffer, Adam's first and second moments) "
         "starts equal on every device: the same gradient then updates equal state in the same way. "
         "If the states start different, the replicas part.",
-        "self-check", HERE, f"{HERE}-optimizers",
+        "self-check", HERE, f"{TOPIC}-optimizers",
     ),
     Card(
         "When do more GPUs stop speeding up training?",
         "When T_comm outgrows the shrinking compute share T_compute/k; S then levels off near "
         "T_compute/T_comm.",
-        "self-check", HERE, f"{HERE}-when-stop",
+        "self-check", HERE, f"{TOPIC}-when-stop",
     ),
     Card(
         "Tell the whole story of data-parallel training in a few sentences, as if to a friend.",
@@ -58,7 +59,7 @@ CARDS = (
         "copy takes the same step and stays identical to the others. The catch is the time the sync "
         "takes: when it is small next to T_compute/k the speedup approaches k, when it is large "
         "extra devices buy little.",
-        "self-check", HERE, f"{HERE}-retell",
+        "self-check", HERE, f"{TOPIC}-retell",
     ),
     Card(
         "The network has a batch-normalisation layer. Does the all-reduce of the gradients still "
@@ -69,6 +70,6 @@ CARDS = (
         "(what SyncBatchNorm does) gives every replica the whole batch's mean and variance, and the "
         f"all-reduced gradient is again the big batch's, to rounding. {course.Ref('whole_picture')} shows both on "
         "real runs.",
-        "why", HERE, f"{HERE}-batch-norm",
+        "why", HERE, f"{TOPIC}-batch-norm",
     ),
 )
