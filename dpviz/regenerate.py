@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 
 import matplotlib as mpl
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from dpviz.course import GROUPS
 from dpviz.engine.schema import provenance
-from dpviz.engine.canvas import FastCanvas
 
 
 def regenerate(out="figures", *, quick: bool = False, progress: bool = True, records=None) -> list[Path]:
@@ -134,7 +134,7 @@ def draw_group(group, recorded: dict, out: Path) -> list[tuple[str, list[str], d
     """Draw one group's figures to ``out`` as PNG and SVG: ``[(figure name, its files, its manifest entry)]``."""
     drawn = []
     for name, (fig, sources) in group.draw(recorded[group.plan.name]).items():
-        FastCanvas(fig)  # the PNG is Agg's, its text drawn from layouts and glyphs kept across the figures
+        FigureCanvasAgg(fig)  # the PNG is Agg's, whatever backend the process was given
         files = [f"{name}.png", f"{name}.svg"]
         for file in files:
             with mpl.rc_context({"svg.hashsalt": name}):  # stable element ids: an unchanged figure, an unchanged file

@@ -236,178 +236,109 @@ def test_rate_readout():
     assert rate_readout(1.25e10) == "12.5 GB/s" and rate_readout(1.25e9) == "1.25 GB/s"
 
 
-def test_the_glyph_cache_draws_what_agg_draws_and_falls_back_to_it(monkeypatch):
-    """Slider panels draw text through dpviz.engine.canvas's cache of matplotlib's private FreeType calls; where those
-    calls are missing (another matplotlib) the panel is drawn by plain Agg, and both agree to one level in 255."""
-    import io
-
+def _moves(sf, n: int, seed: int = 0) -> list[dict]:
+    """``n`` moves of each control of ``sf`` in turn, each to a value other than the one before."""
     import numpy as np
-    from matplotlib.image import imread
 
-    import dpviz.engine.canvas as agg
-
-    for name in ("straggler_widget", "costs_widget"):
-        monkeypatch.setattr(agg, "_SUPPORTED", True)
-        cached = imread(io.BytesIO(PANELS[name]().png()))
-        monkeypatch.setattr(agg, "_SUPPORTED", False)
-        plain = imread(io.BytesIO(PANELS[name]().png()))
-        assert cached.shape == plain.shape, name
-        assert np.abs(cached - plain).max() <= 1 / 255 + 1e-6, name
-
-
-def test_the_glyph_cache_lays_out_and_measures_text_as_freetype_does():
-    """A text's glyph positions and size come from its words' cached layouts (a number's from its characters'):
-    the same, bit for bit, as FT2Font laying the whole string out, for labels such as the panels write."""
-    import random
-
-    from matplotlib.backends.backend_agg import RendererAgg, get_hinting_flag
-    from matplotlib.font_manager import FontProperties
-
-    import dpviz.engine.canvas as agg
-
-    if not agg._SUPPORTED:
-        pytest.skip("this matplotlib lacks the private FreeType calls the cache uses; Agg draws as it does")
-    rng = random.Random(0)
-    numbers = "0123456789.,:;+-−=()[]%/×·<>± "
-    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZθαβηµ_'→≈…Δ&"
-    strings = ["S = 7.19 at k = 8", "θ = (w -1.000, c +2.000)", "g_0 = (+0.12, −0.40)", "  0.139 s at k = 8", "",
-               " ", "fi fl ffi AV To Wa 7. 1,", "S = 0.32, T_comm = 1.5 s", "(90% of k), capped by 37.1"]
-    strings += ["".join(rng.choice(numbers if rng.random() < 0.7 else letters) for _ in range(rng.randint(1, 24)))
-                for _ in range(300)]
-    flags = get_hinting_flag()
-    for dpi in (80, 100):
-        plain, cached = RendererAgg(10, 10, dpi), agg.GlyphCacheRenderer(10, 10, dpi)
-        for family, size, weight in (("DejaVu Sans", 9, "normal"), ("DejaVu Sans", 12, "bold"),
-                                     ("DejaVu Sans Mono", 13, "normal")):
-            prop = FontProperties(family=family, size=size, weight=weight)
-            key = (hash(prop), prop.get_size_in_points(), dpi, flags, None, None)
-            for s in strings:
-                font = plain._prepare_font(prop)
-                expected = [(item.glyph_index, item.x, item.y) for item in font._layout(s, flags=flags)]
-                laid = [(index, x, y) for _, index, x, y in cached._layout(s, prop, key, flags, None, None)]
-                assert laid == expected, (s, family, size, weight, dpi)
-                assert cached.get_text_width_height_descent(s, prop, False) == \
-                    plain.get_text_width_height_descent(s, prop, False), (s, family, size, weight, dpi)
+    rng = np.random.default_rng(seed)
+    moves = []
+    for name, control in sf.controls.items():
+        if hasattr(control, "options"):
+            pool = [o[1] if isinstance(o, tuple) else o for o in control.options]
+        elif isinstance(control, widgets.FloatLogSlider):
+            pool = list(control.base ** np.linspace(control.min, control.max, 9))
+        elif isinstance(control, widgets.IntSlider):
+            pool = sorted(set(np.linspace(control.min, control.max, 9).round().astype(int).tolist()))
+        else:
+            pool = list(np.linspace(control.min, control.max, 9))
+        last = control.value
+        for _ in range(n):
+            value = pool[int(rng.integers(len(pool)))]
+            if value != last:
+                moves.append({name: value})
+                last = value
+    return moves
 
 
-def test_texts_drawn_with_their_layout_kept_are_what_text_draw_draws():
-    """agg.draw_text (a text's layout kept by string and style, then Text.draw's steps) gives Text.draw's pixels, bit
-    for bit, for the kinds of text the panels animate; a text it does not cover (an arrow, a box) it leaves alone."""
+def test_texts_blended_from_their_layers_are_what_agg_draws(panel):
+    """Every move's frame, its texts blended from the layers of looks seen before, is the frame Agg draws with every
+    text drawn again, to two levels in 255 (Agg's blending and the layer's round differently)."""
+    import numpy as np
+    from widget_checks import decode
+
+    name, sf = panel
+    assert sf._texts.opaque, name
+    for move in _moves(sf, 3) * 2:  # the second time round, the texts come back to looks they had
+        sf.set(**move)
+        blended = decode(sf.png(full=False))
+        sf._texts.opaque = False  # every text drawn by Agg
+        try:
+            drawn = decode(sf.png(full=False))
+        finally:
+            sf._texts.opaque = True
+        assert np.abs(blended - drawn).max() <= 2, (name, move)
+    from matplotlib.text import Text
+
+    assert bool(sf._texts._layers) == any(isinstance(a, Text) for a in sf._animated), name
+
+
+def test_a_text_layer_follows_every_change_of_its_look():
+    """A text whose string, place, font, colour, alignment, rotation, clip or box changed is drawn anew; one that comes
+    back to a look it had is blended from that look's layer; each frame is what Agg draws."""
     import numpy as np
     from matplotlib.figure import Figure
 
-    import dpviz.engine.canvas as agg
+    from dpviz.engine.slider import SliderFigure, animate
+    from widget_checks import decode
 
-    fig = Figure(figsize=(4, 3), dpi=80)
-    agg.FastCanvas(fig)
-    ax = fig.add_subplot()
-    texts = [ax.text(0.2, 0.5, "  0.139 s at k = 8", fontsize=9), fig.text(0.01, 0.98, "S = 7.19 (90% of k)", va="top"),
-             ax.text(0.5, 0.4, "two\nlines", ha="center", va="top", rotation=30, color="C1"),
-             ax.text(0.9, 0.1, "clipped at the Axes", clip_on=True, ha="right", va="bottom", alpha=0.5),
-             ax.annotate("S = 21.3 at k = 32", (0.5, 0.5), xytext=(-12, 12), textcoords="offset points", ha="right",
-                         va="center", weight="bold", annotation_clip=False)]
-    for _ in range(2):  # the second time from the kept layouts
-        for text in texts:
-            drawn = []
-            for draw in (text.draw, lambda renderer: agg.draw_text(text, renderer)):
-                renderer = agg.GlyphCacheRenderer(*fig.canvas.get_width_height(physical=True), fig.dpi)
-                assert draw(renderer) in (None, True)
-                drawn.append(np.asarray(renderer.buffer_rgba()).copy())
-            assert drawn[0].any() and np.array_equal(drawn[0], drawn[1]), text.get_text()
-    arrow = ax.annotate("k", (0.5, 0.5), xytext=(0.1, 0.1), arrowprops=dict(arrowstyle="->"), annotation_clip=False)
-    boxed = ax.text(0.5, 0.5, "boxed", bbox=dict(facecolor="white"))
-    assert not agg.draw_text(arrow, fig.canvas.get_renderer()) and not agg.draw_text(boxed, fig.canvas.get_renderer())
+    class View:
+        def __init__(self):
+            self.fig = Figure(figsize=(4, 3))
+            self.ax = self.fig.add_subplot(xlim=(0, 10), ylim=(0, 10))
+            self.text = self.ax.text(2, 5, "S = 1.00", fontsize=10, clip_on=True)
+            self.note = self.ax.annotate("k = 1", (5, 5), xytext=(4, 4), textcoords="offset points")
+            animate(self.text, self.note)
 
+        def update(self, step):
+            text, note = self.text, self.note
+            changes = [lambda: None, lambda: text.set_text("S = 2.00"), lambda: text.set_x(3.3),
+                       lambda: text.set_fontsize(12), lambda: text.set_color("C1"), lambda: text.set_alpha(0.5),
+                       lambda: text.set_ha("center"), lambda: text.set_rotation(30), lambda: text.set_weight("bold"),
+                       lambda: text.set_bbox(dict(facecolor="w", edgecolor="k")), lambda: self.ax.set_xlim(0, 12),
+                       lambda: text.set_clip_on(False), lambda: setattr(note, "xy", (6, 2)),
+                       lambda: note.set_position((-20, 4)), lambda: note.set_text("k = 2")]
+            changes[step]()
 
-def test_kept_drawings_replay_what_drawing_draws_and_draw_again_what_changed():
-    """An unchanged artist's replayed calls give the pixels its draw gives, bit for bit; one changed through a
-    setter, or whose Axes moved, is drawn again; forget_changed drops what a changed artist drew before."""
-    import numpy as np
-    from matplotlib.figure import Figure
-
-    import dpviz.engine.canvas as agg
-
-    fig = Figure(figsize=(4, 3), dpi=80)
-    agg.FastCanvas(fig)
-    ax = fig.add_subplot(yscale="log")
-    line, = ax.plot([1, 2, 3], [1, 4, 2], marker="o", markevery=(0.1, 0.3), linewidth=2)
-    bar = ax.barh(2, 1.5, height=0.5, hatch="//", edgecolor="k")[0]
-    label = ax.annotate("S = 4", (2, 4), xytext=(6, 6), textcoords="offset points", annotation_clip=False)
-    kept = agg.KeptDrawings()
-    size = fig.canvas.get_width_height(physical=True)
-
-    def frame(draw):
-        renderer = agg.GlyphCacheRenderer(*size, fig.dpi)
-        for artist in (line, bar, label):
-            draw(artist, renderer)
-        return np.asarray(renderer.buffer_rgba()).copy()
-
-    def state():
-        return ax.viewLim.bounds, ax.bbox.bounds
-
-    def direct(artist, renderer):
-        artist.draw(renderer)
-
-    for change in (lambda: None, lambda: line.set_ydata([2, 1, 3]), lambda: bar.set_width(0.5),
-                   lambda: label.set_text("S = 2"), lambda: ax.set_xlim(0, 5)):
-        change()
-        kept.forget_changed()
-        assert np.array_equal(frame(lambda a, r: kept.draw(a, r, state())), frame(direct))  # kept drawings made
-        replayed = frame(lambda a, r: kept.draw(a, r, state()))  # ... and replayed: none of them is stale
-        assert np.array_equal(replayed, frame(direct)) and len(kept._kept) == 3
-    line.set_ydata([3, 3, 1])  # changed, then marked drawn by a draw elsewhere: forget_changed came first
-    kept.forget_changed()
-    line.draw(fig.canvas.get_renderer())
-    assert np.array_equal(frame(lambda a, r: kept.draw(a, r, state())), frame(direct))
+    view = View()
+    sf = SliderFigure(view, {"step": widgets.IntSlider(0, min=0, max=14)})
+    for step in range(1, 15):
+        sf.set(step=step)
+        sf._texts.opaque = False
+        try:
+            drawn = decode(sf.png(full=False))
+        finally:
+            sf._texts.opaque = True
+        assert np.abs(decode(sf.image.value) - drawn).max() <= 2, step
+    looks = len(sf._texts._layers)
+    sf.png(full=False)
+    assert len(sf._texts._layers) == looks  # nothing changed: every text blended from a layer
 
 
-def test_png_writer_reuses_unchanged_rows_and_writes_what_a_fresh_writer_writes():
-    """Each frame's PNG, written after other frames (bands of rows unchanged since reused), is the file a fresh
-    writer gives for it, and decodes to its pixels."""
+def test_png_bytes_writes_pillows_png_of_the_pixels():
+    """An opaque frame goes out as an RGB PNG, any other as RGBA; either decodes to the pixels it was given."""
     import numpy as np
 
-    from dpviz.engine.slider import BAND_ROWS, PngWriter, png_bytes
+    from dpviz.engine.slider import png_bytes
 
     rng = np.random.default_rng(0)
-    first = np.full((3 * BAND_ROWS + 5, 70, 4), 255, np.uint8)
-    first[4:9, 10:60, :3] = rng.integers(0, 256, (5, 50, 3))
-    second = first.copy()
-    second[2 * BAND_ROWS + 1, 33] = (1, 2, 3, 255)  # one pixel, in one band
-    writer = PngWriter()
-    for frame in (first, second, first, first):
-        png = writer(frame)
-        assert png == png_bytes(frame)
-        assert np.array_equal(np.asarray(Image.open(io.BytesIO(png)).convert("RGBA")), frame)
-
-
-def test_png_writer_deflates_with_zlib_ng():
-    """zlib-ng is a dependency for the sliders' speed; without it PngWriter falls back on zlib, silently slower."""
-    from zlib_ng import zlib_ng
-
-    from dpviz.engine import slider as base
-
-    assert base._deflate_lib is zlib_ng
-
-
-def test_png_writer_sharing_bands_with_its_helper_thread_writes_the_same_file(monkeypatch):
-    """A frame with many bands changed is compressed in two threads; the file is the one one thread writes."""
-    import numpy as np
-
-    from dpviz.engine import slider as base
-
-    rng = np.random.default_rng(1)
-    frames = [rng.integers(0, 256, (3 * base.SHARED_BANDS * base.BAND_ROWS + 7, 90, 4)).astype(np.uint8)
-              for _ in range(2)]
-    frames[1][: base.BAND_ROWS] = frames[0][: base.BAND_ROWS]  # one band the same: reused, not compressed again
-    monkeypatch.setattr(base, "_cores", lambda: 2)
-    shared = [base.PngWriter()(frame) for frame in frames] + [base.PngWriter()(frames[0])]
-    writer = base.PngWriter()
-    shared_after = [writer(frame) for frame in frames]
-    monkeypatch.setattr(base, "SHARED_BANDS", 10**9)  # one thread only
-    alone = [base.PngWriter()(frame) for frame in frames]
-    assert shared[:2] == alone and shared[2] == alone[0] and shared_after == alone
-    for png, frame in zip(shared_after, frames):
-        assert np.array_equal(np.asarray(Image.open(io.BytesIO(png)).convert("RGBA")), frame)
+    frame = rng.integers(0, 256, (37, 70, 4)).astype(np.uint8)
+    frame[..., 3] = 255
+    see_through = frame.copy()
+    see_through[3, 5, 3] = 17
+    for pixels, mode in ((frame, "RGB"), (see_through, "RGBA")):
+        image = Image.open(io.BytesIO(png_bytes(pixels)))
+        assert image.format == "PNG" and image.mode == mode
+        assert np.array_equal(np.asarray(image.convert("RGBA")), pixels)
 
 
 @pytest.mark.parametrize("name, moves", [("devices_widget", ({"step": 3}, {"k": 2}, {"b": 16})),

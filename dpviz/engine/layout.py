@@ -38,16 +38,15 @@ class CaptionedFigure(Figure):
     def _ipython_display_(self):
         """In a notebook: the PNG the inline backend would show (100 dpi, cropped tight), with its alt text, then the
         caption. The PNG is sent twice: as image/png (the book and nbval read it) and inside an ``<img alt>`` as
-        text/html, which JupyterLab and Voilà prefer (their image renderer has no alt). It is drawn on a
-        :class:`~dpviz.engine.canvas.FastCanvas`, as the sliders are: Agg's pixels, with the words' layouts and the
-        glyphs kept from one figure to the next, so a chapter's later figures draw their text faster."""
+        text/html, which JupyterLab and Voilà prefer (their image renderer has no alt). It is drawn by Agg, as the
+        sliders are."""
         from IPython.core.pylabtools import print_figure
         from IPython.display import display
 
-        from dpviz.engine.canvas import FastCanvas
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
 
         if type(self.canvas) is FigureCanvasBase:  # not yet given a canvas of its own
-            FastCanvas(self)  # Agg, with each word's layout and each glyph kept for the chapter's later figures
+            FigureCanvasAgg(self)
         alt = self.alt or describe(self)
         png = base64.b64encode(print_figure(self, "png", bbox_inches="tight")).decode("ascii")
         tag = f'<img src="data:image/png;base64,{png}" alt="{html.escape(alt, quote=True)}"/>'

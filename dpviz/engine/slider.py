@@ -12,21 +12,23 @@ A widget is two pieces:
 The figure class marks the artists its ``update`` changes with ``artist.set_animated(True)``
 when it builds them. The rest of the figure (axes, ticks, legends: most of the drawing time) is
 drawn once and kept as a background, and each move redraws only the animated artists on top of
-it (matplotlib's blitting), on a canvas that lays out and renders each text's glyphs once
-(:mod:`dpviz.engine.canvas`): texts are most of what a move draws. When the non-animated part
-depends on a control (k boxes out of a pool of eight, say), ``update`` returns a *layout key*
-naming it; a SliderFigure keeps one
-background per key, drawn once, ahead of time for the layouts the figure lists in its optional
+it: matplotlib's blitting, with its public calls alone (``canvas.copy_from_bbox``, ``restore_region``,
+``Figure.draw_artist``), as in matplotlib's blitting tutorial. When the non-animated part depends on a
+control (k boxes out of a pool of eight, say), ``update`` returns a *layout key* naming it; a SliderFigure
+keeps one background per key, drawn once, ahead of time for the layouts the figure lists in its optional
 ``layouts()``. ``update`` returns None when the background is unchanged. An optional ``caption``
-attribute (HTML) becomes the status line above the figure after each move. Artists that never change but are
-drawn above ones that do (a measured point over a moving curve) are listed by the figure's optional
-``fixed_artists()``: they are drawn once per layout into a transparent layer, which each move blends in at their
-place in the drawing order (:class:`~dpviz.engine.canvas.FixedLayer`). The PNG is written by a
-:class:`PngWriter`, which compresses again only the bands of rows a move changed; and a widget whose picture
-depends on its controls alone (``repeat_frames=True``) sends the PNG a setting gave before when a slider comes
-back to it. A view whose ``update`` changes its artists only through their setters, and sets only what changed
-(``replay_unchanged=True``), has each artist that a move left alone draw what it drew last frame again from the
-renderer calls it made then (:class:`~dpviz.engine.canvas.KeptDrawings`): the same pixels, without matplotlib's work.
+attribute (HTML) becomes the status line above the figure after each move. Artists that never change but are drawn
+above ones that do (a measured point over a moving curve) are listed by the figure's optional ``fixed_artists()``:
+they are drawn once per layout into a transparent layer, which each move blends in at their place in the drawing
+order (:class:`~dpviz.engine.canvas.FixedLayer`). Texts are most of what a move draws, and most of them look as
+they did the move before: each animated text is drawn once per look (its string, place, font ...) and blended in
+from then on (:class:`~dpviz.engine.canvas.TextLayers`). The PNG is Pillow's. A widget whose picture depends on its
+controls alone (``repeat_frames=True``) sends the PNG a setting gave before when a slider comes back to it.
+
+A move that arrives while the callback is still drawing the one before does not queue: the widgets' front end
+(JupyterLab's, Voilà's, Notebook's) holds a control's newer values while the kernel is busy with its last one, and
+sends only the newest when it is idle again, so a busy callback draws the value the slider ends on, not every value
+it passed (benchmarks/bench_browser_sliders.py checks it in Chromium).
 
 What a room sees is fixed here too. The figure is shown at its own size (never scaled up, which blurs it),
 no wider than JupyterLab's output area on a 1366×768 laptop; every text in it is at least 10 px there
@@ -42,26 +44,19 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import os
-from collections import OrderedDict
-import struct
 import re
 import time
 import traceback
-import zlib
+from collections import OrderedDict
 
 import ipywidgets as widgets
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.path import Path
 from matplotlib.text import Text
 
+from dpviz.engine.canvas import FixedLayer, TextLayers, png_bytes
 from dpviz.engine.layout import describe, sentences
-from dpviz.engine.canvas import FastCanvas, FixedLayer, KeptDrawings
-
-try:  # zlib-ng (a dependency): zlib's format and interface, the sliders' PNGs deflated about twice as fast
-    from zlib_ng import zlib_ng as _deflate_lib
-except ImportError:  # the same files' pixels, written by zlib, slower
-    _deflate_lib = zlib
 
 DPI = 80  # pixels per inch of the PNG sent to the browser; small enough to redraw fast
 # What a room can read, and what a laptop's screen holds. JupyterLab 4 at 1366×768, file browser open, gives an
@@ -87,17 +82,14 @@ class SliderFigure:
     its own readout. ``columns``: controls per row above a wide figure. ``repeat_frames``: the picture
     is a function of the controls' values (and of the view's optional ``frame_state()``, for what else it
     depends on), so a setting seen before sends the PNG it gave then, after ``update``, without drawing it again.
-    ``replay_unchanged``: ``update`` changes artists only through their setters (or raises their ``stale``), and
-    leaves alone what did not change, so an artist whose ``stale`` is down replays the calls it last drew with.
     """
 
     def __init__(self, view, controls: dict[str, widgets.Widget], *, title: str = "", linked=None,
-                 readouts: dict | None = None, columns: int = COLUMNS, repeat_frames: bool = False,
-                 replay_unchanged: bool = False):
+                 readouts: dict | None = None, columns: int = COLUMNS, repeat_frames: bool = False):
         self.view = view
         self.fig = fig = view.fig
         fig.set_dpi(DPI)
-        FastCanvas(fig)  # Agg, with each text's layout and glyphs rendered once: most of a move's time otherwise
+        FigureCanvasAgg(fig)  # the frames are Agg's whatever the notebook's backend: PNGs made here, sent as bytes
         fig.set_layout_engine("none")  # a layout engine would lay the figure out again on every draw
         at_least(fig, MIN_POINTS)
         wrap_to_figure(fig)
@@ -118,13 +110,12 @@ class SliderFigure:
             else:
                 self._plan.append([artist])
         self._layers: dict = {}  # (layout key, place in the plan) -> FixedLayer
+        self._texts = TextLayers(fig)  # each animated text's pixels, for as long as it looks the same
         self._backgrounds: dict = {}  # layout key -> the figure without its animated artists, drawn once
         self._background = None
         self._key = None  # the layout key of the background in use
         self._held = False
-        self._png = PngWriter()  # compresses only the rows a move changed
         self._frames = OrderedDict() if repeat_frames else None  # (values, view's state) -> PNG, the latest last
-        self._kept = KeptDrawings() if replay_unchanged else None  # each artist's last drawing calls
         self.controls = controls
         self._linked = linked
         self._names = {id(control): name for name, control in controls.items()}
@@ -170,7 +161,6 @@ class SliderFigure:
             self.widget = widgets.VBox([self.status, box, self.image, self.errors])
         for values in getattr(view, "layouts", lambda: ())():  # every background a move may need, drawn now
             self._use_background(self._update({**self.values, **values}))
-            self._forget_changed()
         self._apply()
 
     @property
@@ -204,9 +194,7 @@ class SliderFigure:
             self._background = canvas.copy_from_bbox(self.fig.bbox)
         else:
             canvas.restore_region(self._background)
-        renderer = canvas.get_renderer()
-        frame = np.asarray(canvas.buffer_rgba())
-        states = {}  # Axes (None: the figure) -> where it is, which an artist's drawing calls depend on
+        frame = np.asarray(canvas.buffer_rgba())  # the canvas's own pixels: blending into it draws on the canvas
         for i, step in enumerate(self._plan):
             if isinstance(step, list):
                 if (self._key, i) not in self._layers:
@@ -214,21 +202,9 @@ class SliderFigure:
                 self._layers[(self._key, i)].blend(frame)
             elif not step.get_visible():  # a hidden Quiver still lays its arrows out before it finds it draws nothing
                 continue
-            elif self._kept is not None:
-                ax = step.axes
-                if ax not in states:
-                    states[ax] = (renderer, self._key, self.fig.dpi, self.fig.bbox.bounds) + (
-                        () if ax is None else (ax.viewLim.bounds, ax.bbox.bounds))
-                self._kept.draw(step, renderer, states[ax])
-            else:
-                step.draw(renderer)
-        return self._png(frame)
-
-    def _forget_changed(self) -> None:
-        """After an update: the kept drawings of the artists it changed go, before any draw (a frame sent again
-        instead of drawn, then a full draw elsewhere) can mark those artists drawn."""
-        if self._kept is not None:
-            self._kept.forget_changed()
+            elif not (isinstance(step, Text) and self._texts.draw(step, frame)):
+                self.fig.draw_artist(step)
+        return png_bytes(frame, opaque=self._texts.opaque)
 
     def _use_background(self, key) -> None:
         """Switch to the background of layout ``key`` (None: keep the current one), drawing it the first time."""
@@ -250,7 +226,6 @@ class SliderFigure:
         start = time.perf_counter()
         try:
             self._use_background(self._update(self.values))
-            self._forget_changed()
             caption = getattr(self.view, "caption", None)
             if caption is not None:
                 self._words = caption
@@ -324,7 +299,7 @@ def _rows(cells: list, columns: int) -> list:
 
 def _toggle_px(control) -> int:
     """About how wide a row of toggle buttons is, label included (13 px text, 7 px a character; 24 px of padding)."""
-    labels = [str(label) for label in control._options_labels]
+    labels = [str(option[0] if isinstance(option, tuple) else option) for option in control.options]
     return 7 * len(control.description) + sum(7 * len(label) + 24 for label in labels) + 16
 
 
@@ -364,111 +339,6 @@ def bytes_readout(n: float, per: str = "") -> str:
 def rate_readout(bytes_per_second: float) -> str:
     """A bandwidth: "12.5 GB/s"."""
     return bytes_readout(bytes_per_second, "/s")
-
-
-BAND_ROWS = 16  # rows of a frame compressed together; a move redraws a few bands, and only those are compressed again
-
-
-class PngWriter:
-    """PNG files of the successive frames of one figure, written for speed: no row filters, deflate level 1 (zlib-ng's,
-    or zlib's where python-zlib-ng is missing), and each band of :data:`BAND_ROWS` rows compressed on its own, so that a
-    band unchanged since the last frame is reused.
-
-    A figure's flat colours compress well without PNG's per-row filters, and skipping them makes the file several
-    times faster to write than Pillow's (which tries every filter on every row). A move changes a few bands (the
-    rows a moved bar or label crosses), and compressing is most of the time a frame takes to write. The IDAT is one
-    zlib stream: its header, each band's deflate blocks (one compressor, fully flushed after each band: flushed to a
-    byte boundary, so that bands join in any combination, and with its history dropped, so that a band's blocks are
-    those a fresh compressor writes, without the tenth of a millisecond making one costs), an empty last block and the
-    Adler-32 of all rows, combined from the bands'.
-    A file depends on its pixels alone: the same frame gives the same bytes, whatever frame came before, and
-    whichever of the two compressors (this thread's, or a helper thread's when many bands changed) wrote a band.
-    zlib-ng deflates and sums in the same format as zlib, about twice as fast at level 1 (static Huffman codes: files
-    about a sixth larger), and, unlike ISA-L's (tried, benchmarks/HISTORY.md), gives the same bytes for the same rows.
-    """
-
-    def __init__(self):
-        self._bands: list[tuple[bytes, bytes, int]] = []  # the last frame's bands: (rows, deflate blocks, Adler-32)
-        # raw deflate (the zlib framing is written here): one compressor for this thread, one for the helper's
-        self._deflate = [_deflate_lib.compressobj(1, _deflate_lib.DEFLATED, -15) for _ in range(2)]
-
-    def __call__(self, rgba: np.ndarray) -> bytes:
-        """The PNG file of an (height, width, 4) uint8 image."""
-        height, width, _ = rgba.shape
-        rows = np.empty((height, 1 + 4 * width), np.uint8)
-        rows[:, 0] = 0  # filter type "none" for every row
-        rows[:, 1:] = rgba.reshape(height, -1)
-        last, bands, changed = self._bands, [], []
-        for i, top in enumerate(range(0, height, BAND_ROWS)):
-            raw = rows[top:top + BAND_ROWS].tobytes()
-            if i < len(last) and last[i][0] == raw:
-                bands.append(last[i])
-            else:
-                bands.append(raw)
-                changed.append(i)
-        # the deflate lets go of the interpreter while it compresses: with many bands changed (a move that redraws the
-        # whole figure), a helper thread compresses the second half of them on another core meanwhile
-        half = len(changed) // 2 if len(changed) >= SHARED_BANDS and _cores() > 1 else 0
-        helper = _helper().submit(self._compress, bands, changed[-half:], 1) if half else None
-        self._compress(bands, changed[:len(changed) - half], 0)
-        if helper is not None:
-            helper.result()
-        adler = 1
-        for band in bands:
-            adler = _adler32_combine(adler, band[2], len(band[0]))
-        self._bands = bands
-        stream = b"".join([_ZLIB_HEADER, *(band[1] for band in bands), _LAST_BLOCK, struct.pack(">I", adler)])
-        header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)  # 8 bits per channel, RGBA, no interlace
-        return b"\x89PNG\r\n\x1a\n" + _chunk(b"IHDR", header) + _chunk(b"IDAT", stream) + _chunk(b"IEND", b"")
-
-    def _compress(self, bands: list, which: list, compressor: int) -> None:
-        """Replace each band ``bands[i]`` for ``i`` in ``which`` (its rows) by (rows, deflate blocks, Adler-32)."""
-        deflate = self._deflate[compressor]
-        for i in which:
-            raw = bands[i]
-            blocks = deflate.compress(raw) + deflate.flush(_deflate_lib.Z_FULL_FLUSH)
-            bands[i] = (raw, blocks, _deflate_lib.adler32(raw))
-
-
-SHARED_BANDS = 8  # a frame with at least this many bands to compress shares them with a helper thread
-_helpers: list = []  # the one helper thread's executor, made on first use
-
-
-def _helper():
-    if not _helpers:
-        from concurrent.futures import ThreadPoolExecutor
-
-        _helpers.append(ThreadPoolExecutor(1, thread_name_prefix="dpviz-png"))
-    return _helpers[0]
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
-_ZLIB_HEADER = b"\x78\x01"  # deflate with a 32 kB window, "fastest" compression
-_LAST_BLOCK = _deflate_lib.compressobj(1, _deflate_lib.DEFLATED, -15).flush()  # an empty block marked last
-
-
-def _chunk(tag: bytes, data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", _deflate_lib.crc32(tag + data))
-
-
-def _adler32_combine(adler1: int, adler2: int, length2: int) -> int:
-    """The Adler-32 of two byte strings joined, from each one's and the second's length (zlib's adler32_combine)."""
-    base = 65521
-    rem = length2 % base
-    low = ((adler1 & 0xFFFF) + (adler2 & 0xFFFF) + base - 1) % base
-    high = (rem * (adler1 & 0xFFFF) + (adler1 >> 16) + (adler2 >> 16) + base - rem) % base
-    return low | (high << 16)
-
-
-def png_bytes(rgba: np.ndarray) -> bytes:
-    """A PNG file of an (height, width, 4) uint8 image, written for speed (:class:`PngWriter`)."""
-    return PngWriter()(rgba)
 
 
 def find(ax, gid: str):

@@ -11,11 +11,10 @@ the runs' own T_compute and gradient bytes M with the α, β fitted here, which 
     costs_widget(measured_bench=BenchRecord.load("runs/bench"), measured_runs=runs)
 
 :class:`CostsFigure` is the figure, built once; its ``update(k=, alpha=, beta=, M=, t_compute=,
-formula=, preset=)`` only sets new widths, y-data and text on the artists already there, and only
-where they changed: those are drawn again over a cached background, the others replay their last
-drawing. The speedup axis is fixed from S = 1/32 to k_max (a curve below it runs off the bottom;
-the marker then points down); the time axis is redrawn with the bars, its end kept while the
-longest bar fills between a fifth and two thirds of it.
+formula=, preset=)`` only sets new widths, y-data and text on the artists already there, which
+are drawn again over a cached background. The speedup axis is fixed from S = 1/32 to k_max (a
+curve below it runs off the bottom; the marker then points down); the time axis is redrawn with
+the bars, its end kept while the longest bar fills between a fifth and two thirds of it.
 
 :func:`costs_widget` is the control layer: the sliders and menus, and the preset menu setting α
 and β to a link's nominal numbers (the status line names their source); moving α or β
@@ -43,7 +42,6 @@ from dpviz.topics.speedup_model.records import BenchRecord
 from dpviz.topics.ground_floor.records import Run
 from dpviz.topics.ground_floor import costmodel, timing
 from dpviz.topics.ground_floor.links import PRESETS, SPEED_ORDER, Link
-from dpviz.engine.canvas import text_layout
 from dpviz.engine.slider import SliderFigure, animate, bytes_readout, find, rate_readout, seconds_readout
 
 MACHINE = "this machine, fitted"
@@ -100,7 +98,7 @@ class CostsFigure:
         fig.subplots_adjust(left=0.075, right=0.985, top=0.87, bottom=0.31, wspace=0.22)
         # Drawn first with placeholder numbers; update() puts in the real ones.
         rows, curves = self._numbers(k=self.k_max, alpha=1e-5, beta=1e9, M=1e8, t_compute=1.0, formula="ring")
-        # snap_labels: each move writes new numbers after the bars, and on whole pixels their glyphs are reused
+        # snap_labels: the numbers after the bars start on whole pixels, as Agg draws text
         self.bars = TimelineBars(ax_time, rows, fontsize=10, mark_source=False, snap_labels=True,
                                  title="s01: one step on k devices, modeled: no step is shorter than its coral bar")
         ax_time.set_yticks(ax_time.get_yticks(), [f"k = {k}" for k in FIXED_KS] + ["your k"])
@@ -191,17 +189,10 @@ class CostsFigure:
         s_now = float(curves.curves[YOURS].speedup[k - 1])
         bottom = self.ax_speed.get_ylim()[0]
         shown = max(s_now, bottom * 1.15)  # below the axis, the marker sits on its floor and points down
-        # Only what moved is set (SliderFigure redraws the artists whose setters ran).
-        if (self.marker.get_xdata()[0], self.marker.get_ydata()[0]) != (k, shown):
-            self.marker.set_data([k], [shown])
-        marker = "o" if s_now >= bottom * 1.15 else "v"
-        if self.marker.get_marker() != marker:
-            self.marker.set_marker(marker)
-        if self.k_line.get_xdata()[0] != k:
-            self.k_line.set_xdata([k, k])
-        if self.k_text.xy != (k, shown):
-            self.k_text.xy = (k, shown)
-            self.k_text.stale = True  # xy is a plain attribute: no setter marks the label moved
+        self.marker.set_data([k], [shown])
+        self.marker.set_marker("o" if s_now >= bottom * 1.15 else "v")
+        self.k_line.set_xdata([k, k])
+        self.k_text.xy = (k, shown)
         self.k_text.set_text(f"S = {s_now:.3g} at k = {k}")
         self._place_label(k, shown)
 
@@ -264,7 +255,7 @@ class CostsFigure:
     def _place_label(self, k: int, shown: float) -> None:
         """Put the S label beside the marker at (k, ``shown``), on the side facing the middle, clear of the legend.
 
-        Each spot's box is the label's laid-out box (kept by string and style) moved to the spot: measuring the label
+        Each spot's box is the label's box, measured once where it stands now, moved to the spot: measuring the label
         in each spot with matplotlib takes a quarter of a millisecond a time. Only the spot chosen is set on the label.
         """
         renderer = self.fig.canvas.get_renderer()
@@ -275,8 +266,9 @@ class CostsFigure:
         toward_middle = -1 if k > self.k_max ** 0.5 else 1  # past the middle of the log axis, write on the left
         spots = [(side * dx, dy) for side in (toward_middle, -toward_middle) for dx, dy in LABEL_SPOTS]
         # the label's box about its anchor; written from the left (from the right), it spans [0, w] ([-w, 0]) across
-        _, low, width, height = text_layout(self.k_text, renderer)[0]
-        high = low + height
+        extent = self.k_text.get_window_extent(renderer)
+        anchor_y = self.k_text.get_transform().transform(self.k_text.get_position())[1]
+        low, high, width = extent.y0 - anchor_y, extent.y1 - anchor_y, extent.width
         x, y = self.ax_speed.transData.transform((k, shown))  # the marker, where the offsets in points start from
         per_point = self.fig.dpi / 72
 
@@ -290,12 +282,8 @@ class CostsFigure:
         clear = [(spot, b) for spot, b in ((spot, box(*spot)) for spot in spots) if not b.overlaps(legend)]
         # the first spot clear of the legend inside the axes; if none fits inside, at least keep off the legend
         chosen = next((spot for spot, b in clear if fits(b)), clear[0][0] if clear else spots[-1])
-        align = "left" if chosen[0] > 0 else "right"
-        if self.k_text.get_horizontalalignment() != align:
-            self.k_text.set_horizontalalignment(align)
-        if tuple(self.k_text.xyann) != chosen:
-            self.k_text.xyann = chosen
-            self.k_text.stale = True  # xyann is a plain attribute: no setter marks the label moved
+        self.k_text.set_horizontalalignment("left" if chosen[0] > 0 else "right")
+        self.k_text.xyann = chosen
 
     def _measured_words(self, workload) -> str:
         """For the status line: which runs the points come from and, if drawn, what their own curve assumes."""
@@ -389,7 +377,7 @@ def costs_widget(
 
     # The sliders hold SI values (s, B/s, B), which update() takes; their readouts are in the units people read.
     readouts = {"alpha": seconds_readout, "beta": rate_readout, "M": bytes_readout, "t_compute": seconds_readout}
-    return SliderFigure(figure, controls, linked=linked, readouts=readouts, repeat_frames=True, replay_unchanged=True)
+    return SliderFigure(figure, controls, linked=linked, readouts=readouts, repeat_frames=True)
 
 
 def _marks_now(line) -> list[int]:
