@@ -15,7 +15,6 @@ import torch.multiprocessing as mp
 import _workers
 from dpviz.engine import forkserver
 from dpviz.engine import launch as launcher
-from dpviz.engine.forkserver import _StdlibForkServer
 from dpviz.engine.supervise import RankError, RankTimeout
 from dpviz.engine.launch import launch
 
@@ -177,22 +176,35 @@ def test_the_launch_helpers_are_told_apart_from_ranks(no_leftover_processes, mon
 
 
 def fork_servers_here() -> list[psutil.Process]:
-    return [p for p in psutil.Process().children() if "multiprocessing.forkserver" in " ".join(p.cmdline())]
+    """This process's running fork servers (an exited one, a zombie until the next run reaps it, is not one)."""
+    servers = []
+    for p in psutil.Process().children():
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE and "multiprocessing.forkserver" in " ".join(p.cmdline()):
+                servers.append(p)
+        except psutil.Error:
+            pass
+    return servers
 
 
-def test_the_private_fork_server_handle_finds_and_stops_the_live_server(no_leftover_processes, monkeypatch):
-    # multiprocessing keeps its fork server under private names; a Python that renames them fails here, by name.
-    missing = _StdlibForkServer.missing()
-    assert not missing, (f"Python {sys.version.split()[0]}'s multiprocessing no longer has {', '.join(missing)}: "
-                         f"update dpviz.engine.forkserver._StdlibForkServer, the one place dpviz reads them")
+def test_the_fork_server_is_found_and_stopped_through_public_calls_alone(no_leftover_processes, monkeypatch):
+    """multiprocessing keeps the server's pid and its stop private; dpviz finds the server as its child with the fork
+    server's command line and stops it by SIGTERM, without reaping it, so that multiprocessing's own
+    ensure_running() reaps it and starts the next one."""
     monkeypatch.delenv("DPVIZ_START_METHOD", raising=False)
     launch(_workers.sum_ranks, 1)
     servers = fork_servers_here()
-    assert [p.pid for p in servers] == [_StdlibForkServer.pid()]
-    _StdlibForkServer.stop()
-    assert _StdlibForkServer.pid() is None
+    assert [p.pid for p in servers] == [launcher.fork_server_pid()]
+    start = time.perf_counter()
+    assert launcher.stop_fork_server()
+    seconds = time.perf_counter() - start
+    assert launcher.fork_server_pid() is None and fork_servers_here() == []
     assert not servers[0].is_running() or servers[0].status() == psutil.STATUS_ZOMBIE
-    assert fork_servers_here() == []
+    assert seconds < 2.0, f"the fork server took {seconds:.2f} s to stop"
+    ranks = launch(_workers.where_am_i, 2, args=("HOME",))  # the next run reaps the old server and starts a new one
+    new = launcher.fork_server_pid()
+    assert new not in (None, servers[0].pid) and [r["ppid"] for r in ranks] == [new] * 2
+    assert not psutil.pid_exists(servers[0].pid) or servers[0].pid == new  # reaped by multiprocessing
 
 
 def test_warm_up_starts_the_server_that_the_first_run_uses(no_leftover_processes, monkeypatch):
@@ -237,27 +249,45 @@ def test_warm_up_with_spawn_or_a_bad_start_method_starts_nothing(no_leftover_pro
     assert fork_servers_here() == [] and launcher.fork_server_pid() is None
 
 
-def test_the_fork_server_leaves_at_once_and_nothing_else_does():
-    """The fork server imports dpviz.engine.server_exit last, and so leaves through os._exit at its end instead of
-    finalizing an interpreter that imported torch (0.8 s quiet, 5.9 s on a busy 2-core machine); it is stopped in
-    under the 2 s a rank has to leave after its launcher (it took 0.01 s here). Imported anywhere else, the module
-    changes nothing: a process's own exit status and exit handlers survive it."""
-    import multiprocessing.forkserver
+def test_the_fork_server_leaves_at_once_and_nothing_else_does(monkeypatch):
+    """The fork server imports dpviz.engine.server_exit last, and so leaves through os._exit when its launcher dies
+    instead of finalizing an interpreter that imported torch (0.8 s quiet, 5.9 s on a busy 2-core machine): within the
+    2 s a rank has to leave after its launcher. It knows it is the server by its command line (sys.orig_argv).
+    Imported anywhere else, the module changes nothing: a process's own exit status and exit handlers survive it."""
     import subprocess
 
-    if forkserver._context().get_start_method() == "forkserver":
-        assert multiprocessing.forkserver._forkserver._preload_modules[-1] == forkserver.SERVER_EXIT
+    from dpviz.engine import server_exit
+
+    monkeypatch.delenv("DPVIZ_START_METHOD", raising=False)
+    assert forkserver.preload_modules()[-1] == forkserver.SERVER_EXIT
+    launch(_workers.sum_ranks, 1)
+    server = psutil.Process(launcher.fork_server_pid())
+    assert server_exit.started_as_fork_server(server.cmdline()), server.cmdline()  # what the server reads at import
+    assert launch(_workers.imported, 1, args=([forkserver.SERVER_EXIT],)) == [[True]]  # and it did import it
+    assert not server_exit.started_as_fork_server([sys.executable, "-c", "import dpviz.engine.server_exit"])
     code = "import dpviz.engine.server_exit, atexit, sys; atexit.register(print, 'handlers ran'); sys.exit(3)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 3 and proc.stdout.strip() == "handlers ran", (proc.returncode, proc.stdout, proc.stderr)
+
     probe = (f"import sys, time; sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
              "import _workers\n"
-             "from dpviz.engine.forkserver import stop_fork_server\n"
-             "from dpviz.engine.launch import launch\n"
+             "from dpviz.engine.launch import launch, fork_server_pid\n"
              "launch(_workers.sum_ranks, 1)\n"  # the server is up, its preload imported
-             "start = time.perf_counter(); assert stop_fork_server(); print(time.perf_counter() - start)\n")
-    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    seconds = float(proc.stdout.split()[-1])
-    print(f"the fork server stopped in {seconds:.3f} s")
+             "print(fork_server_pid(), flush=True)\n"
+             "time.sleep(120)\n")
+    parent = subprocess.Popen([sys.executable, "-c", probe], stdout=subprocess.PIPE, text=True,
+                              env=dict(os.environ, DPVIZ_START_METHOD="forkserver"))
+    try:
+        server = psutil.Process(int(parent.stdout.readline()))
+        killed = time.monotonic()
+        parent.kill()  # the launcher dies without a word: the server sees its pipe close
+        parent.wait(30)
+        while server.is_running() and server.status() != psutil.STATUS_ZOMBIE and time.monotonic() - killed < 10:
+            time.sleep(0.005)
+        seconds = time.monotonic() - killed
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+    print(f"the fork server left {seconds:.3f} s after its launcher was killed")
     assert seconds < 2.0

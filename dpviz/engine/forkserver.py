@@ -9,8 +9,16 @@ environment variable DPVIZ_START_METHOD=spawn to start every rank afresh instead
 
 Nothing starts at import. The server starts at the first run, or earlier at
 :func:`warm_up`, which returns at once and lets the server import torch while the
-caller goes on. multiprocessing has no public way to ask for the server's pid or to
-stop it: :class:`_StdlibForkServer` is the one place that reaches into its private names.
+caller goes on. Everything here is multiprocessing's public API: ``get_context``,
+``set_forkserver_preload`` and ``forkserver.ensure_running()``. multiprocessing does not
+say which process is the server nor offer to stop it, so the server is found as this
+process's child with the fork server's command line, and stopped by SIGTERM; the next
+``ensure_running()`` sees it dead and starts another (as it does after any crash).
+
+Why not ``torch.multiprocessing.start_processes``: it would make the launching kernel
+import torch (a chapter's kernel never does, tests/test_torch_free_kernel.py), it sets
+no preload for a fork server, and its ranks' parent-death signal is SIGINT, which a
+rank may catch; the launcher starts processes from a multiprocessing context instead.
 """
 
 from __future__ import annotations
@@ -18,11 +26,14 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.util
 import os
+import signal
 import sys
 import threading
+import time
 import warnings
 
 from dpviz.engine.checks import check_choice
+from dpviz.engine.server_exit import SERVER_COMMAND, started_as_fork_server
 
 START_METHODS = ("forkserver", "spawn")  # DPVIZ_START_METHOD; forkserver is the default where the OS has one
 FORK_SERVER_PRELOAD = ("numpy", "torch", "torch.distributed")  # imported once, by the fork server
@@ -41,48 +52,95 @@ _extra_preload: list = []  # modules warm_up was asked to add to FORK_SERVER_PRE
 _runs_lock = threading.Lock()
 _runs_in_flight = 0
 _idle_timer = None
+_server_pid = None  # the fork server fork_server_pid() found, kept while it runs
+STOP_GRACE = 2.0  # seconds the fork server has to leave on SIGTERM before SIGKILL
+SERVER_FOUND_WITHIN = 2.0  # seconds start_fork_server waits for the new server to show its command line
 
 
-class _StdlibForkServer:
-    """This process's multiprocessing fork server, reached through the private names multiprocessing keeps it under.
+# --- the server's pid and its stop: public calls only ---
 
-    multiprocessing.forkserver offers ``ensure_running()`` but neither the server's pid nor a way to
-    stop it, so these methods read and call ``multiprocessing.forkserver._forkserver``'s private state
-    (as of CPython 3.11). If a Python upgrade renames it, ``missing()`` lists what is gone and
-    ``tests/test_launch.py::test_the_private_fork_server_handle_finds_and_stops_the_live_server`` says so.
-    """
-
-    PRIVATE = ("_forkserver_pid", "_forkserver_address", "_lock", "_stop_unlocked")  # on the ForkServer object
-
-    @staticmethod
-    def _server():
-        import multiprocessing.forkserver as forkserver
-
-        return getattr(forkserver, "_forkserver", None)
-
-    @classmethod
-    def missing(cls) -> list[str]:
-        """The private names this class uses that this Python's multiprocessing no longer has."""
-        server = cls._server()
-        if server is None:
-            return ["multiprocessing.forkserver._forkserver"]
-        return [f"multiprocessing.forkserver._forkserver.{name}" for name in cls.PRIVATE if not hasattr(server, name)]
-
-    @classmethod
-    def pid(cls) -> int | None:
-        """The running server's process id, or None (none started, or stopped)."""
-        return getattr(cls._server(), "_forkserver_pid", None)
-
-    @classmethod
-    def stop(cls) -> None:
-        """Stop the server: close the pipe it watches, so it exits, and wait for it."""
-        server = cls._server()
-        with server._lock:
+def _children() -> list[int]:
+    """This process's child processes (every thread's): Linux's /proc, elsewhere ``ps``."""
+    me = os.getpid()
+    if os.path.isdir(f"/proc/{me}/task"):
+        pids, readable = [], False
+        for tid in os.listdir(f"/proc/{me}/task"):
             try:
-                server._stop_unlocked()
-            except ChildProcessError:  # someone else already waited for it
-                server._forkserver_pid = None
-                server._forkserver_address = None
+                with open(f"/proc/{me}/task/{tid}/children") as f:
+                    pids.extend(int(p) for p in f.read().split())
+                readable = True
+            except OSError:  # a thread that ended while we read: its children are another thread's now
+                continue
+        if readable:
+            return pids
+        for entry in os.listdir("/proc"):  # a kernel without .../children files: every process's parent
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    if entry.isdigit() and int(f.read().rsplit(")", 1)[1].split()[1]) == me:
+                        pids.append(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+        return pids
+    import subprocess
+
+    try:
+        out = subprocess.run(["ps", "-A", "-o", "pid=,ppid="], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    rows = [line.split() for line in out.splitlines()]
+    return [int(row[0]) for row in rows if len(row) == 2 and row[1] == str(os.getpid())]
+
+
+def _command_line(pid: int) -> list[str]:
+    """A process's command line (empty once it has exited): Linux's /proc, elsewhere ``ps``."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return [arg.decode(errors="replace") for arg in f.read().split(b"\0")[:-1]]
+    except FileNotFoundError:
+        if os.path.isdir("/proc/self"):
+            return []
+    except OSError:
+        return []
+    import subprocess
+
+    try:
+        out = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return out.stdout.split()  # enough to find "-c" and the words of multiprocessing's command
+
+
+def _is_fork_server(pid: int) -> bool:
+    line = _command_line(pid)
+    return started_as_fork_server(line) or SERVER_COMMAND in " ".join(line[1:])
+
+
+def _running(pid: int) -> bool:
+    """Whether child ``pid`` has not exited. ``os.waitid`` with WNOWAIT looks without reaping it: multiprocessing's
+    ``ensure_running()`` reaps a dead server itself, and fails on one reaped by someone else."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
+    except ChildProcessError:  # not (or no longer) a child of ours
+        return False
+
+
+def _stop(pid: int) -> None:
+    """End the fork server with SIGTERM and wait until it has exited, without reaping it.
+
+    It has nothing to save (its ranks are forks that leave by ``os._exit``) and a signal skips the interpreter's
+    finalization, as :mod:`dpviz.engine.server_exit` does at its other ends. The exited server stays a zombie
+    until the next run, whose ``ensure_running()`` reaps it and starts a new one (or until this process ends).
+    """
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    end = time.monotonic() + STOP_GRACE
+    while _running(pid):
+        if time.monotonic() > end:  # a preloaded module caught SIGTERM
+            os.kill(pid, signal.SIGKILL)
+            end = float("inf")
+        time.sleep(0.002)
 
 
 def _context():
@@ -95,8 +153,13 @@ def _context():
     if method == "forkserver":
         if fork_server_pid() is None:
             _check_socket_room()
-        ctx.set_forkserver_preload([*FORK_SERVER_PRELOAD, *_extra_preload, SERVER_EXIT])
+        ctx.set_forkserver_preload(preload_modules())
     return ctx
+
+
+def preload_modules() -> list[str]:
+    """What a fork server started now imports: FORK_SERVER_PRELOAD, what warm_up added, and SERVER_EXIT last."""
+    return [*FORK_SERVER_PRELOAD, *_extra_preload, SERVER_EXIT]
 
 
 def _check_socket_room() -> None:
@@ -120,13 +183,18 @@ def start_fork_server() -> bool:
     """
     import multiprocessing.forkserver as forkserver
 
-    if multiprocessing.parent_process() is not None or getattr(multiprocessing.current_process(), "_inheriting", False):
-        return False  # a rank, or a process still importing its parent's main module: not a launcher
+    if multiprocessing.parent_process() is not None or multiprocessing.current_process().name != "MainProcess":
+        return False  # a rank, or a child still importing its parent's main module (named already): not a launcher
     if _context().get_start_method() != "forkserver" or fork_server_pid() is not None:
         return False
     _run_started()
     try:
         forkserver.ensure_running()
+        # ensure_running() returns once the server is forked, maybe before it has exec'd Python, when its command
+        # line, by which fork_server_pid() knows it, is still this process's: a few milliseconds
+        end = time.monotonic() + SERVER_FOUND_WITHIN
+        while fork_server_pid() is None and time.monotonic() < end:
+            time.sleep(0.001)
     finally:
         _run_ended()
     return True
@@ -162,20 +230,33 @@ def warm_up(*, backward_with_gradient: bool = False, preload: tuple = ()) -> Non
 
 
 def fork_server_pid() -> int | None:
-    """The process id of this process's fork server, or None when none is running."""
-    return _StdlibForkServer.pid()
+    """The process id of this process's fork server, or None when none is running.
+
+    multiprocessing keeps the pid to itself (under a private name), so it is found in public: the fork server is
+    the child of this process whose command line is multiprocessing's ``from multiprocessing.forkserver import
+    main`` (there is one per process), and a server found once is kept while ``os.waitid`` says it runs.
+    """
+    global _server_pid
+    if not hasattr(os, "waitid"):  # Windows: no fork server
+        return None
+    pid = _server_pid
+    if pid is not None and _running(pid):  # (no longer its command line: a server that is exiting has none)
+        return pid
+    _server_pid = next((p for p in _children() if _running(p) and _is_fork_server(p)), None)
+    return _server_pid
 
 
 def stop_fork_server() -> bool:
     """Stop this process's fork server now, unless a run is using it; return whether one was stopped."""
     global _idle_timer
     with _runs_lock:
-        if _runs_in_flight or fork_server_pid() is None:
+        pid = fork_server_pid()
+        if _runs_in_flight or pid is None:
             return False
         if _idle_timer is not None:
             _idle_timer.cancel()
             _idle_timer = None
-        _StdlibForkServer.stop()
+        _stop(pid)
         return True
 
 

@@ -13,7 +13,6 @@ against its parent's death before it spends seconds importing torch.
 
 from __future__ import annotations
 
-import ctypes
 import datetime
 import multiprocessing
 import multiprocessing.connection
@@ -24,6 +23,8 @@ import sys
 import threading
 import time
 import traceback
+
+from dpviz.engine import private
 
 WATCH_INTERVAL = 0.2  # seconds between a rank's checks that its parent is alive
 # Tests only: the path of a file. The first rank that removes it fails to join, with the error gloo raises when
@@ -105,14 +106,11 @@ def _die_with_parent(parent_pid: int) -> None:
     """Make sure this rank ends within a fraction of a second of the launching process, however that one ends.
 
     The rank's parent is the launcher (spawn) or the launcher's fork server, which exits the moment the
-    launcher does; the OS kills the rank when that parent dies, and a thread watches the launcher too.
+    launcher does. Two guards: the OS kills the rank when that parent dies (Linux's PR_SET_PDEATHSIG, which
+    Python has no public call for: :func:`dpviz.engine.private.die_with_parent`; it acts even on a rank that is
+    stopped or busy in C), and a thread watches the launcher (everywhere, public: the parent's sentinel).
     """
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG: the kernel kills us when the parent dies
-        except (OSError, AttributeError):
-            pass
+    private.die_with_parent(signal.SIGKILL)
     ppid = os.getppid()
     if (ppid == 1 and parent_pid != 1) or not _pid_alive(parent_pid):  # it died before the line above took effect
         os._exit(1)
@@ -137,11 +135,16 @@ def _watch_parent(parent_pid: int, ppid: int) -> None:
 
 
 def _name_process(name: str) -> None:
-    """Show the rank as ``dpviz-rank-N`` in ps, top and psutil's name() (Linux), instead of one more ``python``."""
+    """Show the rank as ``dpviz-rank-N`` in ps, top and psutil's name() (Linux), instead of one more ``python``.
+
+    Written to ``/proc/self/comm``, Linux's file for a process's name (what ``prctl(PR_SET_NAME)`` sets, at most
+    15 bytes); called from the rank's main thread, whose name is the process's.
+    """
     if sys.platform.startswith("linux"):
         try:
-            ctypes.CDLL(None).prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
-        except (OSError, AttributeError):
+            with open("/proc/self/comm", "wb") as f:
+                f.write(name.encode()[:15])
+        except OSError:
             pass
 
 

@@ -11,7 +11,8 @@ megabytes. Here is how each comes back instead of hanging or ending the kernel:
 * **time**: all of one check's calls together get :data:`TIME_LIMIT` seconds. In the main thread
   (where Jupyter, nbgrader and pytest run a cell) a ``SIGALRM`` timer raises :class:`TimeUp` inside
   the function, and again every :data:`REPEAT` seconds until it leaves, in case it catches the
-  first; elsewhere a watcher thread raises it there with ``PyThreadState_SetAsyncExc``. Why not a
+  first; elsewhere a watcher thread raises it there with CPython's ``PyThreadState_SetAsyncExc`` (Python has no
+  public way to raise in another thread: :func:`dpviz.engine.private.raise_in_thread` says why). Why not a
   child process: the function stays where the reader defined it (its prints appear in the cell, a
   lambda or a closure over notebook variables works, nothing to pickle), and a call costs
   microseconds, not a fork of a kernel that runs zmq threads. What this cannot stop: a loop that
@@ -32,13 +33,14 @@ characters, even when its ``__repr__`` or ``__str__`` raises. Plain Python: no n
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import sys
 import threading
 import time
 from dataclasses import dataclass
+
+from dpviz.engine import private
 
 TIME_LIMIT = 5.0  # seconds, for all of one check's calls of the reader's function together
 REPEAT = 0.05  # seconds between further TimeUp raises once the limit has passed
@@ -168,10 +170,10 @@ class _Watch:
     def _watch_thread(self) -> None:
         wait = self.seconds
         while not self.stopped.wait(wait) and self.active:
-            frame = sys._current_frames().get(self.thread)
+            frame = private.thread_frame(self.thread)
             if frame is not None and not _is_ours(frame):
                 self.fired = True
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self.thread), ctypes.py_object(TimeUp))
+                private.raise_in_thread(self.thread, TimeUp)
             wait = REPEAT
 
 

@@ -23,9 +23,7 @@ fixed length.
 
 from __future__ import annotations
 
-import ctypes
 import errno
-import functools
 import hashlib
 import json
 import os
@@ -38,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from dpviz.engine import private
 
 DTYPES = ("float32", "float64", "int64", "bool", "str", "bytes")  # "str": numpy unicode; "bytes": numpy S
 MAX_HEADER_BYTES = 16 << 20   # a record's .json is metadata: kilobytes; refuse anything near this
@@ -456,19 +456,10 @@ def release_freed_memory() -> None:
 
     glibc may keep a freed block of a few MB for the process to reuse rather than return it: loading the figure
     records (``load_inputs()``) left a plain interpreter 16 MB larger than this call does, an idle chapter's kernel
-    3 MB (benchmarks/bench_memory.py). The call takes about 2 ms. Elsewhere it does nothing.
+    3 MB (benchmarks/bench_memory.py). The call takes about 2 ms. Elsewhere it does nothing. It is glibc's
+    ``malloc_trim``, which Python has no public call for: :func:`dpviz.engine.private.release_freed_memory`.
     """
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-
-
-@functools.lru_cache(maxsize=1)
-def _malloc_trim():
-    try:
-        return ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):  # not glibc: nothing to call
-        return None
+    private.release_freed_memory()
 
 
 class StoredArrays(MutableMapping):

@@ -1,12 +1,13 @@
 """The fork server leaves at once when it ends, without tearing down an interpreter that imported torch.
 
-The fork server imports this module last (:data:`dpviz.engine.forkserver.SERVER_EXIT`). When its launcher
-dies, or closes the pipe the server watches (:func:`dpviz.engine.forkserver.stop_fork_server`, the idle timer),
-multiprocessing's server loop raises SystemExit, and the interpreter then finalizes: with torch imported, that took
-0.8 s on a quiet 2-core machine and 5.9 s on a busy one, where nothing a cell started may outlive it by 5 s. The
-server holds no file or buffer of its own to write (its ranks are forks that leave through ``os._exit``, and the
-resource tracker cleans up after all of them), so at exit it flushes its two streams and leaves with ``os._exit(0)``,
-the status its SystemExit would have given. Imported anywhere but inside the fork server's start, it does nothing.
+The fork server imports this module last (:data:`dpviz.engine.forkserver.SERVER_EXIT`). When its launcher dies, the
+pipe the server watches closes, multiprocessing's server loop raises SystemExit, and the interpreter then finalizes:
+with torch imported, that took 0.8 s on a quiet 2-core machine and 5.9 s on a busy one, where nothing a cell started
+may outlive it by 5 s. The server holds no file or buffer of its own to write (its ranks are forks that leave through
+``os._exit``, and the resource tracker cleans up after all of them), so at exit it flushes its two streams and leaves
+with ``os._exit(0)``, the status its SystemExit would have given. (:func:`dpviz.engine.forkserver.stop_fork_server`
+and the idle timer end the server with SIGTERM, which finalizes nothing.) Imported anywhere but inside the fork
+server's start, it does nothing: the server is told by its command line (:func:`started_as_fork_server`).
 """
 
 from __future__ import annotations
@@ -16,14 +17,21 @@ import os
 import sys
 
 
-def _in_fork_server_start() -> bool:
-    """Whether this import runs inside ``multiprocessing.forkserver.main``: the server importing its preload list."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_name == "main" and frame.f_globals.get("__name__") == "multiprocessing.forkserver":
-            return True
-        frame = frame.f_back
-    return False
+SERVER_COMMAND = "from multiprocessing.forkserver import main"  # how multiprocessing starts its fork server (-c)
+
+
+def started_as_fork_server(argv: list[str]) -> bool:
+    """Whether a process started with command line ``argv`` (``sys.orig_argv``) is multiprocessing's fork server.
+
+    multiprocessing starts the server as ``python [flags] -c "...from multiprocessing.forkserver import main;
+    main(...)" [the launcher's argv, in newer Pythons]``; ``sys.orig_argv`` (public, Python 3.10+) is that line.
+    A rank forked from the server has the same command line, but has this module already imported: its
+    import, and so this check, runs once, in the server, while it imports its preload list.
+    """
+    if "-c" not in argv[1:]:
+        return False
+    command = argv.index("-c", 1) + 1
+    return command < len(argv) and SERVER_COMMAND in argv[command]
 
 
 def _leave_now(server_pid: int) -> None:
@@ -37,5 +45,5 @@ def _leave_now(server_pid: int) -> None:
     os._exit(0)
 
 
-if _in_fork_server_start():
+if started_as_fork_server(sys.orig_argv):
     atexit.register(_leave_now, os.getpid())  # registered last, so it runs first: torch's own handlers are skipped

@@ -33,7 +33,6 @@ one that layer, so each keeps its own short copy).
 
 from __future__ import annotations
 
-import ctypes
 import math
 import os
 import signal
@@ -44,6 +43,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from dpviz.engine import private
 from dpviz.engine.data import teacher_data
 from dpviz.topics.all_reduce.rank_collectives import ring_reduce_scatter
 from dpviz.engine.rank import report_progress
@@ -211,11 +211,7 @@ class _Children:
         if not cls.registered:
             os.register_at_fork(before=cls._before, after_in_child=cls._in_child)
             cls.registered = True
-            if sys.platform.startswith("linux"):
-                try:
-                    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans come back to us
-                except (OSError, AttributeError):
-                    pass
+            private.become_child_subreaper()  # orphans come back to us (Linux; no public call: see there)
 
     @classmethod
     def _before(cls) -> None:
