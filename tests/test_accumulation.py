@@ -413,7 +413,7 @@ def test_widget_moves_change_its_artists(grid):
 
 
 def test_chapter_10_cards_cover_the_question_bank_items():
-    cards = cards_for("10")
+    cards = cards_for("accumulation")
     kinds = {card.kind for card in cards}
     assert {"true/false", "spot the error", "edge case", "numeric"} <= kinds
     for key in ("question_bank-tf-accumulation", "question_bank-spot-accumulation-speed", "question_bank-edge-accumulate-one"):
@@ -422,7 +422,7 @@ def test_chapter_10_cards_cover_the_question_bank_items():
 
 
 def test_numeric_card_matches_an_independent_computation():
-    card = next(c for c in cards_for("10") if c.numeric)
+    card = next(c for c in cards_for("accumulation") if c.numeric)
     p = card.params
     k, m, t_micro, t_comm = p["k"], p["m"], p["t_micro"], p["t_comm"]
     expected = {

@@ -114,12 +114,12 @@ def test_the_output_keeps_the_widget_view_first_and_short_stable_text():
         assert one["text/plain"].startswith("Deck of ") and "\n" not in one["text/plain"]
         assert len(one["text/plain"]) < 200
         assert "text/markdown" not in one  # one static fallback, not two to keep in step
-    bank = deck(cards_for("15")[:3], title="Three")
+    bank = deck(cards_for("question_bank")[:3], title="Three")
     assert _bundle(bank)["text/plain"] == "Deck of 3 self-check cards: Three"
 
 
 def test_the_widget_still_hides_its_answer_until_clicked():
-    d = show_cards("05")
+    d = show_cards("all_reduce")
     for w in d.card_widgets:
         assert w.answer.value == "" and w.button.description == SHOW
     # the key sits only in the output's text/html, never in the widgets' own values
@@ -143,5 +143,5 @@ def test_text_is_escaped_and_math_becomes_a_math_span():
 
 
 def test_an_untitled_deck_and_a_single_card_still_have_a_heading():
-    assert AnswerKey(_bundle(deck(cards_for("01")))["text/html"]).headings == ["Check yourself"]
-    assert AnswerKey(_bundle(card_widget(cards_for("01")[0]))["text/html"]).headings == ["Self-check card"]
+    assert AnswerKey(_bundle(deck(cards_for("one_step")))["text/html"]).headings == ["Check yourself"]
+    assert AnswerKey(_bundle(card_widget(cards_for("one_step")[0]))["text/html"]).headings == ["Self-check card"]

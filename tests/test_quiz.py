@@ -69,20 +69,20 @@ def test_keys_are_unique_and_kinds_known():
 
 
 def test_chapter_13_holds_the_whole_question_bank():
-    counts = Counter(card.kind for card in cards_for("15"))
+    counts = Counter(card.kind for card in cards_for("question_bank"))
     assert set(counts) == set(KINDS)  # every category, the recall items and numeric ones too
     # The note's bank: 9 true/false, 7 spot-the-error, 6 why, 8 edge cases.
     assert counts["true/false"] >= 9
     assert counts["spot the error"] >= 7
     assert counts["why"] >= 6
     assert counts["edge case"] >= 8
-    assert len(cards_for("15")) >= 9 + 7 + 6 + 8
+    assert len(cards_for("question_bank")) >= 9 + 7 + 6 + 8
 
 
 def test_self_check_lists_are_covered():
     # 001's self-check has 8 questions, 000's quick self-check 6.
-    assert sum(card.kind == "self-check" for card in cards_for("00")) >= 8
-    assert sum(card.kind == "self-check" for card in cards_for("08")) >= 6
+    assert sum(card.kind == "self-check" for card in cards_for("ground_floor")) >= 8
+    assert sum(card.kind == "self-check" for card in cards_for("whole_picture")) >= 6
 
 
 # ---------------------------------------------------------------------------------------------
@@ -432,7 +432,7 @@ def test_deck_has_one_row_per_card_and_an_answer_key_fallback():
 
 
 def test_deck_from_a_list_and_card_text():
-    cards = cards_for("03")[:2]
+    cards = cards_for("average_of_averages")[:2]
     d = deck(cards)
     assert len(d.card_widgets) == 2
     d.card_widgets[1].button.click()

@@ -429,7 +429,7 @@ def test_widget_refuses_what_was_not_recorded():
 
 
 def test_chapter_cards_compute_their_numbers():
-    cards = {c.key: c for c in cards_for("11")}
+    cards = {c.key: c for c in cards_for("waiting")}
     assert len(cards) >= 10
     straggler = cards["waiting-num-straggler"].values()
     assert straggler["t_step_ms"] == pytest.approx(170.0) and straggler["wait_ms"] == pytest.approx(50.0)
@@ -441,6 +441,6 @@ def test_chapter_cards_compute_their_numbers():
     assert (asynchronous["sync_rate"], asynchronous["async_rate"]) == pytest.approx((20.0, 220.0))
     for card in cards.values():
         assert "{" not in card.answer_text()
-    bank = {c.key: c.answer_text() for c in cards_for("15")}
+    bank = {c.key: c.answer_text() for c in cards_for("question_bank")}
     for key in ("question_bank-tf-async", "question_bank-spot-async", "question_bank-why-straggler"):
         assert "Chapter 11" in bank[key]
