@@ -12,11 +12,8 @@ point different ways because the slices differ; nobody has talked yet.
 from __future__ import annotations
 
 import numpy as np
-from matplotlib import transforms
-from matplotlib.collections import PathCollection
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyBboxPatch, Rectangle
-from matplotlib.path import Path
 
 from dpviz.engine.style import GREY, INK, PANEL, PANEL_EDGE, REPLICA, SLATE, get_ax, source_note
 
@@ -59,67 +56,17 @@ def y_range(run) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
-class Dots(PathCollection):
-    """Scatter dots of one marker, size and colour, drawn as :class:`PathCollection` draws them (one marker
-    stamped at every offset), without first measuring the marker's extents to make sure it is smaller than
-    the figure: a slider's dots always are, and measuring a circle takes longer than drawing the dots."""
-
-    def draw(self, renderer):
-        self.set_sizes(self._sizes, self.get_figure(root=True).dpi)  # as PathCollection.draw does first
-        facecolors, edgecolors = self.get_facecolor(), self.get_edgecolor()
-        single = (len(self.get_paths()) == 1 and len(self.get_transforms()) == 1 and len(facecolors) == 1
-                  and len(edgecolors) == 1 and len(self._linewidths) == 1 and self._linestyles[0][1] is None
-                  and len(self._linestyles) == 1 and len(self._antialiaseds) == 1 and len(self._urls) == 1
-                  and self.get_hatch() is None and self.get_sketch_params() is None and not self.get_path_effects())
-        if not single or not self.get_visible() or len(self.get_offsets()) == 0:
-            return super().draw(renderer)
-        renderer.open_group(PathCollection.__name__, self.get_gid())
-        self.update_scalarmappable()
-        transform, offset_trf, offsets, paths = self._prepare_points()
-        gc = renderer.new_gc()
-        self._set_gc_clip(gc)
-        gc.set_snap(self.get_snap())
-        if self._joinstyle:
-            gc.set_joinstyle(self._joinstyle)
-        if self._capstyle:
-            gc.set_capstyle(self._capstyle)
-        gc.set_foreground(tuple(edgecolors[0]), isRGBA=True)
-        gc.set_linewidth(self._linewidths[0])
-        gc.set_dashes(*self._linestyles[0])
-        gc.set_antialiased(self._antialiaseds[0])
-        gc.set_url(self._urls[0])
-        marker_transform = transforms.Affine2D(self.get_transforms()[0]) + transform
-        renderer.draw_markers(gc, paths[0], marker_transform.frozen(), Path(offsets), offset_trf, tuple(facecolors[0]))
-        gc.restore()
-        renderer.close_group(PathCollection.__name__)
-        self.stale = False
-
-
-def _as_dots(scatter: PathCollection) -> Dots:
-    """The same dots as ``scatter`` (one marker, size and colour), as :class:`Dots` in its place on the Axes."""
-    ax = scatter.axes
-    dots = Dots(scatter.get_paths(), sizes=scatter.get_sizes(), offsets=np.empty((0, 2)),
-                offset_transform=scatter.get_offset_transform(), facecolors=scatter.get_facecolor(),
-                edgecolors=scatter.get_edgecolor(), linewidths=scatter.get_linewidths(), zorder=scatter.get_zorder())
-    dots.set_transform(scatter.get_transform())
-    scatter.remove()
-    ax.add_collection(dots, autolim=False)
-    return dots
-
-
 class DeviceBoxes:
     """The artists of a Step 4 figure, built once; :meth:`show` fills them from a run without making new ones.
 
     ``slots`` boxes are drawn; :meth:`show` hides those beyond the run's k. The
     artists of box ``i`` are in ``self.slots[i]`` (a dict); the arrows are
-    Quivers whose U, V hold the recorded gradient itself. ``dots=True`` makes the
-    slices' dots :class:`Dots`, which a slider redrawing them on every move wants.
+    Quivers whose U, V hold the recorded gradient itself.
     """
 
-    def __init__(self, ax, *, slots: int, y_range: tuple[float, float], dots: bool = False):
+    def __init__(self, ax, *, slots: int, y_range: tuple[float, float]):
         self.ax = ax
         self.y_range = y_range
-        self._dots = dots
         n = slots
         self.slots = [self._box(i) for i in range(n)]
         # At least two boxes' room, so a lone rank keeps the shape of the others.
@@ -151,8 +98,6 @@ class DeviceBoxes:
         a["panel"] = ax.add_patch(Rectangle((x0 + 0.06, lo), 0.88, hi - lo, facecolor="white", edgecolor=PANEL_EDGE, lw=0.8))
         a["others"] = ax.scatter([], [], s=9, facecolors="none", edgecolors=GREY, linewidths=0.7)  # hollow: not this rank's
         a["slice"] = ax.scatter([], [], s=18, color=INK, linewidths=0, zorder=3)
-        if self._dots:
-            a["slice"] = _as_dots(a["slice"])
         (a["line"],) = ax.plot([], [], color=REPLICA, lw=2.2, zorder=2)
         a["rows"] = ax.text(x0 + 0.5, (lo + hi) / 2, "", ha="center", va="center", fontsize=9, color=INK, wrap=True)
         for artist in (a["others"], a["slice"], a["line"]):

@@ -89,7 +89,7 @@ def devices_widget(grid_runs: dict, *, k: int = 4, b: int = 8, step: int = 0, fi
     """Step 4 with sliders for k, b and the step, over ``grid_runs`` ({(k, b): Run}, e.g. ``shipped.grid_runs()``)."""
     ks, bs, steps = _check_grid(grid_runs, k, b)
     any_run = next(iter(grid_runs.values()))
-    figure = GridFigure(grid_runs, lambda ax, slots: DeviceBoxes(ax, slots=slots, y_range=y_range(any_run), dots=True),
+    figure = GridFigure(grid_runs, lambda ax, slots: DeviceBoxes(ax, slots=slots, y_range=y_range(any_run)),
                         figsize=figsize, margins=dict(left=0.01, right=0.99, top=0.91, bottom=0.14))
     return SliderFigure(figure, _controls(ks, bs, steps, k, b, step),
                         title="<b>Step 4</b>: every rank holds the same θ and sees its own slice; move k, b and the step.",
