@@ -23,6 +23,7 @@ import html
 
 from matplotlib.backend_bases import FigureCanvasBase
 from matplotlib.figure import Figure
+from matplotlib.text import Text
 
 from dpviz.engine.style import is_source_note
 
@@ -94,8 +95,8 @@ def describe(fig: Figure) -> str:
     arrows), its axes with their labels and ranges, and its legend's entries. A default for a figure no one
     described; a ``figure_*`` function says more, from its records."""
     words = []
-    if fig._suptitle is not None and fig._suptitle.get_text().strip():
-        words.append(_flat(fig._suptitle.get_text()))
+    if fig.get_suptitle().strip():
+        words.append(_flat(fig.get_suptitle()))
     panels = [ax for ax in fig.axes if _drawn(ax)]
     for i, ax in enumerate(panels):
         title = title_of(fig, ax)
@@ -117,8 +118,8 @@ def describe(fig: Figure) -> str:
 def title_of(fig: Figure, ax=None) -> str:
     """The words of ``ax``'s title (left, centre, right), or of the figure's suptitle without ``ax``, as one line."""
     if ax is None:
-        return _flat(fig._suptitle.get_text()) if fig._suptitle is not None else ""
-    return _flat(" ".join(t.get_text() for t in (ax._left_title, ax.title, ax._right_title) if t.get_text()))
+        return _flat(fig.get_suptitle())
+    return _flat(" ".join(text for text in (ax.get_title(loc=loc) for loc in TITLE_PLACES) if text))
 
 
 TEX_WORDS = {"\\nabla": "∇", "\\Sigma": "Σ", "\\sum": "Σ", "\\eta": "η", "\\theta": "θ", "\\,": " ", "_{big}": " big",
@@ -209,6 +210,16 @@ def measured_lines(records, word: str = "Measured") -> list[str]:
     return [f"{word}: {record.describe()}" for record in records]
 
 
+TITLE_PLACES = ("left", "center", "right")  # an Axes' three titles, in reading order
+
+
+def _texts_saying(artists, words) -> list:
+    """The Text artists among ``artists`` that hold one of ``words`` (non-empty): how a title's artist is found
+    through public calls (``get_title``, ``get_suptitle``, ``get_children``) rather than by its private name."""
+    wanted = {w for w in words if w}
+    return [a for a in artists if isinstance(a, Text) and a.get_text() in wanted]
+
+
 def wrap_titles(fig: Figure) -> Figure:
     """Draw the suptitle and the titles of full-width Axes as paragraphs wrapped at the figure's edge.
 
@@ -216,9 +227,9 @@ def wrap_titles(fig: Figure) -> Figure:
     breaks the lines where the figure ends, and ``bbox_inches="tight"`` crops to the wrapped lines. A panel beside
     another keeps its title's own line breaks: wrapped at the figure's edge it would run into its neighbour's.
     """
-    texts = [fig._suptitle] if fig._suptitle is not None else []
+    texts = _texts_saying(fig.texts, [fig.get_suptitle()])
     texts += [title for ax in fig.axes if ax.get_position().width > 0.6
-              for title in (ax.title, ax._left_title, ax._right_title)]
+              for title in _texts_saying(ax.get_children(), [ax.get_title(loc=loc) for loc in TITLE_PLACES])]
     for text in texts:
         if "\n" in text.get_text():
             text.set_text(text.get_text().replace("\n", " "))
