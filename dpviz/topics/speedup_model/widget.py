@@ -1,4 +1,4 @@
-"""Chapter 06: what the sync costs, with sliders for k, α, β, M and T_compute.
+"""The speedup model: what the sync costs, with sliders for k, α, β, M and T_compute.
 
 Left, figure s01: one step's time on 1, 2, 4 and 8 devices and on the slider's k, as lavender
 compute (T_compute / k) and coral sync (T_comm from the cost model). Right, figure s02: the
