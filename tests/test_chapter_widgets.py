@@ -100,3 +100,26 @@ def test_summary_widget_moves_change_the_image_and_refuse_a_step_past_the_run(ru
     assert "step 10 of a real run" in sf.view.title.get_text()
     with pytest.raises(ValueError, match="step"):
         sf.view.update(step=run.steps)
+
+
+# --- every slider: a callback still busy when newer values arrive draws only the newest ---
+
+def test_a_busy_slider_draws_only_the_newest_value_in_jupyterlab(tmp_path):
+    """A slider pressed ten times while its callback takes 300 ms a move draws, each time the callback is free, the
+    newest value, and last the one it ended on: JupyterLab's widgets front end holds a control's newer values while
+    the kernel is busy and sends only the newest, so no queue of stale frames builds up
+    (benchmarks/bench_browser_sliders.py's busy check, alone)."""
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("playwright")
+    import browser_support
+
+    chromium = browser_support.find_chromium()
+    if chromium is None:
+        pytest.skip(browser_support.NO_CHROMIUM)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import bench_browser_sliders as bench
+
+    _, busy = bench.measure(chromium, tmp_path, [], 0)
+    assert busy["drawn"][0] == 0 and bench.only_the_newest(busy), busy

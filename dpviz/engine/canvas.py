@@ -39,7 +39,7 @@ def png_bytes(rgba: np.ndarray, *, opaque: bool | None = None) -> bytes:
     return out.getvalue()
 
 
-TEXT_LAYER_BYTES = 32 << 20  # texts' pixels a SliderFigure keeps, the least recently drawn dropped first
+TEXT_LAYER_BYTES = 16 << 20  # the texts' pixels a SliderFigure keeps (10-30 kB a label), least recently drawn dropped
 
 
 class TextLayers:
@@ -65,12 +65,11 @@ class TextLayers:
         self._bytes = 0
         self._scratch = None  # a transparent canvas of the figure's size, to draw a new look on
 
-    def draw(self, text, frame: np.ndarray) -> bool:
-        """Draw ``text`` onto ``frame`` (the canvas's pixels) from its layer, made now if its look is new; False
-        (nothing drawn) for a text this does not cover."""
+    def draw(self, text, frame: np.ndarray, renderer) -> bool:
+        """Draw ``text`` onto ``frame`` (the pixels of the canvas whose renderer is ``renderer``) from its layer,
+        made now if its look is new; False (nothing drawn) for a text this does not cover."""
         if not self.opaque:
             return False
-        renderer = self._figure.canvas.get_renderer()
         look = _look(text, renderer)
         if look is None:
             return False
@@ -97,7 +96,6 @@ class TextLayers:
             self._scratch = RendererAgg(width, height, self._figure.dpi)
         self._scratch.clear()
         text.draw(self._scratch)
-        text.stale = True  # drawn, but not on the canvas
         layer = np.asarray(self._scratch.buffer_rgba())
         top, left = 0, 0
         if not text.get_wrap() and text.get_bbox_patch() is None:  # where to look: its box, and glyphs reaching past it

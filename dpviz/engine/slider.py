@@ -194,6 +194,7 @@ class SliderFigure:
             self._background = canvas.copy_from_bbox(self.fig.bbox)
         else:
             canvas.restore_region(self._background)
+        renderer = canvas.get_renderer()
         frame = np.asarray(canvas.buffer_rgba())  # the canvas's own pixels: blending into it draws on the canvas
         for i, step in enumerate(self._plan):
             if isinstance(step, list):
@@ -202,7 +203,7 @@ class SliderFigure:
                 self._layers[(self._key, i)].blend(frame)
             elif not step.get_visible():  # a hidden Quiver still lays its arrows out before it finds it draws nothing
                 continue
-            elif not (isinstance(step, Text) and self._texts.draw(step, frame)):
+            elif not (isinstance(step, Text) and self._texts.draw(step, frame, renderer)):
                 self.fig.draw_artist(step)
         return png_bytes(frame, opaque=self._texts.opaque)
 
