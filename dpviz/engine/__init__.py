@@ -5,8 +5,7 @@ slider base and its canvas, figure layout and style, the sandbox for student cod
 verdicts, and the self-check cards. A topic (``dpviz/topics/<topic>/``) imports the engine; the engine imports
 no topic (``tests/test_layers.py``).
 
-* ``canvas``: The Agg canvas a slider figure draws on: Agg itself, with each text's layout and each glyph rendered
-  once.
+* ``canvas``: What a slider frame is made of besides Agg's blit: layers blended onto it, and the PNG it goes out as.
 * ``cards``: A self-check card: a question, its answer, its chapter and kind; numeric cards compute their numbers.
 * ``checks``: Argument checks shared by every public entry point.
 * ``data``: Built-in data sets: generated from a seed, never downloaded.

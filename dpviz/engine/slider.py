@@ -67,7 +67,7 @@ WIDTH_IN = 11.5  # inches: 920 px at DPI
 MIN_POINTS = 9  # the smallest font size in a slider figure: 9 pt at 80 dpi is 10 px
 COLUMNS = 3  # controls per row
 CONTROL_PX = 300  # the width of one control: a slider with its label and readout
-FRAMES = 96  # PNGs a SliderFigure with ``repeat_frames`` keeps for settings seen before (about 50 kB each)
+FRAMES = 96  # PNGs a SliderFigure with ``repeat_frames`` keeps for settings seen before (about 70 kB each)
 
 
 class SliderFigure:
