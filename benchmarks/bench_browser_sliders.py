@@ -138,7 +138,7 @@ def write_notebook(folder: Path, widgets: list[str], records: Path) -> Path:
     return path
 
 
-def start_lab(folder: Path, base: Path):
+def start_lab(folder: Path, base: Path, timeout: float = START_TIMEOUT):
     """JupyterLab serving ``folder``, with a token and settings of its own; returns (server, url, token)."""
     import browser_support as bs
 
@@ -160,14 +160,15 @@ def start_lab(folder: Path, base: Path):
                 "--LabApp.expose_app_in_browser=True", "--KernelManager.shutdown_wait_time=1.0"]
 
     server, port, _ = bs.start_listening("JupyterLab", cmd, lambda port: rf"http://127\.0\.0\.1:{port}/lab",
-                                         cwd=folder, env=env, log=base / "jupyterlab.log", timeout=START_TIMEOUT)
+                                         cwd=folder, env=env, log=base / "jupyterlab.log", timeout=timeout)
     return server, f"http://127.0.0.1:{port}", token
 
 
-def open_and_run(page, url: str, token: str, name: str, panels: int) -> str:
-    """Opens notebook ``name`` in JupyterLab, runs all its cells, waits until ``panels`` slider panels show."""
-    page.goto(f"{url}/lab/workspaces/bench-sliders?token={token}", timeout=START_TIMEOUT * 1000)
-    page.wait_for_function("() => !!window.jupyterapp", timeout=START_TIMEOUT * 1000)
+def open_and_run(page, url: str, token: str, name: str, panels: int, timeout: float = START_TIMEOUT) -> str:
+    """Opens notebook ``name`` in JupyterLab, runs all its cells, waits until ``panels`` slider panels show; each
+    step may take ``timeout`` s (building the panels four times that)."""
+    page.goto(f"{url}/lab/workspaces/bench-sliders?token={token}", timeout=timeout * 1000)
+    page.wait_for_function("() => !!window.jupyterapp", timeout=timeout * 1000)
     page.evaluate("async () => { await window.jupyterapp.restored; }")
     page.evaluate("(path) => { window.jupyterapp.commands.execute('docmanager:open', {path, factory: 'Notebook'}); }",
                   name)
@@ -178,9 +179,10 @@ def open_and_run(page, url: str, token: str, name: str, panels: int) -> str:
              if (!w || !w.context.isReady) return null;
              app.shell.activateById(w.id);
              return w.id;
-           }""", arg=name, timeout=START_TIMEOUT * 1000).json_value()
+           }""", arg=name, timeout=timeout * 1000).json_value()
     root = f".jp-NotebookPanel[id='{widget}']"
-    page.wait_for_selector(f"{root} .jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=START_TIMEOUT * 1000)
+    one_kernel(url, token, timeout)
+    page.wait_for_selector(f"{root} .jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=timeout * 1000)
     started = "(root) => [...document.querySelectorAll(root + ' .jp-InputPrompt')].some(p => /[*0-9]/.test(p.textContent))"
     for attempt in range(5):  # a Run All asked for the moment the kernel reads idle can come to nothing: ask again
         page.evaluate("(id) => { window.jupyterapp.commands.execute('notebook:run-all-cells', {widgetId: id}); }",
@@ -193,22 +195,50 @@ def open_and_run(page, url: str, token: str, name: str, panels: int) -> str:
                 raise
     shown = ("(root) => [(" + PANELS_JS + ")(root).length, [...document.querySelectorAll(root + ' img')]"
              ".every(i => i.complete && i.naturalWidth), document.querySelector('.jp-Dialog')?.innerText || '']")
-    deadline = time.monotonic() + 4 * START_TIMEOUT
+    deadline = time.monotonic() + 4 * timeout
     while True:  # polled from here: the page may be busy for a while, and a dialog (a dead kernel) ends the wait
         count, loaded, dialog = page.evaluate(shown, root)
         if count >= panels and loaded or dialog:
             break
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{count} of {panels} panels shown after {4 * START_TIMEOUT} s")
+            raise TimeoutError(f"{count} of {panels} panels shown after {4 * timeout:.0f} s")
         time.sleep(0.5)
     if dialog:
         raise RuntimeError(f"JupyterLab shows a dialog: {dialog[:500]}")
-    page.wait_for_selector(f"{root} .jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=START_TIMEOUT * 1000)
+    page.wait_for_selector(f"{root} .jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=timeout * 1000)
     errors = page.evaluate("(root) => [...document.querySelectorAll(root + ' .jp-OutputArea-output')]"
                            ".map(o => o.innerText || '').filter(t => t.includes('Traceback'))", root)
     if errors:
         raise RuntimeError("a panel failed to build:\n" + errors[0][:3000])
     return root
+
+
+def one_kernel(url: str, token: str, timeout: float, settle: float = 1.0) -> None:
+    """Waits until JupyterLab has one session and one kernel, the same for ``settle`` s: a notebook opened the moment
+    the page is up can have its first kernel replaced (its websocket refused), and cells run on that one never
+    return (tests/test_browser.py waits the same way)."""
+    import urllib.error
+
+    import browser_support as bs
+
+    deadline, last, since = time.monotonic() + timeout, None, time.monotonic()
+    while True:
+        try:
+            sessions = bs.http_json(f"{url}/api/sessions", token=token) or []
+            kernels = bs.http_json(f"{url}/api/kernels", token=token) or []
+        except urllib.error.HTTPError as err:  # jupyter_server answers 500 while a kernel is half started
+            if err.code < 500 or time.monotonic() > deadline:
+                raise
+            sessions = kernels = None
+        now = None if sessions is None else ([s["kernel"]["id"] for s in sessions], [k["id"] for k in kernels])
+        if now != last:
+            last, since = now, time.monotonic()
+        if now is not None and len(now[1]) == 1 and now[0] == now[1] and time.monotonic() - since >= settle:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"JupyterLab did not settle on one kernel in {timeout:.0f} s: sessions' kernels and "
+                               f"kernels {now}")
+        time.sleep(0.2)
 
 
 def press(page, root: str, panel: int, slider: int, key: str, timeout_ms: float = 3000) -> float | None:
@@ -275,9 +305,12 @@ def busy_check(page, root: str, panel: int) -> dict:
                 final=round(float(page.evaluate(SLIDERS_JS, [root, panel])[0]["now"])))
 
 
-def measure(chromium: str, base: Path, widgets: list[str], presses: int) -> tuple[list[dict], dict]:
+def measure(chromium: str, base: Path, widgets: list[str], presses: int,
+            timeout: float = START_TIMEOUT) -> tuple[list[dict], dict]:
     """In JupyterLab served from a folder under ``base``: every slider of the panels ``widgets`` pressed ``presses``
-    times (:func:`measure_sliders`' rows), then the busy check (:func:`busy_check`'s)."""
+    times (:func:`measure_sliders`' rows), then the busy check (:func:`busy_check`'s). ``timeout``: seconds for
+    JupyterLab to start, the page to load, the notebook to open (and four times that for the panels to be built).
+    A failure says what JupyterLab logged last."""
     import browser_support as bs
 
     folder, records = base / "notebooks", base / "records"
@@ -288,10 +321,13 @@ def measure(chromium: str, base: Path, widgets: list[str], presses: int) -> tupl
     name = write_notebook(folder, widgets, records).name
     with bs.launched_chromium(chromium) as browser:  # which checks that nothing it saw start outlives it
         begin = time.perf_counter()
-        server, url, token = start_lab(folder, base / "lab")
+        server, url, token = start_lab(folder, base / "lab", timeout)
         try:
             page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
-            root = open_and_run(page, url, token, name, len(widgets) + 1)
+            try:
+                root = open_and_run(page, url, token, name, len(widgets) + 1, timeout)
+            except Exception as err:
+                raise RuntimeError(f"{err}\nJupyterLab's log ends:\n{server.log_tail(30)}") from err
             print(f"JupyterLab up and every panel built in {time.perf_counter() - begin:.1f} s", flush=True)
             rows = measure_sliders(page, root, widgets, presses)
             busy = busy_check(page, root, len(widgets))

@@ -104,6 +104,7 @@ def test_summary_widget_moves_change_the_image_and_refuse_a_step_past_the_run(ru
 
 # --- every slider: a callback still busy when newer values arrive draws only the newest ---
 
+@pytest.mark.timeout(360)
 def test_a_busy_slider_draws_only_the_newest_value_in_jupyterlab(tmp_path):
     """A slider pressed ten times while its callback takes 300 ms a move draws, each time the callback is free, the
     newest value, and last the one it ended on: JupyterLab's widgets front end holds a control's newer values while
@@ -121,5 +122,5 @@ def test_a_busy_slider_draws_only_the_newest_value_in_jupyterlab(tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     import bench_browser_sliders as bench
 
-    _, busy = bench.measure(chromium, tmp_path, [], 0)
+    _, busy = bench.measure(chromium, tmp_path, [], 0, timeout=60)
     assert busy["drawn"][0] == 0 and bench.only_the_newest(busy), busy
