@@ -16,7 +16,8 @@ What it does:
    end) ``--presses`` times, one press after the picture of the one before is shown: the time from the keydown event
    to the panel's <img> showing the new PNG (its src changed, the image decoded, and two animation frames later:
    painted), measured in the page with ``performance.now()``. A press whose picture does not change within 3 s
-   counts as "unchanged", is left out of the times, and turns the presses the other way;
+   counts as "unchanged", is left out of the times, and turns the presses the other way until the picture changes;
+   after each slider the panel's controls go back to where they started;
 4. presses the busy panel's slider 10 times as fast as the keyboard goes, and reads from its status line which values
    its callback drew: the widgets' front end holds a control's newer values while the kernel is busy and sends only
    the newest when it is idle, so each time the callback is free it draws the newest value, and the last it draws is
@@ -59,11 +60,11 @@ import warnings
 warnings.simplefilter("ignore")
 RECORDS = {records!r}
 MOVES = 0
-PANELS = {{}}
+PANELS, START = {{}}, {{}}
 
 def _measure(name, sf, moves, **kwargs):
     """What bench_widgets.py's cells call: here the panel is shown, not moved."""
-    PANELS[name] = sf
+    PANELS[name], START[name] = sf, dict(sf.values)
     display(sf)
 '''
 
@@ -259,7 +260,7 @@ def measure_sliders(page, root: str, widgets: list[str], presses: int) -> list[d
             has=page.locator("img")).nth(panel).scroll_into_view_if_needed()
         sliders = page.evaluate(SLIDERS_JS, [root, panel])
         for slider, info in enumerate(sliders):
-            times, unchanged = [], 0
+            times, unchanged, turned = [], 0, False
             direction = "ArrowRight"
             for _ in range(presses):
                 state = page.evaluate(SLIDERS_JS, [root, panel])[slider]
@@ -268,16 +269,30 @@ def measure_sliders(page, root: str, widgets: list[str], presses: int) -> list[d
                 elif direction == "ArrowLeft" and state["now"] == state["min"]:
                     direction = "ArrowRight"
                 ms = press(page, root, panel, slider, direction)
-                if ms is None:  # a value the picture does not show (b past what a record holds): the other way
-                    unchanged += 1
-                    direction = "ArrowLeft" if direction == "ArrowRight" else "ArrowRight"
+                if ms is None:  # a value the picture does not show (b past what a record holds): the other way,
+                    unchanged += 1  # and on that way until the picture changes
+                    if not turned:
+                        direction, turned = ("ArrowLeft" if direction == "ArrowRight" else "ArrowRight"), True
                 else:
+                    turned = False
                     times.append(ms)
                 page.wait_for_timeout(150)  # the kernel idle again, and the page
             rows.append(dict(widget=widget, control=info["label"] or f"slider {slider + 1}", ms=times,
                              unchanged=unchanged))
+            # every slider of a panel starts where the panel did: one moved before can leave another's presses
+            # showing nothing new (b past what k groups of the record hold)
+            in_kernel(page, f"PANELS[{widget!r}].set(**START[{widget!r}])")
+            page.wait_for_timeout(300)
             print(f"  {widget} {rows[-1]['control']}: {len(times)} presses measured", flush=True)
     return rows
+
+
+def in_kernel(page, code: str) -> None:
+    """Run ``code`` in the open notebook's kernel, silently, as JupyterLab's own requests do."""
+    page.evaluate("""async (code) => {
+      const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+      await kernel.requestExecute({code, silent: true, store_history: false}).done;
+    }""", code)
 
 
 def busy_check(page, root: str, panel: int) -> dict:
@@ -360,7 +375,7 @@ def summary(widget: str, control: str, ms: list[float], unchanged: int) -> str:
 def main(argv=None) -> int:
     argv = keep_if_asked(__file__, argv)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--presses", type=int, default=6, help="key presses per slider (default 6)")
+    parser.add_argument("--presses", type=int, default=8, help="key presses per slider (default 8)")
     parser.add_argument("--only", nargs="+", choices=WIDGETS, default=list(WIDGETS), help="panels to measure")
     parser.add_argument("--keep", action="store_true", help="append what this run prints to benchmarks/HISTORY.md")
     args = parser.parse_args(argv)
