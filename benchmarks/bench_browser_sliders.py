@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_browser_sliders.py            # 2 to 5 min on 2 cores, by load
     .venv/bin/python benchmarks/bench_browser_sliders.py --presses 4 --only eta_widget costs_widget
-    .venv/bin/python benchmarks/bench_browser_sliders.py --keep     # and append what it printed to benchmarks/HISTORY.md
+    .venv/bin/python benchmarks/bench_browser_sliders.py --keep     # and append its figures to benchmarks/HISTORY.md
 
 What it does:
 
@@ -123,7 +123,8 @@ SLIDERS_JS = """([root, panel]) => [...(%s)(root)[panel].querySelectorAll('.widg
   max: s.querySelector('.noUi-handle').getAttribute('aria-valuemax'),
   min: s.querySelector('.noUi-handle').getAttribute('aria-valuemin')}))""" % PANELS_JS
 
-STATUS_JS = """([root, panel]) => ((%s)(root)[panel].querySelector('.widget-html')?.textContent || '').trim()""" % PANELS_JS
+STATUS_JS = """([root, panel]) =>
+  ((%s)(root)[panel].querySelector('.widget-html')?.textContent || '').trim()""" % PANELS_JS
 
 
 def write_notebook(folder: Path, widgets: list[str], records: Path) -> Path:
@@ -184,7 +185,8 @@ def open_and_run(page, url: str, token: str, name: str, panels: int, timeout: fl
     root = f".jp-NotebookPanel[id='{widget}']"
     one_kernel(url, token, timeout)
     page.wait_for_selector(f"{root} .jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=timeout * 1000)
-    started = "(root) => [...document.querySelectorAll(root + ' .jp-InputPrompt')].some(p => /[*0-9]/.test(p.textContent))"
+    started = ("(root) => [...document.querySelectorAll(root + ' .jp-InputPrompt')]"
+               ".some(p => /[*0-9]/.test(p.textContent))")
     for attempt in range(5):  # a Run All asked for the moment the kernel reads idle can come to nothing: ask again
         page.evaluate("(id) => { window.jupyterapp.commands.execute('notebook:run-all-cells', {widgetId: id}); }",
                       widget)
@@ -283,7 +285,7 @@ def measure_sliders(page, root: str, widgets: list[str], presses: int) -> list[d
             # showing nothing new (b past what k groups of the record hold)
             in_kernel(page, f"PANELS[{widget!r}].set(**START[{widget!r}])")
             page.wait_for_timeout(300)
-            print(f"  {widget} {rows[-1]['control']}: {len(times)} presses measured", flush=True)
+            print(f"  {widget} {rows[-1]['control']}: {len(times)} presses measured", file=sys.stderr, flush=True)
     return rows
 
 
