@@ -92,7 +92,7 @@ class TimelineBars:
     one end-of-bar text per row, first row on top. The x axis is in ``self.unit``; :meth:`show`
     keeps it unless told another unit. With ``snap_labels``, :meth:`show` starts each label on the
     whole pixel nearest its bar's end (at most half a pixel off), so a figure redrawn many times, as a
-    slider's is, renders the labels' glyphs at the same offsets within a pixel each time and can reuse them.
+    slider's is, puts each label at the same place for the same bar each time, and the slider can reuse the text it drew there
     """
 
     def __init__(self, ax, rows, *, fontsize: float = 11, title: str | None = None, note: str | None = None,
