@@ -82,13 +82,13 @@ class Busy:
         self.label = self.fig.text(0.5, 0.5, "", ha="center", va="center", fontsize=14)
         animate(self.label)
         self.drawn = []
-        self.caption = ""
+        self.status_line = ""
 
     def update(self, n):
         time.sleep({BUSY_SLEEP_S})
         self.drawn.append(n)
         self.label.set_text(f"n = {{n}}")
-        self.caption = "drawn: " + " ".join(map(str, self.drawn))
+        self.status_line = "drawn: " + " ".join(map(str, self.drawn))
 
 SliderFigure(Busy(), {{"n": widgets.IntSlider(0, min=0, max=50, description="n")}})
 '''

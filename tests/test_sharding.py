@@ -399,14 +399,14 @@ def test_chapter_exercises_accept_the_reference_and_name_typical_mistakes():
 def test_slider_panel_moves_in_place_and_says_where_the_model_fits():
     from dpviz.topics.sharding.widget import sharding_widget
     sf = sharding_widget()
-    assert "ZeRO-3" not in sf.view.caption and "does not fit" in sf.view.caption  # 7.5 B, mixed, plain: 120 GB > 80
+    assert "ZeRO-3" not in sf.view.status_line and "does not fit" in sf.view.status_line  # 7.5 B, mixed, plain: 120 GB > 80
     lines = list(sf.view.lines.values())
     sf.set(zero_stage=3)
-    assert sf.view.lines[3] is lines[3] and "fits a 80 GB device" in sf.view.caption
-    assert "1.5× plain DP's" in sf.view.caption
+    assert sf.view.lines[3] is lines[3] and "fits a 80 GB device" in sf.view.status_line
+    assert "1.5× plain DP's" in sf.view.status_line
     assert np.isclose(sf.view.ring.get_ydata()[0], 1.875)       # the ZeRO paper's 1.9 GB at k = 64
     assert np.isclose(sf.view.bars[3].get_height(), 3 * 63 / 64)  # three ring passes, in units of M
     sf.set(k=1)
-    assert "nothing at k = 1" in sf.view.caption
+    assert "nothing at k = 1" in sf.view.status_line
     with pytest.raises(ValueError, match="k, zero_stage"):
         sharding_widget(k=3)

@@ -345,7 +345,7 @@ def test_published_record_round_trip_and_refusals(tmp_path, published):
 
 def test_check_rows_names_a_busbw_that_does_not_follow():
     with pytest.raises(ValueError, match="busbw"):
-        check_rows([8], [134217728], [1818.8e-6], [73.80e9], [100.0e9], where="a test")
+        check_rows([8], [134217728], [1818.8e-6], [73.80e9], [100.0e9], source="a test")
 
 
 # --- the chapter ------------------------------------------------------------------------------------------------

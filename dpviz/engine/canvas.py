@@ -159,13 +159,13 @@ class FixedLayer:
             if artist.get_visible():
                 artist.draw(renderer)
         layer = np.asarray(renderer.buffer_rgba())
-        self._where = np.nonzero(layer[..., 3])  # the pixels the artists cover: rows, columns
-        colour = layer[self._where].astype(np.float32)
+        self._covered = np.nonzero(layer[..., 3])  # the pixels the artists cover: rows, columns
+        colour = layer[self._covered].astype(np.float32)
         alpha = colour[:, 3:] / 255
         self._over = colour[:, :3] * alpha + 0.5  # premultiplied, plus a half for rounding down
         self._under = 1 - alpha
 
     def blend(self, frame: np.ndarray) -> None:
         """Draw the artists over ``frame`` (height, width, 4 uint8, opaque), in place."""
-        under = frame[self._where][:, :3]
-        frame[self._where + (slice(0, 3),)] = (under * self._under + self._over).astype(np.uint8)
+        under = frame[self._covered][:, :3]
+        frame[self._covered + (slice(0, 3),)] = (under * self._under + self._over).astype(np.uint8)

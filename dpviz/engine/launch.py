@@ -240,7 +240,7 @@ def _launch_once(payload, k, backend, threads, stall_timeout, start_timeout, dea
     # The process group's own timeout only has to outlast the launcher's checks, which name the culprit.
     group_timeout = max(start_timeout, stall_timeout) + stall_timeout + 30.0
     # A rank forked from the fork server has the server's environment, not ours: send ours.
-    where = dict(os.environ)
+    env = dict(os.environ)
     _run_started()
     with _ReapOnSigterm():
         try:
@@ -249,7 +249,7 @@ def _launch_once(payload, k, backend, threads, stall_timeout, start_timeout, dea
             for rank in range(k):
                 p = ctx.Process(
                     target=_rank_entry,
-                    args=(os.getpid(), rank, k, backend, store, threads, group_timeout, outdir, state, payload, where),
+                    args=(os.getpid(), rank, k, backend, store, threads, group_timeout, outdir, state, payload, env),
                     name=f"dpviz-rank-{rank}",
                     daemon=True,
                 )

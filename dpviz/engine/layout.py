@@ -9,7 +9,7 @@ backend, host, date) is its caption, printed under it as one plain line::
 
 It also carries ``alt``: what the picture shows and the numbers that matter, in a sentence or two, for a reader
 who cannot see it. Each ``figure_*`` function writes it from the data it drew (``caption(fig, parts, alt=...)``);
-a figure given none gets :func:`describe`'s, read off its Axes (titles, axis labels and ranges, legend entries).
+a figure given none gets :func:`alt_text`'s, read off its Axes (titles, axis labels and ranges, legend entries).
 
 A chapter cell whose last expression is such a figure shows the PNG (with ``alt`` beside it: an ``<img alt>`` in
 the output's text/html, and in the image's output metadata, where the book finds it), then the caption as a text
@@ -34,7 +34,7 @@ class CaptionedFigure(Figure):
     """A Figure with a ``caption``: one line, a plain sentence saying which runs made it and what is modeled."""
 
     caption: str = ""
-    alt: str = ""  # what the picture shows, in words, for a screen reader; describe(self) where none was given
+    alt: str = ""  # what the picture shows, in words, for a screen reader; alt_text(self) where none was given
 
     def _ipython_display_(self):
         """In a notebook: the PNG the inline backend would show (100 dpi, cropped tight), with its alt text, then the
@@ -48,7 +48,7 @@ class CaptionedFigure(Figure):
 
         if type(self.canvas) is FigureCanvasBase:  # not yet given a canvas of its own
             FigureCanvasAgg(self)
-        alt = self.alt or describe(self)
+        alt = self.alt or alt_text(self)
         png = base64.b64encode(print_figure(self, "png", bbox_inches="tight")).decode("ascii")
         tag = f'<img src="data:image/png;base64,{png}" alt="{html.escape(alt, quote=True)}"/>'
         display({"image/png": png, "text/html": tag, "text/plain": alt},
@@ -84,13 +84,13 @@ def sentences(parts) -> str:
 
 def caption(fig: CaptionedFigure, parts, *, alt=None) -> CaptionedFigure:
     """Give ``fig`` its caption: ``parts`` (words, or a list of them) as one line (see :func:`sentence`); and its alt
-    text: ``alt`` (words, or a list of them, the same way) or, without one, :func:`describe`'s."""
+    text: ``alt`` (words, or a list of them, the same way) or, without one, :func:`alt_text`'s."""
     fig.caption = sentence(parts)
-    fig.alt = sentences(alt) if alt else describe(fig)
+    fig.alt = sentences(alt) if alt else alt_text(fig)
     return fig
 
 
-def describe(fig: Figure) -> str:
+def alt_text(fig: Figure) -> str:
     """Alt text read off ``fig``'s Axes: the suptitle, then per panel its title, what is drawn (lines, bars, points,
     arrows), its axes with their labels and ranges, and its legend's entries. A default for a figure no one
     described; a ``figure_*`` function says more, from its records."""

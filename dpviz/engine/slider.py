@@ -16,7 +16,7 @@ it: matplotlib's blitting, with its public calls alone (``canvas.copy_from_bbox`
 ``Figure.draw_artist``), as in matplotlib's blitting tutorial. When the non-animated part depends on a
 control (k boxes out of a pool of eight, say), ``update`` returns a *layout key* naming it; a SliderFigure
 keeps one background per key, drawn once, ahead of time for the layouts the figure lists in its optional
-``layouts()``. ``update`` returns None when the background is unchanged. An optional ``caption``
+``layouts()``. ``update`` returns None when the background is unchanged. An optional ``status_line``
 attribute (HTML) becomes the status line above the figure after each move. Artists that never change but are drawn
 above ones that do (a measured point over a moving curve) are listed by the figure's optional ``fixed_artists()``:
 they are drawn once per layout into a transparent layer, which each move blends in at their place in the drawing
@@ -56,7 +56,7 @@ from matplotlib.path import Path
 from matplotlib.text import Text
 
 from dpviz.engine.canvas import FixedLayer, TextLayers, png_bytes
-from dpviz.engine.layout import describe, sentences
+from dpviz.engine.layout import alt_text, sentences
 
 DPI = 80  # pixels per inch of the PNG sent to the browser; small enough to redraw fast
 # What a room can read, and what a laptop's screen holds. JupyterLab 4 at 1366×768, file browser open, gives an
@@ -227,10 +227,10 @@ class SliderFigure:
         start = time.perf_counter()
         try:
             self._use_background(self._update(self.values))
-            caption = getattr(self.view, "caption", None)
-            if caption is not None:
-                self._words = caption
-                self.status.value = _status_html(caption)
+            line = getattr(self.view, "status_line", None)
+            if line is not None:
+                self._words = line
+                self.status.value = _status_html(line)
             values = self.values
             for name, (words, label) in self._readouts.items():
                 label.value = words(values[name])
@@ -261,7 +261,7 @@ class SliderFigure:
         bundle["image/png"] = base64.b64encode(self.image.value).decode()  # the static view for pages that cannot run widgets
         # the book shows that PNG with this alt (myst-nb reads it from the output's metadata)
         alt = sentences([f"Interactive figure with controls {', '.join(self.controls)}, as saved", self._words,
-                         describe(self.fig)]) if self._words else describe(self.fig)
+                         alt_text(self.fig)]) if self._words else alt_text(self.fig)
         return bundle, {"image/png": {"alt": re.sub(r"<[^>]+>", "", alt)}}
 
 

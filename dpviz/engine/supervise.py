@@ -234,21 +234,21 @@ def _stall_message(named, steps, phases, seconds, procs=None) -> str:
     step = steps[named[0]]
     stopped = procs is not None and all((_proc_stat(procs[r].pid) or ("", 0))[0] in "Tt" for r in named)
     if stopped:
-        where = f"stopped by a signal (SIGSTOP or a debugger) after step {step}" if step >= 0 else \
+        state = f"stopped by a signal (SIGSTOP or a debugger) after step {step}" if step >= 0 else \
             "stopped by a signal (SIGSTOP or a debugger) before its first step"
     elif phases[named[0]] < _JOINED:
-        where = "stuck starting up (never joined the process group)"
+        state = "stuck starting up (never joined the process group)"
     elif step < 0:
-        where = "stuck before its first step" if len(named) == 1 else "stuck before their first step"
+        state = "stuck before its first step" if len(named) == 1 else "stuck before their first step"
     else:
-        where = f"stuck after step {step}"
-    return f"{_ranks_words(named)} stalled: no progress for {seconds:g} s, {where}{_others(named, steps)}."
+        state = f"stuck after step {step}"
+    return f"{_ranks_words(named)} stalled: no progress for {seconds:g} s, {state}{_others(named, steps)}."
 
 
 def _deadline_message(named, steps, deadline) -> str:
     step = steps[named[0]]
-    where = "having reported no step" if step < 0 else f"last at step {step}"
-    return f"{_ranks_words(named)} still running at the deadline of {deadline:g} s, {where}{_others(named, steps)}."
+    state = "having reported no step" if step < 0 else f"last at step {step}"
+    return f"{_ranks_words(named)} still running at the deadline of {deadline:g} s, {state}{_others(named, steps)}."
 
 
 def _others(named, steps) -> str:

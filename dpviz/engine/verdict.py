@@ -64,18 +64,18 @@ def raised(name: str, error: BaseException | str, call: str = "") -> Verdict:
         hint = " (an interrupt, or a raise of it): run the cell again, or look for what raises it"
     if isinstance(error, BaseException):
         error = guard.error_words(error)
-    where = f" when called as {call}" if call else ""
-    return Verdict(f"{name} raised {error}{where}{hint}.", FAILED)
+    when = f" when called as {call}" if call else ""
+    return Verdict(f"{name} raised {error}{when}{hint}.", FAILED)
 
 
-def cut_short(name: str, outcome: guard.Outcome, call: str = "", *, where: str = "",
+def cut_short(name: str, outcome: guard.Outcome, call: str = "", *, on: str = "",
               limit: str = "") -> Verdict | None:
     """The answer when a call ran out of time, called os._exit or started a process; None when it did none of these.
 
-    ``call`` is how the call reads (``f(1, 2)``), ``where`` in which process (``" on rank 0"``), ``limit``
+    ``call`` is how the call reads (``f(1, 2)``), ``on`` in which process (``" on rank 0"``), ``limit``
     how the time limit reads (default: this check's :data:`~dpviz.engine.sandbox.TIME_LIMIT` for all its calls).
     """
-    when = (f" when called as {call}" if call else "") + where
+    when = (f" when called as {call}" if call else "") + on
     if outcome.timed_out:
         limit = limit or f"this check's {guard.TIME_LIMIT:g} s for all its calls"
         return Verdict(f"{name} was still running{when} after {limit}: look for a loop that never ends.", FAILED)
@@ -92,9 +92,9 @@ def cut_short(name: str, outcome: guard.Outcome, call: str = "", *, where: str =
     return None
 
 
-def prints_note(printed: int, shown: int, where: str = "") -> str:
+def prints_note(printed: int, shown: int, on: str = "") -> str:
     """The sentence added to a verdict when the function printed more than the checker shows."""
-    return f" It printed {printed:,} characters{where}; only the first {shown:,} are shown."
+    return f" It printed {printed:,} characters{on}; only the first {shown:,} are shown."
 
 
 def require_function(checker: str, fn) -> str:
@@ -192,8 +192,8 @@ def first_mismatch(got, expected, rtol: float = RTOL):
     scale = max(float(np.max(np.abs(expected))) if expected.size else 0.0, 1e-12)
     with np.errstate(invalid="ignore"):
         bad = ~(np.abs(got - expected) <= rtol * scale + 1e-12)
-    where = np.argwhere(bad)
-    return None if len(where) == 0 else tuple(int(i) for i in where[0])
+    found = np.argwhere(bad)
+    return None if len(found) == 0 else tuple(int(i) for i in found[0])
 
 
 def ratio(got, expected) -> float | None:
@@ -216,10 +216,10 @@ def shape_words(shape) -> str:
 class Case:
     """One call of the reader's function: its arguments, the real answer, and how a sentence names the case."""
 
-    def __init__(self, args: tuple, expected, where: str):
+    def __init__(self, args: tuple, expected, label: str):
         self.args = args
         self.expected = np.asarray(expected, dtype=float)
-        self.where = where.rstrip(",")  # e.g. "at step 2 of the descent path with η = 0.1"
+        self.label = label.rstrip(",")  # e.g. "at step 2 of the descent path with η = 0.1"
 
 
 def run_cases(name: str, fn, cases, *, success: str, mistakes=(), returns: str = "") -> Verdict:
@@ -253,7 +253,7 @@ def _first_wrong(name, fn, cases, mistakes, returns, limit) -> Verdict | None:
         got = outcome.value
         array = as_array(got)
         if array is None or array.dtype == object:
-            return failed(name, f"{case.where}, it returned {guard.short_repr(got)}",
+            return failed(name, f"{case.label}, it returned {guard.short_repr(got)}",
                           f"It must return {returns}." if returns else "")
         expected = case.expected
         if expected.ndim == 0 and array.size == 1:
@@ -262,21 +262,21 @@ def _first_wrong(name, fn, cases, mistakes, returns, limit) -> Verdict | None:
             continue
         hint = _recognise(array, case.args, mistakes)
         if array.shape != expected.shape:
-            what = f"{case.where}, it returned {array.size:,} number{'s' if array.size != 1 else ''} of shape " \
+            what = f"{case.label}, it returned {array.size:,} number{'s' if array.size != 1 else ''} of shape " \
                    f"{shape_words(array.shape)}; expected shape {shape_words(expected.shape)}"
             return failed(name, what, hint or (f"It must return {returns}." if returns else ""))
         if not np.all(np.isfinite(array)) and np.all(np.isfinite(expected)):
             hint = hint or ("NaN comes from 0/0, inf − inf or a NaN among the inputs; inf from a division by 0 "
                             "or an overflow.")
         if expected.ndim == 0:
-            what = f"{case.where}, it gives {num(array)}, expected {num(expected)}{_off_by(array, expected)}"
+            what = f"{case.label}, it gives {num(array)}, expected {num(expected)}{_off_by(array, expected)}"
         elif expected.size <= 4:
-            where = first_mismatch(array, expected)
-            what = (f"{case.where}, it gives {vec(array)}, expected {vec(expected)} "
-                    f"(element {index_words(where)} is the first that differs)")
+            first = first_mismatch(array, expected)
+            what = (f"{case.label}, it gives {vec(array)}, expected {vec(expected)} "
+                    f"(element {index_words(first)} is the first that differs)")
         else:
-            where = first_mismatch(array, expected)
-            what = f"{case.where}, element {index_words(where)} is {num(array[where])}, expected {num(expected[where])}"
+            first = first_mismatch(array, expected)
+            what = f"{case.label}, element {index_words(first)} is {num(array[first])}, expected {num(expected[first])}"
         return failed(name, what, hint)
     return None
 

@@ -48,14 +48,14 @@ SLOW_LINK_CASES = ((8, 4, 1.28e5), (8, 2, 6.4e4), (16, 8, 5.12e5), (4, 2, 3.2e4)
 BUBBLE_CASES = ((4, 8), (2, 1), (8, 32), (3, 4), (1, 4))  # (p stages, m micro-batches)
 
 
-def _comm_where(k, M, alpha, beta) -> str:
+def _comm_label(k, M, alpha, beta) -> str:
     return f"at k = {k}, M = {M:g} bytes, α = {alpha:g} s, β = {beta:g} bytes/s"
 
 
 def check_t_comm_ring(t_comm_ring) -> v.Verdict:
     """The speedup model: ``t_comm_ring(k, M, alpha, beta)``, seconds for a ring all-reduce; against the cost model."""
     name = v.require_function("check_t_comm_ring", t_comm_ring)
-    cases = [v.Case(c, costmodel.t_comm_ring(*c), _comm_where(*c)) for c in COMM_CASES]
+    cases = [v.Case(c, costmodel.t_comm_ring(*c), _comm_label(*c)) for c in COMM_CASES]
     mistakes = [
         (costmodel.t_comm_notes, "That is the notes' formula, which prices a reduce-scatter alone, half of an "
                                  "all-reduce: the ring then all-gathers, 2(k−1) steps in all."),

@@ -139,8 +139,8 @@ def _check_one(exercise, checker, fn, k, stall_timeout) -> v.Verdict:
 
 def _hang(exercise, name, k, stuck_at, seconds) -> v.Verdict:
     if exercise == "reduce_scatter_step":
-        where = "the ranks got stuck" + (f" in step {stuck_at}" if stuck_at is not None else "")
-        return v.failed(name, f"{where} (no progress for {seconds:g} s): a send or a receive found no partner",
+        what = "the ranks got stuck" + (f" in step {stuck_at}" if stuck_at is not None else "")
+        return v.failed(name, f"{what} (no progress for {seconds:g} s): a send or a receive found no partner",
                         "Each step every rank sends one chunk to right = (rank + 1) % world_size "
                         "and receives one from left = (rank - 1) % world_size.")
     return v.failed(name, f"the ranks got stuck inside {name} (no progress for {seconds:g} s): a collective that not "
@@ -159,17 +159,17 @@ def _rank_died(name, error) -> v.Verdict:
 
 def _stopped(name, res, rank) -> v.Verdict | None:
     """The verdict when the rank's guard stopped the function or it started processes, else None."""
-    where = f" on rank {rank}"
+    on = f" on rank {rank}"
     if "step" in res:
-        where += f", in step {res['step']}" + (" (the first)" if res["step"] == 0 else "")
+        on += f", in step {res['step']}" + (" (the first)" if res["step"] == 0 else "")
     if res.get("destroyed"):
-        return v.failed(name, f"it called dist.destroy_process_group(){where}, which would end the ranks' process "
+        return v.failed(name, f"it called dist.destroy_process_group(){on}, which would end the ranks' process "
                         "group while the checker still needs it; the checker stopped it there",
                         "Leave the group to the code that started it.")
     outcome = guard.Outcome(timed_out="timed_out" in res, exit_code=res.get("exited"),
                             forks=res.get("forks", 0), children=res.get("children", 0))
     limit = f"the {res.get('timed_out', 0):g} s a rank gives one call"
-    return v.cut_short(name, outcome, where=where, limit=limit)
+    return v.cut_short(name, outcome, on=on, limit=limit)
 
 
 def _outcome(name, per_rank, call) -> v.Verdict | None:
@@ -181,8 +181,8 @@ def _outcome(name, per_rank, call) -> v.Verdict | None:
         if stopped:
             return stopped
         if res.get("error"):
-            where = call(rank, res)
-            text = f"{name} raised {res['error']} on rank {rank}" + (f" ({where})" if where else "")
+            context = call(rank, res)
+            text = f"{name} raised {res['error']} on rank {rank}" + (f" ({context})" if context else "")
             if res.get("kind") == "SystemExit":
                 text += ": sys.exit() or exit() raises it, and a function checked on ranks must return instead"
             elif res.get("kind") == "KeyboardInterrupt":
@@ -231,13 +231,13 @@ def judge_average_gradients(name, per_rank, k, *, source=None) -> v.Verdict:
             if got.shape != expected.shape:
                 return v.failed(name, f"on rank {rank}, gradient tensor {t} came back with shape {v.shape_words(got.shape)}; "
                                 f"expected {v.shape_words(expected.shape)}", "Average each tensor as it is, in place.")
-            where = v.first_mismatch(got, expected)
-            if where is None:
+            first = v.first_mismatch(got, expected)
+            if first is None:
                 continue
             hint = _not_in_place(res, k) or _average_hint(res, rank, t, k, rebinding(source))
-            return v.failed(name, f"on rank {rank}, element {v.index_words(where)} of gradient tensor {t} (shape "
-                            f"{v.shape_words(expected.shape)}) is {v.num(got[where])}, expected "
-                            f"{v.num(expected[where])}, the mean over the {k} ranks", hint)
+            return v.failed(name, f"on rank {rank}, element {v.index_words(first)} of gradient tensor {t} (shape "
+                            f"{v.shape_words(expected.shape)}) is {v.num(got[first])}, expected "
+                            f"{v.num(expected[first])}, the mean over the {k} ranks", hint)
     big_ok = all(v.close(e, b, rtol=1e-4) for res in per_rank for e, b in zip(res["expected"], res["big"]))
     if not big_ok:
         raise RuntimeError("dist.all_reduce / k differs from the big batch's gradient: the check itself is broken.")
@@ -351,10 +351,10 @@ def judge_reduce_scatter_step(name, per_rank, k, *, source=None) -> v.Verdict:
             if got.shape != expected[s, r].shape:
                 return v.failed(name, f"after step {s}, rank {r}'s chunks hold {got.size} numbers in all; "
                                 f"expected {n}", "Add what arrives into one chunk; keep every chunk's length.")
-            where = v.first_mismatch(got, expected[s, r])
-            if where is None:
+            first = v.first_mismatch(got, expected[s, r])
+            if first is None:
                 continue
-            i = where[0]
+            i = first[0]
             c = next(j for j, (lo, hi) in enumerate(bounds) if lo <= i < hi)
             prev = inputs if s == 0 else expected[s - 1]  # every rank's state before this step
             hint = _ring_hint(per_rank[r]["log"][s], got, prev, bounds, r, s, k, rebinding(source))
@@ -426,17 +426,17 @@ def judge_gather_columns(name, per_rank, k, *, source=None) -> v.Verdict:
                 hint = "That is the rank's own block: gather the other ranks' blocks with dist.all_gather."
             return v.failed(name, f"on rank {rank} it returned shape {v.shape_words(got.shape)}; expected "
                             f"{v.shape_words(expected.shape)}", hint)
-        where = v.first_mismatch(got, expected)
-        if where is None:
+        first = v.first_mismatch(got, expected)
+        if first is None:
             continue
         if all(v.close(got[:, j * cols:(j + 1) * cols], block_sum) for j in range(k)):
             return v.failed(name, f"on rank {rank}, every column block of Y is the sum of the {k} blocks", summed)
-        j = where[1] // cols
+        j = first[1] // cols
         owner = next((q for q in range(k) if v.close(got[:, j * cols:(j + 1) * cols], per_rank[q]["block"])), None)
         hint = (f"Columns {j * cols}–{(j + 1) * cols - 1} hold rank {owner}'s block; block j belongs to rank j, "
                 "so keep the blocks in rank order.") if owner is not None and owner != j else ""
-        return v.failed(name, f"on rank {rank}, Y[{where[0]}, {where[1]}] is {v.num(got[where])}, expected "
-                        f"{v.num(expected[where])}", hint)
+        return v.failed(name, f"on rank {rank}, Y[{first[0]}, {first[1]}] is {v.num(got[first])}, expected "
+                        f"{v.num(expected[first])}", hint)
     if not all(v.close(res["gathered"], res["full"]) for res in per_rank):
         raise RuntimeError("dist.all_gather of the blocks differs from X W: the check itself is broken.")
     return v.passed(name, f"on {k} real ranks every rank's Y equals what dist.all_gather assembles, which is the "

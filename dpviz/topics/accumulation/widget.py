@@ -52,7 +52,7 @@ class AccumulationFigure:
         # Each (k, m) has a background of its own, drawn with its labels and totals; only the bars are
         # redrawn over it on a move (text is the slow part of a draw).
         animate(*[bar for kinds in self.bars.bars for bar in kinds.values()])
-        self.caption = ""
+        self.status_line = ""
 
     def layouts(self) -> list[dict]:
         """Every (k, m) the sliders reach: each has its own time axis."""
@@ -73,7 +73,7 @@ class AccumulationFigure:
     def update(self, *, k: int, m: int):
         rows = self.rows(k, m)
         self.bars.show(rows)
-        self.caption = self._caption(k, m, rows)
+        self.status_line = self._caption(k, m, rows)
         return (k, m)
 
     def _caption(self, k: int, m: int, rows) -> str:

@@ -74,7 +74,7 @@ class RulesFigure:
         animate(*self.curves.changing_artists())
         # drawn over the cached background, which holds the legend: keep them out of its box, as under a drawn legend
         keep_off_legend(axes[1], self.curves.chosen[1], self.curves.plain[1], self.curves.blowup[1])
-        self.caption = ""
+        self.status_line = ""
         self._model = None
 
     def layouts(self) -> list[dict]:
@@ -94,7 +94,7 @@ class RulesFigure:
         row = grid.index(k=k, multiplier=m, warmup=warmup)
         plain = grid.index(k=k, multiplier=m, warmup=0) if warmup else None
         self.curves.show_run(grid, row, plain)
-        self.caption = self._caption(grid, row)
+        self.status_line = self._caption(grid, row)
         return model
 
     def _caption(self, grid, row: int) -> str:

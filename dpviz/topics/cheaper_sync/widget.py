@@ -40,7 +40,7 @@ class CheaperSyncFigure:
     def __init__(self, *, figsize=(11.5, 4.8), fontsize: float = 12):
         self.k = plan.PRICED_K
         self.groups = [g for g in range(1, self.k + 1) if self.k % g == 0]
-        self.caption = ""
+        self.status_line = ""
         self.fig = fig = Figure(figsize=figsize)
         FigureCanvasAgg(fig)
         self.ax = ax = fig.subplots()
@@ -86,7 +86,7 @@ class CheaperSyncFigure:
         best = max(rows[1:], key=lambda row: row["speedup"])
         self.headline.set_text(f"{link} between devices (two levels: NVLink inside groups of {g}): the ring gives "
                                f"S = {rows[0]['speedup']:.2f}, {method_label(best)} {best['speedup']:.2f}")
-        self.caption = (f"Modeled with the α-β ring model and the {link} preset; PowerSGD's bytes as torch's hook "
+        self.status_line = (f"Modeled with the α-β ring model and the {link} preset; PowerSGD's bytes as torch's hook "
                         "decides them, its extra compute left out; local SGD's S counts steps, not loss")
 
 

@@ -303,11 +303,11 @@ def speedup_curves(ks, *, t_compute: float, M: float, links=None, formula: str =
     return SpeedupCurves(ks, ks.astype(float), curves, t_compute, M, formula)
 
 
-def link_from_fit(fit: costmodel.Fit, *, name: str = "this machine, measured", where: str = "") -> Link:
+def link_from_fit(fit: costmodel.Fit, *, name: str = "this machine, measured", measured_on: str = "") -> Link:
     """A Link holding alpha, beta fitted to this machine's all-reduce times, to set beside the presets."""
     if not isinstance(fit, costmodel.Fit):
         raise TypeError(f"fit must be a costmodel.Fit (e.g. bench.fit('ring')); got {type(fit).__name__}.")
-    source = f"fitted ({fit.formula}) to measured all-reduce times" + (f" on {where}" if where else "")
+    source = f"fitted ({fit.formula}) to measured all-reduce times" + (f" on {measured_on}" if measured_on else "")
     return Link(name, alpha=fit.alpha, beta=fit.beta, source=source)
 
 

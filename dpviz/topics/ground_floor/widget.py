@@ -122,7 +122,7 @@ class SpeedupFigure:
             row.set_text(f"{kk:>3} {ss:6.2f} {ss / kk:5.0%}")
             row.set_color(RED if kk == k else INK)
         ceiling = f"; S can never pass T_compute/T_comm = {1 / ratio:.3g}" if ratio > 0 else "; free sync: S = k"
-        self.caption = (f"<b>k = {k}</b>, T_comm/T_compute = {ratio:g}: S = {here:.3g} ({MODELED_NOTE}), "
+        self.status_line = (f"<b>k = {k}</b>, T_comm/T_compute = {ratio:g}: S = {here:.3g} ({MODELED_NOTE}), "
                         f"efficiency S/k = {here / k:.0%}{ceiling}")
 
 
@@ -136,4 +136,4 @@ def speedup_widget(*, k: int = 4, ratio: float = 0.05, figsize=(11.5, 4.4)) -> S
         "ratio": widgets.SelectionSlider(options=list(RATIOS), value=ratio, description="T_comm / T_compute",
                                          continuous_update=True),
     }
-    return SliderFigure(figure, controls, title=figure.caption, repeat_frames=True)
+    return SliderFigure(figure, controls, title=figure.status_line, repeat_frames=True)

@@ -135,10 +135,10 @@ class PublishedAllReduce(Record):
 
     def check(self) -> str:
         """Assert that every row obeys nccl-tests' own arithmetic, to the rounding of the printed columns."""
-        return check_rows(self.k, self.M, self.time, self.algbw, self.busbw, where="the published record")
+        return check_rows(self.k, self.M, self.time, self.algbw, self.busbw, source="the published record")
 
 
-def check_rows(k, M, time, algbw, busbw, *, where: str) -> str:
+def check_rows(k, M, time, algbw, busbw, *, source: str) -> str:
     """Raise on the first row whose printed bandwidths do not follow from its size and time; one line if all do.
 
     nccl-tests prints algbw = M / time and busbw = algbw · 2(k−1)/k in GB/s (1e9 bytes) to two decimals,
@@ -155,7 +155,7 @@ def check_rows(k, M, time, algbw, busbw, *, where: str) -> str:
     for bad, name, got, want in ((bad_alg, "algbw", algbw, expect_alg), (bad_bus, "busbw", busbw, algbw * factor)):
         if bad.size:
             i = int(bad[0])
-            raise ValueError(f"{where}: row {i} (M = {int(M[i])} B) prints {name} {got[i]:.2f} GB/s, but its size and "
+            raise ValueError(f"{source}: row {i} (M = {int(M[i])} B) prints {name} {got[i]:.2f} GB/s, but its size and "
                              f"time give {want[i]:.3f} GB/s; check the row against its source.")
     return f"{len(M)} published rows: algbw = M / time and busbw = algbw·2(k−1)/k hold to the printed rounding"
 

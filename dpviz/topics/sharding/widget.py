@@ -94,7 +94,7 @@ class ShardingFigure:
         for side in ("top", "right"):
             bx.spines[side].set_visible(False)
         animate(*self.lines.values(), self.device, self.ring, *self.bars, *self.labels)
-        self.caption = ""
+        self.status_line = ""
 
     def update(self, *, k: int, zero_stage: int, n_params: int, precision: str, device_gb: float):
         for s, line in self.lines.items():
@@ -118,7 +118,7 @@ class ShardingFigure:
         sent = sent_bytes(n_params, k, zero_stage, precision)
         ratio = f"{sent / plain:g}× plain DP's" if plain else "nothing at k = 1"
         where = (f"fits from k = {first}" if first is not None else f"fits at no k up to {KS[-1]:,}")
-        self.caption = (
+        self.status_line = (
             f"<b>{STAGE_WORDS[zero_stage]}, k = {k}, {n_params / 1e9:g} B parameters, "
             f"{PRECISION_LABELS[precision]}</b>: {bytes_readout(held['total'])} per rank (θ "
             f"{bytes_readout(held['params'])}, g {bytes_readout(held['grads'])}, optimizer "

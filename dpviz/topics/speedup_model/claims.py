@@ -204,7 +204,7 @@ def against_the_model(runs, bench) -> list[str]:
     a point sits below it where the ranks shared cores."""
     measured = timing.measured_speedup(runs)
     workload = timing.measured_workload(runs)
-    here = timing.link_from_fit(bench.fit("ring"), name="this machine, fitted", where="")
+    here = timing.link_from_fit(bench.fit("ring"), name="this machine, fitted", measured_on="")
     curve = next(iter(timing.speedup_curves(measured.k, t_compute=workload.t_compute, M=workload.M,
                                             links=[here]).curves.values()))
     lines = []

@@ -60,7 +60,7 @@ def figure_s02_speedup(mlp: dict, bench: BenchRecord) -> Figure:
     workload = timing.measured_workload(mlp)
     curves = timing.speedup_curves(ks, t_compute=workload.t_compute, M=workload.M)
     here = timing.link_from_fit(bench.fit("ring"), name="this machine, fitted",
-                                where=f"{bench.meta.get('host')}, {bench.meta.get('cores')} cores")
+                                measured_on=f"{bench.meta.get('host')}, {bench.meta.get('cores')} cores")
     own = timing.speedup_curves(ks, t_compute=workload.t_compute, M=workload.M, links=[here])
     fig, ax = new_figure((6.6, 5.6))
     plot_speedup(curves, measured=timing.measured_speedup(mlp), measured_model=own, ax=ax, fontsize=10)

@@ -85,8 +85,8 @@ class CostsFigure:
             self.own = {formula: timing.speedup_curves(self.ks, t_compute=workload.t_compute, M=workload.M,
                                                        links=[link], formula=formula)
                         for formula, link in self.machine.items()}
-        self.caption = ""  # HTML for the status line above the figure
-        self._measured_caption = self._measured_words(workload)
+        self.status_line = ""  # HTML for the status line above the figure
+        self._measured_line = self._measured_words(workload)
         self._time = {}  # the time axis now: its end (s), unit and seconds per unit
         self._legend_box = (None, None)  # (dpi, the speedup legend's window extent at that dpi)
         self._links = (None, None)  # (T_compute, M, formula; the links' curves for them), as last worked out
@@ -208,8 +208,8 @@ class CostsFigure:
             link_words = f"preset {preset}:<br>{_html(self.link_for(preset, formula).source)}"
         else:
             link_words = f"your own settings (moved away from the preset {_html(preset)})"
-        self.caption = (f"Modeled for the sliders' workload, {formula} all-reduce; α, β: {link_words}"
-                        f"{self._measured_caption}")
+        self.status_line = (f"Modeled for the sliders' workload, {formula} all-reduce; α, β: {link_words}"
+                        f"{self._measured_line}")
 
     def _numbers(self, *, k, alpha, beta, M, t_compute, formula):
         """The rows of s01 (k = 1, 2, 4, 8 and yours) and the curves of s02 for these values.
@@ -349,8 +349,8 @@ def costs_widget(
     _check_measured(measured_bench, measured_runs)
     machine = {}
     if measured_bench is not None:
-        where = _where(measured_bench.meta)
-        machine = {name: timing.link_from_fit(fit, name=MACHINE, where=where)
+        measured_on = _machine_words(measured_bench.meta)
+        machine = {name: timing.link_from_fit(fit, name=MACHINE, measured_on=measured_on)
                    for name, fit in measured_bench.fits().items()}
     measured = workload = None
     if measured_runs is not None:
@@ -424,7 +424,7 @@ def _ratio(t_compute: float, t_comm: float) -> str:
     return "∞ (no sync cost)" if t_comm <= 0 else f"{t_compute / t_comm:.3g}"
 
 
-def _where(meta: dict) -> str:
+def _machine_words(meta: dict) -> str:
     return f"{meta.get('host', '?')}, {meta.get('cores', '?')} cores, {meta.get('backend', '?')}"
 
 

@@ -77,7 +77,7 @@ def _noisy(run) -> str:
 # --- where and how long a measured pipeline waited -------------------------------------------------------
 
 
-def _where(parts: np.ndarray) -> list[str]:
+def _idle_places(parts: np.ndarray) -> list[str]:
     """Per stage, where most of its wait was: between its passes, or before the first and after the last."""
     return [MIDDLE if between > before + after else EDGES for before, between, after in parts]
 
@@ -103,7 +103,7 @@ def where_stages_wait(run) -> list[str]:
     for s, row in enumerate(parts):
         lines.append(f"  stage {s}: " + ", ".join(f"{_ms(t)} {words}" for t, words in zip(row, pipeline_theory.WAIT_PARTS))
                      + ";")
-    measured, modeled = _where(parts), _where(_modeled(run).idle_parts())
+    measured, modeled = _idle_places(parts), _idle_places(_modeled(run).idle_parts())
     groups = [f"{_stages([s for s, w in enumerate(measured) if w == place])} mostly {place}"
               for place in (MIDDLE, EDGES) if place in measured]
     summary = _and(groups).replace(" mostly", " waited mostly", 1)
@@ -174,7 +174,7 @@ def idle_over_m(runs) -> list[str]:
 
 def _phrase(runs, stage: int) -> str:
     """Where a stage waited mostly, in each of ``runs``: one place, or one per schedule."""
-    places = [_where(r.idle_parts())[stage] for r in runs]
+    places = [_idle_places(r.idle_parts())[stage] for r in runs]
     if len(set(places)) == 1:
         return f"mostly {places[0]}"
     return "mostly " + " but ".join(f"{place} ({pipeline_theory.SCHEDULE_NAMES[r.schedule]})"

@@ -71,7 +71,7 @@ class PipelineFigure:
                      for p in self.ps}
         animate(*self.bars.changing_artists(), self.ring)
         self.shown_p = None
-        self.caption = ""
+        self.status_line = ""
 
     def layouts(self) -> list[dict]:
         """One background per p."""
@@ -106,7 +106,7 @@ class PipelineFigure:
         self.bars.show(run)
         idle = float(run.idle_fraction().mean())
         self.ring.set_data([m], [idle])
-        self.caption = (
+        self.status_line = (
             f"<b>p={p}, m={m}, {html.escape(theory.SCHEDULE_NAMES[schedule])}</b>: measured idle share "
             f"{idle:.2f} (mean over stages), modeled (p−1)/(m+p−1) = {run.bubble():.2f}; a stage held at most "
             f"{int(run.max_in_flight.max())} micro-batches' activations at once."

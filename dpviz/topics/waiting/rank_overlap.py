@@ -48,7 +48,7 @@ class _HookedSync:
 
     def __init__(self, params, buckets, world_size):
         self.params, self.buckets, self.world_size = params, buckets, world_size
-        self.where = {i: (b, sum(params[j].numel() for j in bucket[:bucket.index(i)]))
+        self.slot = {i: (b, sum(params[j].numel() for j in bucket[:bucket.index(i)]))
                       for b, bucket in enumerate(buckets) for i in bucket}
         self.in_place = all(len(bucket) == 1 for bucket in buckets)
         self.buffers = None if self.in_place else [torch.zeros(sum(params[j].numel() for j in bucket)) for bucket in buckets]
@@ -58,7 +58,7 @@ class _HookedSync:
     def _ready_hook(self, i):
         def hook(p):
             self.ready_at = self.timeline.now()
-            b, offset = self.where[i]
+            b, offset = self.slot[i]
             if not self.in_place:
                 self.buffers[b][offset:offset + p.numel()].copy_(p.grad.reshape(-1))
             self.missing[b] -= 1

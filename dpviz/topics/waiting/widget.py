@@ -82,7 +82,7 @@ class StragglerFigure:
         self.sweeps = _check_sweeps(sweeps)
         self.steps = check_int("steps", steps, low=1, high=20)
         slots = max(self.sweeps)
-        self.caption = ""
+        self.status_line = ""
         self._median_cache = {}  # k -> the medians of its record (_medians)
         self.fig = fig = Figure(figsize=figsize)
         FigureCanvasAgg(fig)
@@ -155,7 +155,7 @@ class StragglerFigure:
         self.note.set_text(f"k = {k} ranks on {sweep.meta['cores']} cores: they take turns on the CPU; the model does not"
                            if sweep.oversubscribed else "")
         headline = f"k = {k}, rank {slow_rank} sleeps d = {delay * 1e3:g} ms per step"
-        self.caption = (f"<b>{html.escape(headline)}</b>: the others waited {wait * 1e3:.1f} ms (median, measured), "
+        self.status_line = (f"<b>{html.escape(headline)}</b>: the others waited {wait * 1e3:.1f} ms (median, measured), "
                         f"{modeled_wait * 1e3:.1f} ms modeled. {html.escape(self.note.get_text())}<br>"
                         f"model: compute {medians['compute'] * 1e3:.2g} ms and all-reduce "
                         f"{medians['transfer'] * 1e3:.2g} ms, the run's medians, with the slow rank d late<br>"
