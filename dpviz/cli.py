@@ -2,7 +2,7 @@
 
     python -m dpviz record --k 4 --b 8 --steps 5 --out runs/k4     # a real run, checked and saved
     python -m dpviz bench --ks 2 4 --repeats 10 --out runs/bench   # all-reduce time over k and M, fitted
-    python -m dpviz figures                                        # fresh runs -> every figure in figures/
+    python -m dpviz figures                                        # fresh runs -> every figure in my_figures/
 
 Each prints what it verified and what it measured. A bad argument ends with one
 sentence naming it and exit status 2. A command imports the torch layer only when it
@@ -221,7 +221,8 @@ def _bench(args) -> None:
 # --- figures ---
 
 def _add_figures(p) -> None:
-    p.add_argument("--out", default="figures", help="folder for PNG, SVG and the manifest (default %(default)s)")
+    p.add_argument("--out", default="my_figures", help="folder for PNG, SVG, the manifest and records/ (default %(default)s; "
+                   "the chapters read my_figures/records instead of the shipped figures/records once it is there)")
     p.add_argument("--quick", action="store_true", help="fewer bench points and repeats (for tests)")
     p.add_argument("--from-records", metavar="FOLDER", help="draw again from records saved by an earlier run; record nothing")
     p.set_defaults(func=_figures)

@@ -1,6 +1,7 @@
 """Regenerate every figure of the notes from fresh runs on this machine (what ``./run`` does).
 
-    python -m dpviz figures            # figures/*.png, figures/*.svg, figures/manifest.json, figures/MANIFEST.md
+    python -m dpviz figures            # my_figures/*.png, *.svg, manifest.json, MANIFEST.md and records/
+    python -m dpviz figures --out figures   # the same into figures/: the shipped figures, for a maintainer to commit
 
 One pass downward: for each figure group of :data:`dpviz.course.GROUPS`, its plan (records layer) says
 which records it needs, the torch layer's recipe of the same name (:data:`dpviz.recipes.RECIPES`)
@@ -8,8 +9,12 @@ records them, the group draws each figure, and its claims are checked and printe
 run made each figure (k, b, backend, host, cores and date) and gives the caption a chapter prints under it.
 
 The plans are recorded one after another, with nothing else running, because most of them time their
-steps. Only then are the records saved into ``figures/records/`` and the figures drawn, both spread over
+steps. Only then are the records saved into ``<out>/records/`` and the figures drawn, both spread over
 one process per core: neither is timed, and compressing a record or drawing a figure uses one core.
+
+``./run`` writes into ``my_figures/``, beside the shipped ``figures/`` and never over them: the chapters then draw
+from this machine's records (:func:`dpviz.engine.paths.figure_records`), and the tests still read the shipped ones,
+so ``./run`` followed by ``./run test`` passes whatever this machine's load made the timings show.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from dpviz.course import GROUPS
 from dpviz.engine.schema import provenance
 
 
-def regenerate(out="figures", *, quick: bool = False, progress: bool = True, records=None) -> list[Path]:
+def regenerate(out="my_figures", *, quick: bool = False, progress: bool = True, records=None) -> list[Path]:
     """Record fresh runs, draw every figure to ``out`` as PNG and SVG, write the manifest; prints what it did.
 
     With ``records`` (a folder that an earlier call saved), nothing is recorded: the figures are

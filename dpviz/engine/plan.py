@@ -1,9 +1,9 @@
 """A figure plan: the records one chapter's published figures are drawn from, by stem, with their settings.
 
     from dpviz.topics.accumulation.records import FIGURE_PLAN
-    FIGURE_PLAN.stems                       # the record stems ./run saves in figures/records/
+    FIGURE_PLAN.stems                       # the record stems ./run saves in my_figures/records/
     FIGURE_PLAN.settings_for(quick=True)    # {stem: the settings its recipe records it with}
-    records = FIGURE_PLAN.load()            # {stem: record}, from figures/records/
+    records = FIGURE_PLAN.load()            # {stem: record}: ./run's when there, else the shipped figures/records/
 
 A plan sits in its chapter's records module (``dpviz/topics/<topic>/records.py``, ``FIGURE_PLAN``). The chapter's
 line in :mod:`dpviz.course` says which recorder makes a plan's records; the chapter's ``figures.py`` ends with
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dpviz.engine.paths import FIGURE_RECORDS
+from dpviz.engine.paths import figure_records
 from dpviz.engine.schema import load
 
 
@@ -37,8 +37,9 @@ class FigurePlan:
         return {stem: {**value, **(self.quick.get(stem, {}) if quick else {})} for stem, value in self.settings.items()}
 
     def load(self, folder=None) -> dict:
-        """The plan's records, ``{stem: record}``, from ``folder`` (default: the package's figure records)."""
-        folder = Path(folder) if folder is not None else FIGURE_RECORDS
+        """The plan's records, ``{stem: record}``, from ``folder`` (default: this machine's from ``./run`` when it
+        recorded them all, else the shipped ones: :func:`dpviz.engine.paths.figure_records`)."""
+        folder = Path(folder) if folder is not None else figure_records(self.stems)
         for stem in self.stems:
             if not (folder / stem).with_suffix(".json").is_file():
                 raise FileNotFoundError(f"path {str(folder / stem)!r}.json does not exist; record the figures with "
