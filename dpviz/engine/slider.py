@@ -52,11 +52,15 @@ from collections import OrderedDict
 import ipywidgets as widgets
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.lines import TICKDOWN
 from matplotlib.path import Path
 from matplotlib.text import Text
+from matplotlib.ticker import MaxNLocator
+from matplotlib.transforms import offset_copy
 
 from dpviz.engine.canvas import FixedLayer, TextLayers, png_bytes
 from dpviz.engine.layout import alt_text, sentences
+from dpviz.engine.style import INK
 
 DPI = 80  # pixels per inch of the PNG sent to the browser; small enough to redraw fast
 # What a room can read, and what a laptop's screen holds. JupyterLab 4 at 1366×768, file browser open, gives an
@@ -354,6 +358,43 @@ def animate(*artists) -> None:
     """Mark ``artists`` as the ones an update changes: redrawn on every move over the cached background."""
     for artist in artists:
         artist.set_animated(True)
+
+
+class TimeTicks:
+    """A time axis drawn by hand, as tick marks and labels that an update moves: for an x axis whose end changes
+    with the controls. Resetting a matplotlib Axis on each move would mean a new background; these are animated
+    artists redrawn over the one already there.
+
+    ``count`` labels are made once (at least as many as ``nbins`` ticks can need); ``set(end, unit)`` places the
+    ticks :class:`~matplotlib.ticker.MaxNLocator` chooses between 0 and ``end`` and writes ``unit`` after the last.
+    """
+
+    def __init__(self, ax, *, fontsize: float, nbins: int, count: int, below_points: float, mark_size: float,
+                 labelled: bool = True):
+        self.ax = ax
+        self.locator = MaxNLocator(nbins=nbins, steps=[1, 2, 2.5, 5, 10])
+        ax.tick_params(axis="x", bottom=False, labelbottom=False)
+        at_axis = ax.get_xaxis_transform()  # x in data, y in axes fractions
+        self.marks, = ax.plot([], [], linestyle="none", marker=TICKDOWN, markersize=mark_size, markeredgewidth=0.8,
+                              color=INK, transform=at_axis, clip_on=False)
+        below = offset_copy(at_axis, fig=ax.figure, y=-below_points, units="points")
+        # every text drawn costs about a millisecond a move: a panel that shares another's scale can go unlabelled
+        self.labels = [ax.text(0, 0, "", transform=below, ha="center", va="top", fontsize=fontsize, color=INK,
+                               clip_on=False) for _ in range(count if labelled else 0)]
+        animate(*self.artists())
+
+    def artists(self) -> list:
+        return [self.marks, *self.labels]
+
+    def set(self, end: float, unit: str = "") -> None:
+        self.ax.set_xlim(0, end)
+        values = [v for v in self.locator.tick_values(0, end) if -1e-9 <= v <= end * (1 + 1e-9)]
+        self.marks.set_data(values, np.zeros(len(values)))
+        for i, label in enumerate(self.labels):
+            label.set_visible(i < len(values))
+            if i < len(values):
+                label.set_x(values[i])
+                label.set_text(f"{values[i]:g}" + (f" {unit}" if unit and i == len(values) - 1 else ""))
 
 
 def keep_off_legend(ax, *artists) -> None:

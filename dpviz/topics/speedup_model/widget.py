@@ -29,9 +29,8 @@ import ipywidgets as widgets
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.lines import TICKDOWN
-from matplotlib.ticker import FixedLocator, MaxNLocator
-from matplotlib.transforms import Bbox, offset_copy
+from matplotlib.ticker import FixedLocator
+from matplotlib.transforms import Bbox
 
 from dpviz.engine.checks import check_choice, check_int, check_real
 from dpviz.topics.speedup_model import plots_speedup as speedup_plot
@@ -42,7 +41,7 @@ from dpviz.topics.speedup_model.records import BenchRecord
 from dpviz.topics.ground_floor.records import Run
 from dpviz.topics.ground_floor import costmodel, timing
 from dpviz.topics.ground_floor.links import PRESETS, SPEED_ORDER, Link
-from dpviz.engine.slider import SliderFigure, animate, bytes_readout, find, rate_readout, seconds_readout
+from dpviz.engine.slider import SliderFigure, TimeTicks, animate, bytes_readout, find, rate_readout, seconds_readout
 
 MACHINE = "this machine, fitted"
 YOURS = "your α, β"
@@ -56,7 +55,6 @@ T_COMPUTE_RANGE = (-4, 1)  # seconds
 ROUND_ENDS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
 ROOM = 1.5  # the axis is this much longer than the longest bar when it is set: room for the bar labels
 SHRINK = 3.0  # ... and is set again when the longest bar is shorter than the axis / (ROOM * SHRINK)
-TIME_TICKS = MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10])  # where the time axis's ticks go
 SPEED_FLOOR = 2.0 ** -5  # the lowest tick of the speedup axis, unless a measured point is lower
 # Where the "S = ... at k" label may sit, in points from the marker, tried in turn: beside it, then
 # above it, first on the side facing the middle of the axis; the first that misses the legend wins.
@@ -107,12 +105,7 @@ class CostsFigure:
         ax_time.tick_params(axis="x", bottom=False, labelbottom=False)
         ax_time.set_xlabel("time for one training step", fontsize=10, loc="right")
         ax_time.xaxis.labelpad = 16
-        at_axis = ax_time.get_xaxis_transform()  # x in data, y in axes fractions
-        self.ticks, = ax_time.plot([], [], linestyle="none", marker=TICKDOWN, markersize=3.5, markeredgewidth=0.8,
-                                   color=INK, transform=at_axis, clip_on=False)
-        below = offset_copy(at_axis, fig=fig, y=-5, units="points")
-        self.tick_labels = [ax_time.text(0, 0, "", transform=below, ha="center", va="top", fontsize=9, color=INK,
-                                         clip_on=False) for _ in range(8)]  # more than MaxNLocator(nbins=5) gives
+        self.time_ticks = TimeTicks(ax_time, fontsize=9, nbins=5, count=8, below_points=5, mark_size=3.5)
         plot_speedup(curves, measured=measured, measured_model=next(iter(self.own.values()), None), ax=ax_speed,
                      fontsize=10, colours={YOURS: INK, MACHINE: REPLICA})
         ax_speed.set_title("s02: speedup S against k", fontsize=11, loc="left")
@@ -154,8 +147,7 @@ class CostsFigure:
         above = [a for a in ax_speed.get_children()
                  if (a.get_gid() or "").startswith(("speedup.measured", "speedup.oversubscribed", "speedup.superlinear"))]
         self._fixed = [a for a in above if a is not self.own_line]  # the dash-dot curve changes with the formula
-        animate(*self.bars.compute, *self.bars.comm, *self.bars.labels, ax_time.spines["left"], self.ticks,
-                *self.tick_labels,
+        animate(*self.bars.compute, *self.bars.comm, *self.bars.labels, ax_time.spines["left"], *self.time_ticks.artists(),
                 *self.lines.values(), *above, self.marker, self.k_line, self.k_text, self.headline)
 
     def frame_state(self) -> tuple:
@@ -242,15 +234,7 @@ class CostsFigure:
 
     def _set_time_axis(self) -> None:
         """Move the time axis's end, ticks and tick labels to the view in ``self._time``; the last label has the unit."""
-        end = self._time["end"] / self._time["scale"]
-        self.ax_time.set_xlim(0, end)
-        values = [v for v in TIME_TICKS.tick_values(0, end) if -1e-9 <= v <= end * (1 + 1e-9)]
-        self.ticks.set_data(values, np.zeros(len(values)))
-        for i, label in enumerate(self.tick_labels):
-            label.set_visible(i < len(values))
-            if i < len(values):
-                label.set_x(values[i])
-                label.set_text(f"{values[i]:g}" + (f" {self._time['unit']}" if i == len(values) - 1 else ""))
+        self.time_ticks.set(self._time["end"] / self._time["scale"], unit=self._time["unit"])
 
     def _place_label(self, k: int, shown: float) -> None:
         """Put the S label beside the marker at (k, ``shown``), on the side facing the middle, clear of the legend.

@@ -24,18 +24,15 @@ import ipywidgets as widgets
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.lines import TICKDOWN
-from matplotlib.ticker import MaxNLocator
 from matplotlib.transforms import blended_transform_factory, offset_copy
 
 from dpviz.engine.checks import check_choice, check_int, check_real
 from dpviz.topics.waiting.plots_straggler import StragglerBars, legend_handles, measured_segments, modeled_segments
 from dpviz.engine.style import INK, SLATE
 from dpviz.topics.waiting import theory as waiting
-from dpviz.engine.slider import SliderFigure, animate
+from dpviz.engine.slider import SliderFigure, TimeTicks, animate
 
 STEPS_SHOWN = 3
-TICKS = MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10])
 
 
 def _check_sweeps(sweeps: dict) -> dict:
@@ -45,34 +42,6 @@ def _check_sweeps(sweeps: dict) -> dict:
         if getattr(sweep, "KIND", None) is None or sweep.KIND.name != "straggler" or sweep.k != k:
             raise ValueError(f"sweeps must map each k to a straggler record with that k; got {sweep!r} under k={k!r}.")
     return dict(sorted(sweeps.items()))
-
-
-class _TimeTicks:
-    """An x axis drawn by hand (tick marks and labels as artists), so that moving it needs no new background."""
-
-    def __init__(self, ax, *, fontsize: float, count: int = 9, labelled: bool = True):
-        self.ax = ax
-        ax.tick_params(axis="x", bottom=False, labelbottom=False)
-        at_axis = ax.get_xaxis_transform()
-        self.marks, = ax.plot([], [], linestyle="none", marker=TICKDOWN, markersize=4, markeredgewidth=0.8, color=INK,
-                              transform=at_axis, clip_on=False)
-        below = offset_copy(at_axis, fig=ax.figure, y=-6, units="points")
-        # every text drawn costs about a millisecond a move: the upper panel shares the lower one's labels
-        self.labels = [ax.text(0, 0, "", transform=below, ha="center", va="top", fontsize=fontsize - 1, color=INK,
-                               clip_on=False) for _ in range(count if labelled else 0)]
-
-    def artists(self) -> list:
-        return [self.marks, *self.labels]
-
-    def set(self, end_ms: float) -> None:
-        self.ax.set_xlim(0, end_ms)
-        values = [v for v in TICKS.tick_values(0, end_ms) if -1e-9 <= v <= end_ms * (1 + 1e-9)]
-        self.marks.set_data(values, np.zeros(len(values)))
-        for i, label in enumerate(self.labels):
-            label.set_visible(i < len(values))
-            if i < len(values):
-                label.set_x(values[i])
-                label.set_text(f"{values[i]:g}")
 
 
 class StragglerFigure:
@@ -93,7 +62,8 @@ class StragglerFigure:
             self.bars[name] = StragglerBars(ax, slots=slots, fontsize=fontsize, one_path=True)
             ax.tick_params(axis="y", left=False, labelleft=False)
             ax.spines["left"].set_visible(False)  # the bars start on it, and are redrawn over it on every move
-            self.ticks[name] = _TimeTicks(ax, fontsize=fontsize, labelled=name == "modeled")
+            self.ticks[name] = TimeTicks(ax, fontsize=fontsize - 1, nbins=6, count=9, below_points=6, mark_size=4,
+                                         labelled=name == "modeled")
             if name == "modeled":
                 ax.set_xlabel("time (ms), the same scale in both", fontsize=fontsize - 1, loc="right")
                 ax.xaxis.labelpad = 16
