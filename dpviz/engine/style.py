@@ -74,6 +74,12 @@ def get_ax(ax=None):
 SOURCE_NOTE_OFFSET = (0, -40)  # points from the Axes' lower left corner to a source note
 
 
+def open_frame(ax) -> None:
+    """Take away the top and right spines: the notes' figures frame a plot on its two axes only."""
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+
+
 def source_note(ax, text: str) -> None:
     """Write which run (or which model) a figure came from, small, under the Axes."""
     ax.annotate(text, xy=(0, 0), xycoords="axes fraction", xytext=SOURCE_NOTE_OFFSET, textcoords="offset points",

@@ -32,6 +32,7 @@ from dpviz.engine.style import (
     SLATE,
     get_ax,
     source_note,
+    open_frame,
 )
 from dpviz.topics.speedup_model.plots_timeline import time_unit
 from dpviz.engine.tolerance import GRAD_TOLERANCE
@@ -164,8 +165,7 @@ def plot_comm_per_update(curves, *, ax=None, fontsize: float = 12, note: str | N
     ax.set_xlabel("m, micro-batches per rank per update", fontsize=fontsize)
     ax.set_ylabel(f"time in all-reduce per update ({name})", fontsize=fontsize)
     ax.legend(fontsize=fontsize - 2, frameon=False, loc="upper left")
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    open_frame(ax)
     if note:
         source_note(ax, note)
     return ax
@@ -187,8 +187,7 @@ def plot_activation_memory(points, *, ax=None, fontsize: float = 12, note: str |
     ax.set_ylabel("bytes held for backward (KiB)", fontsize=fontsize)
     ax.set_ylim(0, max(kib.max(), points.param_bytes / 1024) * 1.18)
     ax.tick_params(axis="y", labelsize=fontsize - 1)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    open_frame(ax)
     if note:
         source_note(ax, note)
     return ax
@@ -214,8 +213,7 @@ def plot_update_error(points, *, ax=None, fontsize: float = 12, tol: float = GRA
     ax.set_xlabel("micro-batches per update", fontsize=fontsize)
     ax.set_ylabel("max |g − g_big| / max |g_big|", fontsize=fontsize)
     ax.tick_params(axis="y", labelsize=fontsize - 1)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    open_frame(ax)
     if note:
         source_note(ax, note)
     return ax

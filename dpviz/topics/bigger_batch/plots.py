@@ -46,6 +46,25 @@ def _finite_curve(grid, row):
     return loss[: bad[0]] if bad.size else loss
 
 
+def _finish_log_axes(ax, xlabel: str, ylabel: str, *, fontsize: int, legend_size: int, x_max, legend_loc, title,
+                     note: str | None):
+    """What the loss curves and the twin distances share: a log y axis, labels, a light grid, the legend, the title
+    and the source note."""
+    ax.set_yscale("log")
+    ax.set_xlabel(xlabel, fontsize=fontsize)
+    ax.set_ylabel(ylabel, fontsize=fontsize)
+    ax.tick_params(labelsize=fontsize - 1)
+    if x_max is not None:
+        ax.set_xlim(0, x_max)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=legend_size, frameon=True, framealpha=0.9, edgecolor="none", loc=legend_loc)
+    if title is not None:
+        ax.set_title(title, fontsize=fontsize + 1, loc="left")
+    if note:
+        source_note(ax, note)
+    return ax
+
+
 def plot_loss_curves(grid, rows, *, against: str = "examples", colours=None, labels=None, styles=None,
                      ax=None, title: str | None = None, x_max=None, fontsize: int = FONT, note: bool = True,
                      legend_loc: str = "upper right"):
@@ -69,19 +88,9 @@ def plot_loss_curves(grid, rows, *, against: str = "examples", colours=None, lab
                 zorder=style.get("zorder", 3), alpha=style.get("alpha", 1.0))
         if grid.diverged(row):
             ax.plot(x[-1:], loss[-1:], "x", color=RED, ms=13, mew=3, zorder=6)
-    ax.set_yscale("log")
-    ax.set_xlabel("examples seen" if against == "examples" else "optimizer steps", fontsize=fontsize)
-    ax.set_ylabel("loss on the whole data set", fontsize=fontsize)
-    ax.tick_params(labelsize=fontsize - 1)
-    if x_max is not None:
-        ax.set_xlim(0, x_max)
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=fontsize - 1, frameon=True, framealpha=0.9, edgecolor="none", loc=legend_loc)
-    if title is not None:
-        ax.set_title(title, fontsize=fontsize + 1, loc="left")
-    if note:
-        source_note(ax, grid.describe())
-    return ax
+    return _finish_log_axes(ax, "examples seen" if against == "examples" else "optimizer steps",
+                            "loss on the whole data set", fontsize=fontsize, legend_size=fontsize - 1, x_max=x_max,
+                            legend_loc=legend_loc, title=title, note=grid.describe() if note else None)
 
 
 def plot_rule_curves(grid, *, k: int = 4, against: str = "examples", warmup: int = 0, ax=None, fontsize: int = FONT,
@@ -183,19 +192,9 @@ def plot_twin_distance(grid, rows, *, colours=None, labels=None, x_max=None, ax=
         x = grid.examples_seen(row)
         keep = np.isfinite(d) & (d > 0)
         ax.plot(x[keep], d[keep], "-o", color=colour, lw=2.4, ms=5, label=label, zorder=3)
-    ax.set_yscale("log")
-    ax.set_xlabel("examples seen", fontsize=fontsize)
-    ax.set_ylabel("|θ − θ of its k = 1 twin|", fontsize=fontsize)
-    ax.tick_params(labelsize=fontsize - 1)
-    if x_max is not None:
-        ax.set_xlim(0, x_max)
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=fontsize - 2, frameon=True, framealpha=0.9, edgecolor="none", loc=legend_loc)
-    if title is not None:
-        ax.set_title(title, fontsize=fontsize + 1, loc="left")
-    if note:
-        source_note(ax, grid.describe())
-    return ax
+    return _finish_log_axes(ax, "examples seen", "|θ − θ of its k = 1 twin|", fontsize=fontsize,
+                            legend_size=fontsize - 2, x_max=x_max, legend_loc=legend_loc, title=title,
+                            note=grid.describe() if note else None)
 
 
 class LossCurves:

@@ -22,6 +22,7 @@ from matplotlib.ticker import FixedLocator, NullLocator
 from dpviz.topics.measuring.plots_bench import k_colours, k_markers
 from dpviz.engine.style import (
     BAND_GREY, BRICK, FOREST, GRID_LINE, INK, MEASURED_NOTE, MODELED_NOTE, ORANGE, REPLICA, SLATE, get_ax, source_note,
+    open_frame,
 )
 
 GIDS = {"points": "alpha_beta.points", "fit": "alpha_beta.fit", "residual": "alpha_beta.residual",
@@ -60,8 +61,7 @@ def plot_fitted_times(items, *, ax=None, fontsize: float = 11):
     ax.tick_params(labelsize=fontsize - 1)
     ax.grid(True, which="major", color=GRID_LINE, linewidth=0.8)
     ax.set_axisbelow(True)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    open_frame(ax)
     low = min(float(np.min(item.seconds)) for item in items) * 1e6
     high = max(float(np.max(item.seconds)) for item in items) * 1e6
     ax.set_ylim(low / 2, high * 60)  # headroom for the legend above the points
@@ -118,8 +118,7 @@ def plot_residuals(items, *, ax=None, fontsize: float = 11, by_k: bool = False, 
     ax.set_xlabel("message size M (bytes)", fontsize=fontsize, loc="right")
     ax.set_ylabel(f"{MEASURED_NOTE} / {MODELED_NOTE}", fontsize=fontsize - 1)
     ax.tick_params(labelsize=fontsize - 1)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    open_frame(ax)
     ax.legend(handles=handles, loc="upper right", ncol=len(handles), fontsize=fontsize - 3, frameon=False,
               handlelength=1.5, columnspacing=1.0)
     if note:

@@ -17,7 +17,7 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.lines import Line2D
 
-from dpviz.engine.style import GRID_LINE, INK, MEASURED_NOTE, MODELED_NOTE, get_ax, source_note
+from dpviz.engine.style import GRID_LINE, INK, MEASURED_NOTE, MODELED_NOTE, get_ax, open_frame, source_note
 
 GIDS = {"points": "bench.points", "fit": "bench.fit"}
 FORMULA_STYLE = {"ring": "-", "notes": "--", "halving_doubling": "-."}
@@ -89,8 +89,7 @@ def plot_allreduce_times(bench, fits, *, ax=None, impl: str = "all_reduce", font
     ax.tick_params(labelsize=fontsize - 1)
     ax.grid(True, which="major", color=GRID_LINE, linewidth=0.8)
     ax.set_axisbelow(True)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    open_frame(ax)
     low, high = float(np.min(fastest)), float(np.max(median))
     ax.set_ylim(low / 2, high * 20)  # headroom for the legend above the points
     ax.set_title(f"All-reduce time against message size ({impl}), with fitted α-β models", fontsize=fontsize + 1,

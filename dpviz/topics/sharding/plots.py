@@ -36,6 +36,7 @@ from dpviz.engine.style import (
     MODELED_NOTE,
     REPLICA,
     get_ax,
+    open_frame,
 )
 
 CATEGORY_COLOURS = {"params": REPLICA, "grads": GREY, "optimizer": BUTTER, "layer": LAVENDER}
@@ -50,8 +51,7 @@ RING_HATCHES = {"reduce-scatter": "", "all-gather": ".."}
 
 def _tidy(ax, fontsize):
     ax.tick_params(axis="y", labelsize=fontsize - 1)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    open_frame(ax)
 
 
 def plot_stage_memory(bars: dict, *, k: int, ax=None, fontsize: float = 11, legend: bool = True):

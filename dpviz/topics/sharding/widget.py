@@ -21,7 +21,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from dpviz.engine.style import AMBER, INK, RED, REPLICA, SLATE, TEAL
+from dpviz.engine.style import AMBER, INK, RED, REPLICA, SLATE, TEAL, open_frame
 from dpviz.topics.splitting import theory_memory as memory
 from dpviz.topics.sharding import theory
 from dpviz.engine.slider import SliderFigure, animate, bytes_readout
@@ -91,8 +91,7 @@ class ShardingFigure:
         bx.set_ylim(0, 3.6)
         bx.set_ylabel("sent per rank per step, in M", fontsize=11)
         bx.set_title("Bytes per step, modeled (M: the gradient)", fontsize=12, loc="left")
-        for side in ("top", "right"):
-            bx.spines[side].set_visible(False)
+        open_frame(bx)
         animate(*self.lines.values(), self.device, self.ring, *self.bars, *self.labels)
         self.status_line = ""
 

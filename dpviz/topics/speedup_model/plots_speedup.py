@@ -24,6 +24,7 @@ from matplotlib.ticker import FixedLocator, NullLocator
 from dpviz.topics.ground_floor.links import SPEED_ORDER
 from dpviz.engine.style import (
     BUTTER, CORAL, GRID_LINE, IDEAL_STYLE, INK, MEASURED_NOTE, MINT, MODELED_NOTE, REPLICA, SLATE, get_ax, source_note,
+    open_frame,
 )
 
 GIDS = {"ideal": "speedup.ideal", "link": "speedup.link", "measured": "speedup.measured",
@@ -98,8 +99,7 @@ def plot_speedup(curves, *, measured=None, measured_model=None, ax=None, log: bo
     ax.tick_params(labelsize=fontsize - 1)
     ax.grid(True, color=GRID_LINE, linewidth=0.8)
     ax.set_axisbelow(True)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    open_frame(ax)
     ax.set_title("Speedup against devices: a slower link peels away from S = k sooner",
                  fontsize=fontsize + 1, loc="left")
     # Modeled curves never rise above S = k, so the upper left is empty: a measured S(k) > k at a few k stays far

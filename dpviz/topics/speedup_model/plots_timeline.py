@@ -19,7 +19,9 @@ from __future__ import annotations
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.transforms import BboxTransformTo
 
-from dpviz.engine.style import COMM_HATCH, CORAL, INK, LAVENDER, MEASURED_NOTE, MODELED_NOTE, get_ax, source_note
+from dpviz.engine.style import (
+    COMM_HATCH, CORAL, INK, LAVENDER, MEASURED_NOTE, MODELED_NOTE, get_ax, open_frame, source_note,
+)
 
 GIDS = {"compute": "timeline.compute", "comm": "timeline.comm", "label": "timeline.label"}
 MODELED_HATCH = "///"
@@ -118,8 +120,7 @@ class TimelineBars:
         ax.set_xlim(0, longest / self.scale * 1.6 if longest > 0 else 1.0)  # room for the label after the longest bar
         ax.set_xlabel(f"time for one training step ({self.unit})", fontsize=fontsize, loc="right")
         ax.tick_params(axis="x", labelsize=fontsize - 1)
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
+        open_frame(ax)
         ax.set_title(title or "One step on k devices: compute shrinks as 1/k, the sync does not,\n"
                               "so no step can get shorter than its coral bar", fontsize=fontsize + 1, loc="left")
 

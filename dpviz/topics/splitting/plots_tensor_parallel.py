@@ -16,6 +16,7 @@ from matplotlib.ticker import FuncFormatter
 
 from dpviz.engine.style import (
     BUTTER, CORAL, DARK_LAVENDER, INK, LAVENDER, MEASURED_NOTE, MINT, MODELED_NOTE, SHARED, SLATE, get_ax, source_note,
+    open_frame,
 )
 
 RANK_COLOURS = (LAVENDER, DARK_LAVENDER, MINT, BUTTER)  # rank 0, 1, 2, 3 (more ranks cycle)
@@ -153,8 +154,7 @@ def plot_exchange_bytes(curves: dict, measured: dict | None = None, *, ax=None, 
     ax.set_ylabel("bytes each rank sends per step", fontsize=fontsize)
     ax.tick_params(labelsize=fontsize - 1)
     ax.grid(alpha=0.3)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    open_frame(ax)
     ax.set_title(title or "Tensor parallelism moves activations, every layer, every pass;\n"
                           "data parallelism moves the gradient, once per step", fontsize=fontsize + 1, loc="left")
     ax.legend(fontsize=fontsize - 2, frameon=False, loc="upper left")

@@ -13,7 +13,9 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.patches import Patch
 
-from dpviz.engine.style import BUTTER, GREY, INK, MEASURED_NOTE, MODELED_NOTE, REPLICA, RED, get_ax, source_note
+from dpviz.engine.style import (
+    BUTTER, GREY, INK, MEASURED_NOTE, MODELED_NOTE, RED, REPLICA, get_ax, open_frame, source_note,
+)
 
 PART_COLOURS = {"params": REPLICA, "grads": GREY, "optimizer": BUTTER}
 PART_WORDS = {"params": "parameters", "grads": "gradients", "optimizer": "Adam state (m and v)"}
@@ -55,8 +57,7 @@ def plot_memory(record, *, modeled: dict | None = None, ax=None, fontsize: float
     ax.set_ylabel("KiB held per rank", fontsize=fontsize)
     ax.set_ylim(0, top * 1.12)
     ax.tick_params(axis="y", labelsize=fontsize - 1)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    open_frame(ax)
     handles = [Patch(facecolor=c, edgecolor=INK, hatch=PART_HATCHES[p] or None, label=PART_WORDS[p])
                for p, c in PART_COLOURS.items()]
     if modeled:  # an outline: it says how a bar was made, not what it holds
@@ -87,8 +88,7 @@ def plot_zero_params(record, *, indices=(0, 1, 2), ax=None, fontsize: float = 11
     ax.set_ylabel("parameter value (rank 0)", fontsize=fontsize)
     ax.set_xlim(-0.3, steps[-1] + 0.9)
     ax.tick_params(labelsize=fontsize - 1)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    open_frame(ax)
     ax.legend(fontsize=fontsize - 2, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2)
     ax.set_title(f"Same parameters: largest difference {diff:.1e} over all ranks and steps\n"
                  f"({same} of {len(steps)} recorded states equal bit for bit)", fontsize=fontsize + 1, loc="left")

@@ -15,7 +15,9 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.lines import Line2D
 
-from dpviz.engine.style import BUTTER, GREY, INK, MINT, MINT_SHADES, RED, REPLICA, SLATE, WORKER_HATCHES, get_ax
+from dpviz.engine.style import (
+    BUTTER, GREY, INK, MINT, MINT_SHADES, RED, REPLICA, SLATE, WORKER_HATCHES, get_ax, open_frame,
+)
 
 COLOURS = {"async": INK, "sync": REPLICA}
 ARROW = dict(angles="xy", scale_units="xy", scale=1.0, width=0.004, headwidth=4, headlength=5, headaxislength=4.5)
@@ -103,8 +105,7 @@ def plot_loss_against(runs: dict, *, x: str = "wall", ax=None, fontsize: float =
     ax.set_ylabel("loss on all the data", fontsize=fontsize)
     ax.tick_params(labelsize=fontsize - 1)
     ax.legend(fontsize=fontsize - 2, frameon=False)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    open_frame(ax)
     if title:
         ax.set_title(title, fontsize=fontsize + 1, loc="left")
     return ax
@@ -144,7 +145,6 @@ def plot_staleness(record, *, modeled=None, modeled_label: str = "modeled mean Ï
     ax.tick_params(labelsize=fontsize - 1)
     ax.set_ylim(0, bottom.max() * 1.7 if bottom.size else 1)
     ax.legend(fontsize=fontsize - 2, frameon=False, loc="upper right", handlelength=2.4, handleheight=1.2)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    open_frame(ax)
     ax.set_title(title or "How stale the asynchronous gradients were", fontsize=fontsize + 1, loc="left")
     return ax

@@ -17,6 +17,7 @@ from matplotlib.patches import Patch
 
 from dpviz.engine.style import (
     COMM_HATCH, CORAL, GREY, IDEAL_STYLE, INK, LAVENDER, MODELED_NOTE, SLATE, WAIT, WAIT_HATCH, get_ax,
+    open_frame,
 )
 
 MODE_LABELS = {
@@ -54,8 +55,7 @@ def plot_overlap_timelines(record, *, rank: int = 0, ax=None, fontsize: float = 
     ax.set_xlim(0, longest * 1.22)
     ax.set_xlabel(f"time within one step on rank {rank} (ms), measured: the median-length step of each", fontsize=fontsize - 1)
     ax.tick_params(axis="x", labelsize=fontsize - 1)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    open_frame(ax)
     handles = [
         Patch(facecolor=LAVENDER, edgecolor=INK, label="compute: forward | backward, then the optimizer step"),
         Patch(facecolor=WAIT, edgecolor=GREY, hatch=WAIT_HATCH, label="waiting for the averaged gradients"),

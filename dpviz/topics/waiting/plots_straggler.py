@@ -23,6 +23,7 @@ from matplotlib.path import Path
 
 from dpviz.engine.style import (
     COMM_HATCH, CORAL, DELAY, GREY, IDEAL_STYLE, INK, LAVENDER, SLATE, SLEEP_HATCH, WAIT, WAIT_HATCH, get_ax,
+    open_frame,
 )
 
 KINDS = ("compute", "delay", "wait", "comm")
@@ -95,8 +96,7 @@ class StragglerBars:
         ax.set_ylim(-0.6, slots - 0.4)
         ax.invert_yaxis()
         ax.tick_params(axis="both", labelsize=fontsize - 1)
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
+        open_frame(ax)
 
     def artists(self) -> list:
         return list(self.collections.values())
@@ -121,10 +121,11 @@ class OnePathBars(PolyCollection):
         if not self.get_visible() or not paths:
             return
         style = dict(facecolor=self.get_facecolor()[0], edgecolor=self.get_edgecolor()[0],
-                     linewidth=self.get_linewidth()[0], hatch=self.get_hatch(), hatchcolor=self.get_hatchcolor()[0],
-                     hatch_linewidth=self.get_hatch_linewidth(), transform=self.get_transform(),
+                     linewidth=self.get_linewidth()[0], hatch=self.get_hatch(), transform=self.get_transform(),
                      clip_box=self.get_clip_box(), clip_on=self.get_clip_on(), clip_path=self.get_clip_path(),
                      antialiased=self.get_antialiased()[0])
+        if hasattr(self, "get_hatchcolor"):  # matplotlib 3.11; before it (Colab's 3.10) a hatch takes the edge's colour
+            style.update(hatchcolor=self.get_hatchcolor()[0], hatch_linewidth=self.get_hatch_linewidth())
         if self._patch is None:
             self._patch = PathPatch(Path.make_compound_path(*paths), **style)
             self._patch.set_figure(self.get_figure(root=False))
@@ -205,8 +206,7 @@ def plot_wait_against_delay(records, *, ax=None, fontsize: float = 11, tolerance
     ax.tick_params(labelsize=fontsize - 1)
     ax.set_title(title or "The others' wait against d", fontsize=fontsize + 1, loc="left")
     ax.legend(fontsize=fontsize - 2, loc="upper left", frameon=False)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    open_frame(ax)
     return ax
 
 
