@@ -1,6 +1,14 @@
 """What a checker answers: a :class:`Verdict` (a string that knows whether it passed), and the helpers
 every checker shares to compare a reader's numbers with the real ones and to word the answer.
 
+:func:`run_cases` is how a checker in the notebook calls the reader's function: in a fresh process
+(:class:`dpviz.engine.sandbox.FreshProcess`) that receives the function's source and one call's
+arguments at a time, never the answer; the expected values and every helper here stay in the checker's
+process, out of the function's reach. A function reaches that process as its source text (a notebook
+cell's ``def`` works: IPython keeps cell sources; so does a ``lambda`` that uses only its arguments), or
+as a :class:`Submitted` definition (what grading reads from a handed-in notebook). One that uses a
+variable from around it (a closure) cannot be sent, and its verdict says to define it with ``def``.
+
 Plain Python and numpy: no torch, so the chapters without ranks load it at once.
 """
 
@@ -8,7 +16,10 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 import textwrap
+import types
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -52,18 +63,20 @@ def failed(name: str, what: str, hint: str = "") -> Verdict:
     return Verdict(text, FAILED)
 
 
-def raised(name: str, error: BaseException | str, call: str = "") -> Verdict:
+def raised(name: str, error: BaseException | str, call: str = "", kind: str = "") -> Verdict:
     """The answer when the reader's function raised something other than NotImplementedError.
 
-    ``SystemExit`` and ``KeyboardInterrupt`` are answered like any exception, with a word on what raises them.
+    ``error`` is the exception or its words (:func:`dpviz.engine.sandbox.error_words`), ``kind`` its class name
+    when only the words came back. ``SystemExit`` and ``KeyboardInterrupt`` are answered like any exception,
+    with a word on what raises them.
     """
-    hint = ""
-    if isinstance(error, SystemExit):
-        hint = " (sys.exit() or exit() raises it): the function must return its answer, not end the program"
-    elif isinstance(error, KeyboardInterrupt):
-        hint = " (an interrupt, or a raise of it): run the cell again, or look for what raises it"
     if isinstance(error, BaseException):
-        error = guard.error_words(error)
+        kind, error = type(error).__name__, guard.error_words(error)
+    hint = ""
+    if kind == "SystemExit":
+        hint = " (sys.exit() or exit() raises it): the function must return its answer, not end the program"
+    elif kind == "KeyboardInterrupt":
+        hint = " (an interrupt, or a raise of it): run the cell again, or look for what raises it"
     when = f" when called as {call}" if call else ""
     return Verdict(f"{name} raised {error}{when}{hint}.", FAILED)
 
@@ -83,10 +96,17 @@ def cut_short(name: str, outcome: guard.Outcome, call: str = "", *, on: str = ""
         code = outcome.exit_code if isinstance(outcome.exit_code, str) else guard.short_repr(outcome.exit_code)
         return Verdict(f"{name} called os._exit({code}){when}, which ends the process "
                        "at once; the checker stopped it there. Return the answer instead.", FAILED)
-    if outcome.forks or outcome.children:
-        n = outcome.forks or outcome.children
-        what = (f"forked {guard.count_words(n, 'child process')}" if outcome.forks else
-                f"left {guard.count_words(n, 'child process')} running")
+    if outcome.ended:
+        return Verdict(f"{name} ended the process it ran in ({outcome.ended}){when}; the checker stopped there. "
+                       "Return the answer instead.", FAILED)
+    if outcome.forks or outcome.children or outcome.threads:
+        if outcome.forks or outcome.children:
+            n = outcome.forks or outcome.children
+            what = (f"forked {guard.count_words(n, 'child process')}" if outcome.forks else
+                    f"left {guard.count_words(n, 'child process')} running")
+        else:
+            n = outcome.threads
+            what = f"left {guard.count_words(n, 'thread')} running after it returned"
         return Verdict(f"{name} {what}{when}; the checker ended {'it' if n == 1 else 'them'}, so that nothing "
                        "outlives the check. Compute the answer in the function itself.", FAILED)
     return None
@@ -97,28 +117,114 @@ def prints_note(printed: int, shown: int, on: str = "") -> str:
     return f" It printed {printed:,} characters{on}; only the first {shown:,} are shown."
 
 
+@dataclass(frozen=True)
+class Submitted:
+    """A function handed in as the text of its definition: ``Submitted("sgd_step", "def sgd_step(...): ...")``.
+
+    What grading checks (:mod:`dpviz.exercises.regrade`): the definition read from a handed-in notebook's
+    solution cell, whatever that notebook's other cells did in its kernel.
+    """
+
+    name: str
+    source: str
+
+
+DEF_HINT = ("Define the function with def and use only its arguments, np and math (import anything else inside "
+            "it).")
+
+
 def require_function(checker: str, fn) -> str:
     """The function's name, or one sentence saying that the checker wants the function itself."""
+    if isinstance(fn, Submitted):
+        return fn.name
     if not callable(fn):
         raise TypeError(f"{checker} expects your function itself, e.g. {checker}(my_function); got {fn!r}.")
     return getattr(fn, "__name__", "your function")
 
 
 def source_of(fn) -> str | None:
-    """The dedented source of ``fn`` (a notebook cell's function works: IPython keeps cell sources), or None."""
+    """The dedented source of ``fn`` (a notebook cell's function works: IPython keeps cell sources), or None.
+
+    For a lambda, the lambda expression alone (read from the line that holds it); for a :class:`Submitted`
+    function, its text.
+    """
+    if isinstance(fn, Submitted):
+        return fn.source
+    if getattr(fn, "__name__", None) == "<lambda>":
+        return _lambda_text(fn)
     try:
         return textwrap.dedent(inspect.getsource(fn))
-    except (OSError, TypeError):
+    except (OSError, TypeError, SyntaxError):
         return None
+
+
+def definition(name: str, fn) -> tuple[str, str] | Verdict:
+    """What a fresh process needs to define ``fn``: (the name to call, the source to run), or the failing verdict
+    that says why the function cannot be sent (a closure, a lambda or a callable whose text cannot be read)."""
+    if isinstance(fn, Submitted):
+        return fn.name, fn.source
+    code = getattr(fn, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return failed(name, "it is not a function defined with def, so the checker cannot send it to the fresh "
+                      "process it runs the function in", DEF_HINT)
+    if code.co_freevars:
+        names = ", ".join(code.co_freevars)
+        return failed(name, f"it uses {names} from the code around it, which the checker cannot send to the fresh "
+                      "process it runs the function in", DEF_HINT)
+    source = source_of(fn)
+    if source is None:
+        return failed(name, "its source text could not be read, and the checker runs the function from it in a "
+                      "fresh process", DEF_HINT)
+    if code.co_name == "<lambda>":
+        return "_answer", f"_answer = (\n{source}\n)\n"
+    return code.co_name, source
+
+
+def _lambda_text(fn) -> str | None:
+    """The text of the lambda expression that made ``fn``, found among the lambdas of the lines that hold it."""
+    code = fn.__code__
+    try:
+        lines, _ = inspect.getsourcelines(fn)
+    except (OSError, TypeError, SyntaxError):
+        return None
+    text = textwrap.dedent("".join(lines))
+    tree = None
+    for attempt in (text, text.rstrip().rstrip(",") + "\n", f"(\n{text.rstrip().rstrip(',')}\n)\n"):
+        try:
+            tree = ast.parse(attempt)
+            text = attempt
+            break
+        except SyntaxError:
+            continue
+    if tree is None:
+        return None
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Lambda):
+            continue
+        segment = ast.get_source_segment(text, node)
+        try:
+            compiled = compile(f"(\n{segment}\n)", "<lambda>", "eval")
+        except SyntaxError:
+            continue
+        inner = next((c for c in compiled.co_consts if isinstance(c, types.CodeType)), None)
+        if inner is not None and _same_signature(inner, code):  # (bytecode itself differs between compilers' passes)
+            found.append(segment)
+    return found[0] if len(set(found)) == 1 else None
+
+
+def _same_signature(a: types.CodeType, b: types.CodeType) -> bool:
+    return (a.co_names, a.co_varnames, a.co_argcount, a.co_kwonlyargcount, a.co_flags & 0x0C) == (
+        b.co_names, b.co_varnames, b.co_argcount, b.co_kwonlyargcount, b.co_flags & 0x0C)
 
 
 def is_stub(fn) -> bool:
     """True if ``fn`` does nothing but raise NotImplementedError (a docstring, ``pass`` or ``...`` aside).
 
-    Decided without calling it: a collective exercise must not start ranks for a stub. From the
+    Decided without calling it: a check must not start a process for a stub. From the
     source where it can be read, else from the names the compiled body uses.
     """
-    source = source_of(fn)
+    source = fn.source if isinstance(fn, Submitted) else source_of(fn)
     if source is not None:
         try:
             tree = ast.parse(source)
@@ -128,6 +234,8 @@ def is_stub(fn) -> bool:
             body = [s for s in tree.body[0].body
                     if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)) and not isinstance(s, ast.Pass)]
             return bool(body) and all(isinstance(s, ast.Raise) and _names_not_implemented(s.exc) for s in body[:1])
+    if isinstance(fn, Submitted):
+        return False
     code = getattr(fn, "__code__", None)
     return code is not None and set(code.co_names) == {"NotImplementedError"}
 
@@ -223,39 +331,66 @@ class Case:
 
 
 def run_cases(name: str, fn, cases, *, success: str, mistakes=(), returns: str = "") -> Verdict:
-    """Call ``fn`` on each case in turn; the first wrong answer is the verdict, else ``success``.
+    """Call ``fn`` on each case in turn, in a fresh process; the first wrong answer is the verdict, else ``success``.
 
     ``mistakes`` are typical wrong answers, ``(wrong(*args), hint)``: when the reader's result matches
     one, the hint says what went wrong. ``returns`` says what the function must return, for the
-    answer to a ``None`` or a non-number. Arguments are copied, so a function that changes its
-    input in place cannot spoil the next case. The calls run under a :class:`~dpviz.engine.sandbox.Guard`:
-    :data:`~dpviz.engine.sandbox.TIME_LIMIT` seconds for all of them together, whatever they raise
-    or print, ``os._exit`` and forks included, comes back as the verdict.
+    answer to a ``None`` or a non-number. A stub is "not attempted" without starting anything.
+
+    The function runs in a :class:`~dpviz.engine.sandbox.FreshProcess` that is sent its source and one
+    case's arguments at a time (the next case's only once this one's answer is back); the expected values
+    and the comparison stay here. All calls together get :data:`~dpviz.engine.sandbox.TIME_LIMIT` seconds
+    and :data:`~dpviz.engine.sandbox.PRINT_LIMIT` printed characters; whatever they raise or print,
+    ``os._exit``, forks, child processes and threads left running included, comes back as the verdict.
     """
-    limit = guard.Guard()
-    verdict = _first_wrong(name, fn, cases, mistakes, returns, limit) or passed(name, success)
-    if limit.prints_cut:
-        verdict = Verdict(str(verdict) + prints_note(limit.printed, limit.print_limit), verdict.status)
+    if is_stub(fn):
+        return not_attempted(name)
+    found = definition(name, fn)
+    if isinstance(found, Verdict):
+        return found
+    budget = _Budget(guard.TIME_LIMIT, guard.PRINT_LIMIT)
+    with guard.FreshProcess(*found) as box:
+        verdict = _first_wrong(name, fn, box, cases, mistakes, returns, budget) or passed(name, success)
+    if budget.printed > budget.print_limit:
+        verdict = Verdict(str(verdict) + prints_note(budget.printed, budget.print_limit), verdict.status)
     return verdict
 
 
-def _first_wrong(name, fn, cases, mistakes, returns, limit) -> Verdict | None:
+class _Budget:
+    """What is left of one check's time and print budgets."""
+
+    def __init__(self, seconds: float, print_limit: int):
+        self.seconds, self.left = float(seconds), float(seconds)
+        self.print_limit, self.printed = int(print_limit), 0
+
+
+def _first_wrong(name, fn, box, cases, mistakes, returns, budget) -> Verdict | None:
     for case in cases:
-        outcome = limit.call(fn, *_copies(case.args))
         call = f"{name}{_call_words(case.args)}"
-        if isinstance(outcome.error, NotImplementedError):
+        if budget.left <= 0:
+            return cut_short(name, guard.Outcome(timed_out=True), call, limit=_limit_words(budget))
+        outcome = box.call(*_copies(case.args), seconds=budget.left,
+                           print_room=max(budget.print_limit - budget.printed, 0))
+        budget.left -= outcome.seconds
+        budget.printed += outcome.printed
+        if outcome.kind == "NotImplementedError":
             return not_attempted(name)
-        known = cut_short(name, outcome, call, limit=_limit_words(limit))
+        known = cut_short(name, outcome, call, limit=_limit_words(budget))
         if known:
             return known
         if outcome.error is not None:  # the reader's error, reported in one sentence
-            return raised(name, outcome.error, call)
-        got = outcome.value
-        array = as_array(got)
-        if array is None or array.dtype == object:
-            return failed(name, f"{case.label}, it returned {guard.short_repr(got)}",
-                          f"It must return {returns}." if returns else "")
+            return _with_scope_hint(raised(name, outcome.error, call, outcome.kind), outcome, fn)
+        value = outcome.value if isinstance(outcome.value, dict) else {}
         expected = case.expected
+        if "shape" in value:  # more numbers than are sent back: only the shape came
+            shape = value["shape"]
+            size = int(np.prod(shape))
+            return failed(name, f"{case.label}, it returned {size:,} numbers of shape {shape_words(shape)}; expected "
+                          f"shape {shape_words(expected.shape)}", f"It must return {returns}." if returns else "")
+        array = value.get("array")
+        if array is None:
+            return failed(name, f"{case.label}, it returned {value.get('repr', 'something that is not numbers')}",
+                          f"It must return {returns}." if returns else "")
         if expected.ndim == 0 and array.size == 1:
             array = array.reshape(())
         if close(array, expected):
@@ -281,8 +416,18 @@ def _first_wrong(name, fn, cases, mistakes, returns, limit) -> Verdict | None:
     return None
 
 
-def _limit_words(limit: guard.Guard) -> str:
-    return f"this check's {limit.seconds:g} s for all its calls"
+def _with_scope_hint(verdict: Verdict, outcome, fn) -> Verdict:
+    """A NameError for a name the notebook defines gets a sentence on what the fresh process has in scope."""
+    missing = re.match(r"NameError: name '(\w+)' is not defined", outcome.error or "")
+    around = getattr(fn, "__globals__", {})
+    if outcome.kind != "NameError" or not missing or missing.group(1) not in around:
+        return verdict
+    return Verdict(f"{verdict} {missing.group(1)} is defined in the notebook, but the checker runs the function "
+                   f"alone, in a fresh process. {DEF_HINT}", verdict.status)
+
+
+def _limit_words(budget: _Budget) -> str:
+    return f"this check's {budget.seconds:g} s for all its calls"
 
 
 def _off_by(got, expected) -> str:

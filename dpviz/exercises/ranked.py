@@ -8,11 +8,14 @@ How "against the real thing" stays honest from a notebook: a function defined in
 cannot be unpickled by a rank (another process), so the checker sends its *source* (``inspect.getsource``,
 which works for notebook cells because IPython keeps their text) and each of k real gloo ranks
 compiles it, with ``torch``, ``dist``, ``math`` and ``np`` in scope, and calls it on real data: the
-MLP's real gradients, a tensor cut into k chunks, a column block of a real layer's output. Beside
-it each rank runs the real collective (``dist.all_reduce``, the library's ring, ``dist.all_gather``)
-on the same data, and sends both back as numpy arrays; this module compares them and words the
-answer. The ranks' ``dist`` passes every call to ``torch.distributed`` and notes each send and
-receive, so a wrong ring step can be named by the neighbour or chunk it used.
+MLP's real gradients, a tensor cut into k chunks, a column block of a real layer's output. The real
+collective (``dist.all_reduce``, the library's ring, ``dist.all_gather``) runs on the same data in
+*other* ranks, a launch of :func:`~dpviz.exercises.rank_exercises.reference_worker` that runs no
+reader's code (once per kernel and k, then kept here): a rank that runs the reader's function holds
+no answer to find and no helper whose change could alter one. Both send numpy arrays back; this
+module compares them and words the answer. The ranks' ``dist`` passes every call to
+``torch.distributed`` and notes each send and receive, so a wrong ring step can be named by the
+neighbour or chunk it used.
 
 A stub (its body only raises NotImplementedError) is recognised from its source without starting
 any rank, so a chapter with its stubs in place runs in no time and prints the same line every time.
@@ -23,9 +26,9 @@ the launch's limits: on each rank one call may run :data:`CALL_LIMIT` seconds (a
 there and named), a rank with no progress for ``stall_timeout`` seconds (:data:`STALL_TIMEOUT`,
 a deadlock in a collective) ends the launch, and starting the ranks may take the launcher's
 ``START_TIMEOUT``. An exit (``os._exit``, ``sys.exit``), any ``BaseException``, a
-``dist.destroy_process_group()``, a fork, megabytes printed or returned: each comes back from
-the ranks as an outcome (see :class:`dpviz.exercises.rank_exercises.RankGuard`) and is worded here, and no
-process it started is left running.
+``dist.destroy_process_group()``, a fork, a thread left running, megabytes printed or returned: each
+comes back from the ranks as an outcome (see :class:`dpviz.exercises.rank_exercises.RankGuard`) and is
+worded here, and no process it started is left running.
 """
 
 from __future__ import annotations
@@ -84,7 +87,7 @@ def check_many(candidates, *, k: int = K, stall_timeout: float = STALL_TIMEOUT) 
     stall_timeout = check_real("stall_timeout", stall_timeout, low=0, low_open=True)
     verdicts, tasks, slots = [None] * len(candidates), [], []
     for i, (exercise, fn) in enumerate(candidates):
-        name = getattr(fn, "__name__", exercise)
+        name = fn.name if isinstance(fn, v.Submitted) else getattr(fn, "__name__", exercise)
         if v.is_stub(fn):
             verdicts[i] = v.not_attempted(name)
             continue
@@ -103,6 +106,7 @@ def check_many(candidates, *, k: int = K, stall_timeout: float = STALL_TIMEOUT) 
     from dpviz.engine.launch import launch
 
     call_limit = min(CALL_LIMIT, stall_timeout * 2 / 3)  # a loop is stopped and named before the launch stalls
+    reference = _reference(k)
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r"k=\d+ ranks share")  # nothing here is timed
@@ -122,7 +126,8 @@ def check_many(candidates, *, k: int = K, stall_timeout: float = STALL_TIMEOUT) 
             verdicts[i] = v.failed(name, "it was not run: a function checked before it in the same launch ended the "
                                    "ranks' process group")
             continue
-        per_rank = [results[r][j] for r in range(k)]
+        # the real answers from the reference ranks; nothing the reader's ranks sent can stand in for them
+        per_rank = [{**results[r][j], **reference[r][exercise]} for r in range(k)]
         verdict = JUDGES[exercise](name, per_rank, k, source=tasks[j][2])
         printed = max(range(k), key=lambda r: per_rank[r].get("printed", 0))
         if per_rank[printed].get("printed", 0) > ranks.PRINT_LIMIT:
@@ -130,6 +135,21 @@ def check_many(candidates, *, k: int = K, stall_timeout: float = STALL_TIMEOUT) 
                                                              f" on rank {printed}"), verdict.status)
         verdicts[i] = verdict
     return verdicts
+
+
+_REFERENCES: dict[int, list] = {}  # k -> each rank's real answers (reference_worker), computed once per process
+
+
+def _reference(k: int) -> list:
+    """Each rank's real answers for k ranks, from a launch that runs no reader's code (kept after the first)."""
+    if k not in _REFERENCES:
+        import dpviz.exercises.rank_exercises as ranks
+        from dpviz.engine.launch import launch
+
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"k=\d+ ranks share")
+            _REFERENCES[k] = launch(ranks.reference_worker, k, backend="gloo", threads=1)
+    return _REFERENCES[k]
 
 
 def _check_one(exercise, checker, fn, k, stall_timeout) -> v.Verdict:
@@ -167,7 +187,7 @@ def _stopped(name, res, rank) -> v.Verdict | None:
                         "group while the checker still needs it; the checker stopped it there",
                         "Leave the group to the code that started it.")
     outcome = guard.Outcome(timed_out="timed_out" in res, exit_code=res.get("exited"),
-                            forks=res.get("forks", 0), children=res.get("children", 0))
+                            forks=res.get("forks", 0), children=res.get("children", 0), threads=res.get("threads", 0))
     limit = f"the {res.get('timed_out', 0):g} s a rank gives one call"
     return v.cut_short(name, outcome, on=on, limit=limit)
 
