@@ -25,6 +25,7 @@ no topic (``tests/test_layers.py``).
 * ``schema``: How a record kind is declared, written, read and checked: one table per kind, everything else from it.
 * ``server_exit``: The fork server leaves at once when it ends, without tearing down an interpreter that imported
   torch.
+* ``server_start``: The fork server leaves with its launcher even while it is still importing torch.
 * ``slider``: The one pattern every interactive figure follows, and the helpers the widgets share.
 * ``style``: The notes' palette and the small drawing conventions every figure shares.
 * ``supervise``: Watching k running ranks from the launching process: failures and stalls named by rank, every child

@@ -33,10 +33,11 @@ import time
 import warnings
 
 from dpviz.engine.checks import check_choice
-from dpviz.engine.server_exit import SERVER_COMMAND, started_as_fork_server
+from dpviz.engine.server_start import SERVER_COMMAND, started_as_fork_server
 
 START_METHODS = ("forkserver", "spawn")  # DPVIZ_START_METHOD; forkserver is the default where the OS has one
 FORK_SERVER_PRELOAD = ("numpy", "torch", "torch.distributed")  # imported once, by the fork server
+SERVER_START = "dpviz.engine.server_start"  # imported by the server before all the others: it leaves with its launcher
 SERVER_EXIT = "dpviz.engine.server_exit"  # imported by the server after all the others: it then leaves at once at its end
 # What torch imports, with sympy, the first time a process calls backward with a given gradient (a pipeline
 # stage's out.backward(grad_out), tensor parallelism's y.backward(dy)): 0.6-0.8 s of each such rank's first
@@ -124,6 +125,23 @@ def _running(pid: int) -> bool:
         return False
 
 
+def server_end(pid: int) -> str | None:
+    """How fork server ``pid`` (a child of this process) ended, in words, or None while it runs; it is not reaped."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return "ended"
+    if info is None:
+        return None
+    if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED):
+        try:
+            name = signal.Signals(info.si_status).name
+        except ValueError:
+            name = f"signal {info.si_status}"
+        return f"was killed by {name}"
+    return f"exited with code {info.si_status}"
+
+
 def _stop(pid: int) -> None:
     """End the fork server with SIGTERM and wait until it has exited, without reaping it.
 
@@ -158,8 +176,9 @@ def _context():
 
 
 def preload_modules() -> list[str]:
-    """What a fork server started now imports: FORK_SERVER_PRELOAD, what warm_up added, and SERVER_EXIT last."""
-    return [*FORK_SERVER_PRELOAD, *_extra_preload, SERVER_EXIT]
+    """What a fork server started now imports: SERVER_START first, FORK_SERVER_PRELOAD, what warm_up added, and
+    SERVER_EXIT last."""
+    return [SERVER_START, *FORK_SERVER_PRELOAD, *_extra_preload, SERVER_EXIT]
 
 
 def _check_socket_room() -> None:

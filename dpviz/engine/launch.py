@@ -45,6 +45,7 @@ and the errors, are importable from here too.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import pickle
 import sys
@@ -123,6 +124,7 @@ def gpu_count() -> int:
         elif not _gpu_driver_present():
             _gpus = 0  # no GPU driver on this machine: nothing for torch to find, and no process to start
         else:
+            _refuse_unguarded_main()
             ctx = _context()
             count = ctx.Value("i", -1, lock=False)
             _run_started()
@@ -140,6 +142,22 @@ def gpu_count() -> int:
                 raise RuntimeError(f"the process counting GPUs exited with code {probe.exitcode} before it counted them.")
             _gpus = count.value
     return _gpus
+
+
+def _refuse_unguarded_main() -> None:
+    """Raise, before any process starts, when the running script would be run again by every process started.
+
+    A rank, forked from the fork server or spawned, first imports the launching script (as multiprocessing does,
+    to find what the script defined); without the ``if __name__ == "__main__":`` guard that import launches again,
+    and each rank dies printing a traceback of its own (about 70 lines a rank), burying the one sentence that says
+    why. So the sentence comes first, alone.
+    """
+    if multiprocessing.parent_process() is not None:
+        return  # a process started by a launcher: its parent has already been told, or is guarded
+    script = _unguarded_main()
+    if script:
+        raise RuntimeError(f"{script} launches ranks without the `if __name__ == \"__main__\":` guard, so every "
+                           "process it starts would run the script again; put the call under that guard.")
 
 
 def _gpu_driver_present() -> bool:
@@ -214,13 +232,14 @@ def launch(
             f"pickling failed with {type(e).__name__}: {e}"
         ) from None
 
+    _refuse_unguarded_main()
     bar = _progress_bar(total_steps) if progress and total_steps else None
     begin = time.monotonic()
     try:
         for attempt in range(1, REJOIN_ATTEMPTS + 1):
             left = None if deadline is None else max(deadline - (time.monotonic() - begin), 1e-3)
             try:
-                return _launch_once(payload, k, backend, threads, stall_timeout, start_timeout, left, bar)
+                return _launch_once(payload, k, backend, threads, stall_timeout, start_timeout, left, bar, total_steps)
             except RankError as e:
                 if not e.rejoinable or attempt == REJOIN_ATTEMPTS:
                     raise
@@ -231,7 +250,7 @@ def launch(
             bar.close()
 
 
-def _launch_once(payload, k, backend, threads, stall_timeout, start_timeout, deadline, bar) -> list:
+def _launch_once(payload, k, backend, threads, stall_timeout, start_timeout, deadline, bar, total_steps=None) -> list:
     """One start of k ranks in a run folder of their own, watched until they all exit; their results in rank order."""
     _sweep_stale_dirs()
     procs = []
@@ -255,7 +274,9 @@ def _launch_once(payload, k, backend, threads, stall_timeout, start_timeout, dea
                 )
                 p.start()
                 procs.append(p)
-            _wait(procs, outdir, state, stall_timeout, max(start_timeout, stall_timeout), deadline, bar)
+            server = fork_server_pid() if ctx.get_start_method() == "forkserver" else None
+            _wait(procs, outdir, state, stall_timeout, max(start_timeout, stall_timeout), deadline, bar, total_steps,
+                  server)
             return [_read_result(outdir, rank) for rank in range(k)]
         finally:
             _reap(procs)

@@ -40,11 +40,17 @@ _state = None
 _rank = None
 
 
-def report_progress(step: int) -> None:
-    """Called by a worker inside a rank after each step; shows progress and tells the launcher the rank is not stuck."""
+def report_progress(step: int | None = None) -> None:
+    """Called by a worker inside a rank after each step; shows progress and tells the launcher the rank is not stuck.
+
+    Without a step it reports work that is not a step, and leaves the last step as it was: a worker calls it as it
+    goes through long work after its loop (digests, a check computed again, per-example gradients), which counts
+    as progress like a step does. Returning the result counts too: writing it reports progress as it goes.
+    """
     if _state is not None:
         i = _FIELDS * _rank
-        _state[i] = step
+        if step is not None:
+            _state[i] = step
         _state[i + 1] += 1
 
 
@@ -89,8 +95,29 @@ def _read_result(outdir: str, rank: int):
 def _write_result(outdir: str, rank: int, result) -> None:
     tmp = _out_path(outdir, rank) + ".tmp"
     with open(tmp, "wb") as f:
-        pickle.dump(result, f, protocol=pickle.HIGHEST_PROTOCOL)
+        pickle.dump(result, _ReportingFile(f), protocol=pickle.HIGHEST_PROTOCOL)
     os.replace(tmp, _out_path(outdir, rank))
+
+
+class _ReportingFile:
+    """A file whose writes report progress every CHUNK bytes: a rank's result of a few GB (a long run's every
+    gradient) takes a while to write on a loaded machine, and that is the rank's work, not a stall."""
+
+    CHUNK = 16 << 20  # bytes
+
+    def __init__(self, file):
+        self.file = file
+
+    def write(self, data) -> int:
+        view = memoryview(data)
+        if view.nbytes <= self.CHUNK or not view.c_contiguous:
+            report_progress()
+            return self.file.write(data)
+        view = view.cast("B")
+        for start in range(0, view.nbytes, self.CHUNK):
+            report_progress()
+            self.file.write(view[start:start + self.CHUNK])
+        return view.nbytes
 
 
 def _write_error(outdir: str, rank: int, text: str) -> None:
@@ -102,23 +129,33 @@ def _write_error(outdir: str, rank: int, text: str) -> None:
 
 # --- a rank's life tied to its parent's ---
 
-def _die_with_parent(parent_pid: int) -> None:
-    """Make sure this rank ends within a fraction of a second of the launching process, however that one ends.
+def _die_with_parent(parent_pid: int, run_dir: str | None = None) -> None:
+    """Make sure this rank ends within a fraction of a second of the launching process, however that one ends,
+    and of its run (``run_dir``, the run's folder, which its launcher removes once it has reaped the ranks).
 
     The rank's parent is the launcher (spawn) or the launcher's fork server, which exits the moment the
     launcher does. Two guards: the OS kills the rank when that parent dies (Linux's PR_SET_PDEATHSIG, which
     Python has no public call for: :func:`dpviz.engine.private.die_with_parent`; it acts even on a rank that is
     stopped or busy in C), and a thread watches the launcher (everywhere, public: the parent's sentinel).
+
+    The same thread watches the run's folder. A rank the launcher asked for and never heard back about (an
+    interrupt that lands while the fork server is still importing torch: the request waits in the server's queue
+    while the launcher gives up, reaps what it started and removes the folder) is forked later, for a run that
+    is over: it finds no folder and leaves at once, instead of waiting minutes for peers that will never come.
     """
     private.die_with_parent(signal.SIGKILL)
     ppid = os.getppid()
     if (ppid == 1 and parent_pid != 1) or not _pid_alive(parent_pid):  # it died before the line above took effect
         os._exit(1)
-    threading.Thread(target=_watch_parent, args=(parent_pid, ppid), name="dpviz-parent-watchdog", daemon=True).start()
+    if run_dir is not None and not os.path.isdir(run_dir):
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(parent_pid, ppid, run_dir), name="dpviz-parent-watchdog",
+                     daemon=True).start()
 
 
-def _watch_parent(parent_pid: int, ppid: int) -> None:
-    """Daemon thread: end the rank at once when the parent is gone (its pipe closes, or we are re-parented)."""
+def _watch_parent(parent_pid: int, ppid: int, run_dir: str | None = None) -> None:
+    """Daemon thread: end the rank at once when the parent is gone (its pipe closes, or we are re-parented), or
+    when its run's folder is (the launcher has finished with the run)."""
     parent = multiprocessing.parent_process()
     sentinel = getattr(parent, "sentinel", None)
     while True:
@@ -130,7 +167,7 @@ def _watch_parent(parent_pid: int, ppid: int) -> None:
                 sentinel = None
         else:
             time.sleep(WATCH_INTERVAL)
-        if os.getppid() != ppid or not _pid_alive(parent_pid):
+        if os.getppid() != ppid or not _pid_alive(parent_pid) or (run_dir is not None and not os.path.isdir(run_dir)):
             os._exit(1)
 
 
@@ -152,7 +189,7 @@ def _name_process(name: str) -> None:
 
 def _rank_entry(parent_pid, rank, k, backend, store, threads, group_timeout, outdir, state, payload, where) -> None:
     """Entry point of one rank: first tie its life to the launcher's, then take its environment, import and run."""
-    _die_with_parent(parent_pid)
+    _die_with_parent(parent_pid, outdir)
     _name_process(f"dpviz-rank-{rank}")
     if where != os.environ:  # (multiprocessing itself moves the rank to the launcher's folder)
         os.environ.clear()

@@ -7,7 +7,8 @@ may outlive it by 5 s. The server holds no file or buffer of its own to write (i
 ``os._exit``, and the resource tracker cleans up after all of them), so at exit it flushes its two streams and leaves
 with ``os._exit(0)``, the status its SystemExit would have given. (:func:`dpviz.engine.forkserver.stop_fork_server`
 and the idle timer end the server with SIGTERM, which finalizes nothing.) Imported anywhere but inside the fork
-server's start, it does nothing: the server is told by its command line (:func:`started_as_fork_server`).
+server's start, it does nothing: the server is told by its command line (:func:`started_as_fork_server`). Its
+import also ends the watch :mod:`dpviz.engine.server_start` kept while the server imported.
 """
 
 from __future__ import annotations
@@ -16,22 +17,7 @@ import atexit
 import os
 import sys
 
-
-SERVER_COMMAND = "from multiprocessing.forkserver import main"  # how multiprocessing starts its fork server (-c)
-
-
-def started_as_fork_server(argv: list[str]) -> bool:
-    """Whether a process started with command line ``argv`` (``sys.orig_argv``) is multiprocessing's fork server.
-
-    multiprocessing starts the server as ``python [flags] -c "...from multiprocessing.forkserver import main;
-    main(...)" [the launcher's argv, in newer Pythons]``; ``sys.orig_argv`` (public, Python 3.10+) is that line.
-    A rank forked from the server has the same command line, but has this module already imported: its
-    import, and so this check, runs once, in the server, while it imports its preload list.
-    """
-    if "-c" not in argv[1:]:
-        return False
-    command = argv.index("-c", 1) + 1
-    return command < len(argv) and SERVER_COMMAND in argv[command]
+from dpviz.engine.server_start import SERVER_COMMAND, started_as_fork_server, stop_watching  # noqa: F401
 
 
 def _leave_now(server_pid: int) -> None:
@@ -46,4 +32,5 @@ def _leave_now(server_pid: int) -> None:
 
 
 if started_as_fork_server(sys.orig_argv):
+    stop_watching()  # the preload is imported: the serving loop watches the launcher from now on
     atexit.register(_leave_now, os.getpid())  # registered last, so it runs first: torch's own handlers are skipped

@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 
+from dpviz.engine.forkserver import server_end
 from dpviz.engine.rank import _FIELDS, _JOINED, _err_path, _join_failed_path
 
 try:
@@ -38,7 +39,8 @@ class RankError(RuntimeError):
     (:func:`lost_peer_while_joining`): nothing of the worker ran there, and the launch may start again.
     """
 
-    def __init__(self, rank: int, rank_traceback: str, consequences: dict | None = None, *, rejoinable: bool = False):
+    def __init__(self, rank: int, rank_traceback: str, consequences: dict | None = None, *, rejoinable: bool = False,
+                 summary: str | None = None):
         self.rank = rank
         self.rejoinable = rejoinable
         self.rank_traceback = rank_traceback
@@ -48,23 +50,36 @@ class RankError(RuntimeError):
         if self.consequences:
             then = ("\n\nthen, as a consequence: " +
                     "; ".join(f"rank {r}: {line}" for r, line in sorted(self.consequences.items())))
-        super().__init__(f"rank {rank} failed: {last}{then}\n\n--- traceback from rank {rank} ---\n{rank_traceback}")
+        head = summary or f"rank {rank} failed: {last}"
+        super().__init__(f"{head}{then}\n\n--- traceback from rank {rank} ---\n{rank_traceback}")
 
 
 class RankTimeout(TimeoutError):
     """A rank stalled (or the run passed its deadline); ``ranks`` lists the ones named, ``steps`` every rank's last step.
 
-    A step of -1 means the rank had reported no step yet.
+    A step of -1 means the rank had reported no step yet. ``observed`` maps each rank named to what the launcher saw
+    of its process when it gave up (:data:`OBSERVED`): "stopped" (SIGSTOP, a debugger), "memory" (in the kernel's
+    uninterruptible sleep, most often waiting for memory to be swapped back in), "busy" (using the CPU while its
+    peers slept), "waiting" (asleep), "starting" (never joined the group), or "unknown" (no /proc to read, or the
+    process had just ended).
     """
 
-    def __init__(self, ranks: list[int], message: str, steps: list[int] | None = None):
+    def __init__(self, ranks: list[int], message: str, steps: list[int] | None = None, observed: dict | None = None):
         self.ranks = list(ranks)
         self.steps = None if steps is None else list(steps)
+        self.observed = dict(observed or {})
         super().__init__(message)
 
 
-def _wait(procs, outdir, state, stall_timeout, start_allowance, deadline, bar) -> None:
-    """Poll until every rank exits cleanly; raise on the first failure, on a stalled rank, or at the deadline."""
+def _wait(procs, outdir, state, stall_timeout, start_allowance, deadline, bar, total_steps=None, server=None) -> None:
+    """Poll until every rank exits cleanly; raise on the first failure, on a stalled run, or at the deadline.
+
+    A run stalls when none of its running ranks has made progress for its allowance (``start_allowance`` until a
+    rank has joined the group, ``stall_timeout`` after): a rank waiting in a collective for a peer that still
+    reports progress (a check after the loop that one rank computes longer than the others) is not stuck, and a
+    rank that stops makes its peers wait within a step. ``total_steps``, when known, words a stall after a rank's
+    last step as such; ``server`` is the fork server the ranks came from, blamed if it died under them.
+    """
     k = len(procs)
     begin = last_poll = time.monotonic()
     seen = [0] * k  # progress count last seen, per rank
@@ -74,7 +89,7 @@ def _wait(procs, outdir, state, stall_timeout, start_allowance, deadline, bar) -
         codes = [p.exitcode for p in procs]
         died = [r for r in range(k) if codes[r] not in (None, 0) and r not in failed]
         if failed or died:
-            _raise_first_failure(procs, outdir, k)
+            _raise_first_failure(procs, outdir, k, server)
         if all(code == 0 for code in codes):
             return
 
@@ -95,13 +110,12 @@ def _wait(procs, outdir, state, stall_timeout, start_allowance, deadline, bar) -
 
         running = [r for r in range(k) if codes[r] is None]
         allowance = [start_allowance if phases[r] < _JOINED else stall_timeout for r in range(k)]
-        if any(now - since[r] > allowance[r] for r in running):
-            # Ranks waiting in a collective for a stuck peer stop reporting too; of those
-            # that have been quiet a long while, the ones furthest behind are to blame.
-            quiet = [r for r in running if now - since[r] > allowance[r] / 2]
-            behind = min(steps[r] for r in quiet)
-            named = _stuck_first([r for r in quiet if steps[r] == behind], procs)
-            raise RankTimeout(named, _stall_message(named, steps, phases, allowance[named[0]], procs), steps)
+        if running and all(now - since[r] > allowance[r] for r in running):
+            # Every rank still running went quiet: the ones furthest behind are to blame (their peers wait for them).
+            behind = min(steps[r] for r in running)
+            named, observed = _stuck_first([r for r in running if steps[r] == behind], procs, phases)
+            message = _stall_message(named, steps, phases, allowance[named[0]], observed, total_steps)
+            raise RankTimeout(named, message, steps, observed)
         if deadline is not None and now - begin > deadline:
             behind = min(steps[r] for r in running)
             named = [r for r in running if steps[r] == behind]
@@ -114,7 +128,7 @@ def _wait(procs, outdir, state, stall_timeout, start_allowance, deadline, bar) -
 GRACE = 0.3  # seconds: how long a peer's error may precede the exit code of the rank that really died
 
 
-def _raise_first_failure(procs, outdir, k) -> None:
+def _raise_first_failure(procs, outdir, k, server=None) -> None:
     """Raise RankError for the rank that failed first, with the others' errors as its consequences.
 
     A rank killed by a signal (the out-of-memory killer's SIGKILL, say) writes no error file, while its
@@ -126,6 +140,15 @@ def _raise_first_failure(procs, outdir, k) -> None:
     written = {r: os.path.getmtime(_err_path(outdir, r)) for r in range(k) if os.path.exists(_err_path(outdir, r))}
     silent = [r for r in range(k) if codes[r] not in (None, 0) and r not in written]
     errors = {r: _read(_err_path(outdir, r)) for r in written}
+    gone = None if server is None else server_end(server)
+    if silent and gone is not None:
+        # A rank forked from the fork server learns its exit code from the server: with the server gone it reads
+        # 255 whatever happened, and the kernel has killed it (its parent-death signal) anyway.
+        first = min(silent)
+        raise RankError(first, f"the fork server the ranks were started from {gone}; rank {first} and its peers "
+                               "were ended with it, without a traceback", {r: _last_line(t) for r, t in errors.items()},
+                        summary=f"the fork server the ranks were started from {gone}, and every rank ended with it "
+                                "(no rank failed on its own; the next run starts a new server)")
     if silent:
         first = min(silent, key=lambda r: (codes[r] >= 0, r))  # a signal before a plain exit code
         why = _exit_words(codes[first])
@@ -193,35 +216,69 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else "unknown error"
 
 
-# --- which rank stalled first ---
+# --- which rank stalled first, and what its process was doing ---
 
-def _proc_stat(pid) -> tuple[str, int] | None:
-    """A process's scheduler state letter and CPU ticks used, from /proc (None where there is no /proc)."""
+PROC = "/proc"  # where process states are read (Linux); a test points it at an empty folder to play a system without
+
+
+def _read_proc(pid: int, name: str) -> str | None:
+    """The text of ``PROC/pid/name``, or None where it cannot be read (no /proc, as on macOS, or the process ended)."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return fields[0], int(fields[11]) + int(fields[12])
-    except (OSError, IndexError, ValueError):
+        with open(os.path.join(PROC, str(pid), name)) as f:
+            return f.read()
+    except OSError:
         return None
 
 
-def _stuck_first(candidates, procs) -> list[int]:
-    """Of ranks that stopped reporting at the same step, the ones whose progress stopped first.
+def _proc_stat(pid) -> tuple[str, int] | None:
+    """A process's scheduler state letter and CPU ticks used, or None when they cannot be read."""
+    text = _read_proc(pid, "stat")
+    try:
+        fields = text.rsplit(")", 1)[1].split()
+        return fields[0], int(fields[11]) + int(fields[12])
+    except (AttributeError, IndexError, ValueError):
+        return None
+
+
+OBSERVED = ("stopped", "memory", "busy", "waiting", "starting", "unknown")  # RankTimeout.observed's words
+SAMPLES, SAMPLE_GAP = 5, 0.05  # looks at each candidate's process, seconds apart: 0.2 s in all
+
+
+def _stuck_first(candidates, procs, phases) -> tuple[list[int], dict]:
+    """Of ranks that stopped reporting at the same step, the ones whose progress stopped first, and what was seen.
 
     Ranks waiting in a collective for a stuck peer stop reporting too, but they sleep there. So a rank
-    that is stopped (SIGSTOP, a debugger) is named alone; failing that, one still burning CPU while the
-    others sleep (a loop that never ends) is; otherwise every candidate is.
+    that is stopped (SIGSTOP, a debugger) is named alone; failing that, one held in the kernel's
+    uninterruptible sleep (state D: thrashing for memory, a hung disk) while the others sleep; failing that,
+    one still burning CPU while the others sleep (a loop that never ends); otherwise every candidate is.
+    Each rank's state is sampled a few times over 0.2 s, since a thrashing rank is in D only now and then.
     """
-    if len(candidates) < 2:
-        return candidates
-    before = {r: _proc_stat(procs[r].pid) for r in candidates}
-    stopped = [r for r, st in before.items() if st is not None and st[0] in "Tt"]
-    if stopped:
-        return stopped
-    time.sleep(0.2)
-    after = {r: _proc_stat(procs[r].pid) for r in candidates}
-    busy = [r for r in candidates if before[r] and after[r] and after[r][1] - before[r][1] >= 10]  # >= 0.1 s of CPU
-    return busy if busy and len(busy) < len(candidates) else candidates
+    seen = {r: [] for r in candidates}
+    for i in range(SAMPLES):
+        for r in candidates:
+            seen[r].append(_proc_stat(procs[r].pid))
+        if i + 1 < SAMPLES:
+            time.sleep(SAMPLE_GAP)
+    states = {r: _observed(seen[r], phases[r]) for r in candidates}
+    for word in ("stopped", "memory", "busy"):
+        some = [r for r in candidates if states[r] == word]
+        if some and (word == "stopped" or len(some) < len(candidates) or len(candidates) == 1):
+            return some, {r: states[r] for r in some}
+    return list(candidates), {r: states[r] for r in candidates}
+
+
+def _observed(samples, phase) -> str:
+    """What a rank's process samples (state letter, CPU ticks; None where unread) show it was doing."""
+    read = [s for s in samples if s is not None]
+    if not read or len(read) < len(samples) / 2:
+        return "starting" if phase < _JOINED and read else "unknown"
+    if all(s[0] in ("T", "t") for s in read):
+        return "stopped"
+    if any(s[0] == "D" for s in read):
+        return "memory"
+    if read[-1][1] - read[0][1] >= 10:  # >= 0.1 s of CPU in the 0.2 s looked at
+        return "busy"
+    return "starting" if phase < _JOINED else "waiting"
 
 
 # --- what a timeout says ---
@@ -230,19 +287,37 @@ def _ranks_words(ranks) -> str:
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
 
 
-def _stall_message(named, steps, phases, seconds, procs=None) -> str:
+def _when(step, total, many) -> str:
+    """Where in the run a rank is, from its last step: "before its first step", "after step 7", or after the loop."""
+    if step < 0:
+        return "before their first step" if many else "before its first step"
+    if total and step >= total - 1:
+        return f"after finishing all {total} steps (in the work after the loop)"
+    return f"after step {step}"
+
+
+WHAT_WAS_SEEN = {
+    "memory": ", waiting on memory (its process was in the kernel's uninterruptible sleep, which is most often "
+              "pages of memory being swapped back in; a machine short of memory)",
+    "busy": ", busy on the CPU without reporting progress (a loop that does not end, or work longer than the "
+            "timeout between two reports)",
+    "unknown": " (whether it was stopped, busy or waiting could not be seen: no /proc to read on this system, or "
+               "its process had just ended)",
+}
+
+
+def _stall_message(named, steps, phases, seconds, observed, total=None) -> str:
     step = steps[named[0]]
-    stopped = procs is not None and all((_proc_stat(procs[r].pid) or ("", 0))[0] in "Tt" for r in named)
-    if stopped:
-        state = f"stopped by a signal (SIGSTOP or a debugger) after step {step}" if step >= 0 else \
-            "stopped by a signal (SIGSTOP or a debugger) before its first step"
+    when = _when(step, total, len(named) > 1)
+    states = {observed.get(r, "unknown") for r in named}
+    state = states.pop() if len(states) == 1 else "mixed"
+    if state == "stopped":
+        what = f"stopped by a signal (SIGSTOP or a debugger) {when}"
     elif phases[named[0]] < _JOINED:
-        state = "stuck starting up (never joined the process group)"
-    elif step < 0:
-        state = "stuck before its first step" if len(named) == 1 else "stuck before their first step"
+        what = "stuck starting up (never joined the process group)" + WHAT_WAS_SEEN.get(state, "")
     else:
-        state = f"stuck after step {step}"
-    return f"{_ranks_words(named)} stalled: no progress for {seconds:g} s, {state}{_others(named, steps)}."
+        what = f"stuck {when}" + WHAT_WAS_SEEN.get(state, "")
+    return f"{_ranks_words(named)} stalled: no progress for {seconds:g} s, {what}{_others(named, steps)}."
 
 
 def _deadline_message(named, steps, deadline) -> str:

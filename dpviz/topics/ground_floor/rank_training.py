@@ -205,8 +205,13 @@ def train_worker(rank: int, world_size: int, config: TrainConfig) -> dict:
     snapshot(config.steps)
     loop_seconds = time.perf_counter() - loop_start
 
+    # The work after the loop reports progress as it goes (launcher.report_progress() without a step): with many
+    # steps, many ranks or a loaded machine it takes minutes, and a rank doing it is not stuck.
     if params is not None:
-        digests = [digest([torch.from_numpy(row)]) for row in params]
+        digests = []
+        for row in params:
+            digests.append(digest([torch.from_numpy(row)]))
+            launcher.report_progress()
     out = {
         "local_grad": local_grads,
         "reduced_grad": reduced_grads,
@@ -222,8 +227,11 @@ def train_worker(rank: int, world_size: int, config: TrainConfig) -> dict:
         out["params"] = params
     if config.model == "line":
         shards = [batch[start:start + sizes[rank]] for batch in batches]
-        out["example_grad"] = np.stack([per_example_grads(model_at(params[step], config), x_all[rows], y_all[rows]).numpy()
-                                        for step, rows in enumerate(shards)])
+        example_grads = []
+        for step, rows in enumerate(shards):
+            example_grads.append(per_example_grads(model_at(params[step], config), x_all[rows], y_all[rows]).numpy())
+            launcher.report_progress()
+        out["example_grad"] = np.stack(example_grads)
     # The big-batch check. With the all-reduce every replica holds the same parameters at every step (the
     # records' digests say so), so when every rank kept its rows the ranks share the steps out, round robin,
     # each computing whole global batches in one process; a sum of zero-filled rows gathers them on rank 0.
@@ -237,6 +245,7 @@ def train_worker(rank: int, world_size: int, config: TrainConfig) -> dict:
         for step in range(rank, config.steps, world_size) if shared else range(config.steps):
             rows = batches[step]
             big_grad[step], big_loss[step] = big_batch(config, params[step], x_all[rows], y_all[rows])
+            launcher.report_progress()
         if shared:
             for part in (big_grad, big_loss):
                 gathered = torch.from_numpy(part).to(device)
