@@ -2,7 +2,8 @@
 
 A chapter's number is its place in :data:`COURSE` (``"00"`` for the first). Its library code is the folder
 ``dpviz/topics/<topic>/``, and its notebook is ``notebooks/<number>_<notebook>.ipynb``. To renumber a
-chapter or insert one, move or add its line here and rename the notebooks; nothing else names a number.
+chapter or insert one, move or add its line here, then run ``python -m dpviz.renumber``: it renames the notebooks and
+rewrites the numbers their prose gives (:mod:`dpviz.renumber`). Nothing else names a number.
 
 What the entries point to is imported only when asked for (:func:`topic_module`), so importing this
 module imports nothing of dpviz, and the engine may read it without depending on any chapter::
