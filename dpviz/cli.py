@@ -5,37 +5,90 @@
     python -m dpviz figures                                        # fresh runs -> every figure in my_figures/
 
 Each prints what it verified and what it measured. A bad argument ends with one
-sentence naming it and exit status 2. A command imports the torch layer only when it
-records, so ``--help`` and ``figures --from-records`` start without torch.
+sentence naming it and its range, and exit status 2, before any rank starts. A run that
+fails its own check, a failed rank and a save the disk cannot take end with one sentence
+and exit status 1 (a run that failed its check is not saved). A command imports the torch
+layer only when it records, so ``--help``, ``--version`` and ``figures --from-records``
+start without torch.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 import tempfile
 import time
 
 
+class Failed(Exception):
+    """A command that ran but did not end well (its run failed its own check, or its record could not be saved);
+    its one sentence is printed and the command exits with status 1."""
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dpviz", description="Record real data-parallel runs and draw them.")
+    parser.add_argument("--version", action=_Version, help="print dpviz's version and exit")
     commands = parser.add_subparsers(dest="command", required=True)
     _add_record(commands.add_parser("record", help="record a real data-parallel run and check the notes' claims on it"))
     _add_bench(commands.add_parser("bench", help="measure all-reduce time over k and message size, and fit the cost models"))
     _add_figures(commands.add_parser("figures", help="record fresh runs on this machine and regenerate every figure"))
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_negative_numbers_attached(sys.argv[1:] if argv is None else argv))
     try:
         args.func(args)
     except (ValueError, TypeError, FileNotFoundError) as e:
         print(f"python -m dpviz {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except Failed as e:
+        print(f"python -m dpviz {args.command}: {e}", file=sys.stderr)
+        return 1
     except (RuntimeError, TimeoutError) as e:
         if not _is_rank_failure(e):
             raise
         print(f"python -m dpviz {args.command}: {e}", file=sys.stderr)
         return 1
+    except OSError as e:  # after RankTimeout, a TimeoutError and so an OSError
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        where = f" writing {e.filename!r}" if e.filename else ""
+        print(f"python -m dpviz {args.command}: no space left on the disk{where}; free some and run it again.", file=sys.stderr)
+        return 1
     return 0
+
+
+# The options that take one number each (record's and bench's).
+NUMBER_OPTIONS = {"--k", "--b", "--global-batch", "--steps", "--width", "--depth", "--lr", "--seed", "--timeout",
+                  "--threads", "--min-bytes", "--max-bytes", "--points", "--repeats"}
+
+
+def _negative_numbers_attached(argv) -> list:
+    """``--lr -inf`` as ``--lr=-inf``: argparse takes a word that starts with "-" for an option unless it looks like
+    ``-1`` or ``-0.5``, so ``-inf`` or ``-1e308`` after an option would be refused without the option's range."""
+    argv, out = list(argv), []
+    while argv:
+        word = argv.pop(0)
+        if word in NUMBER_OPTIONS and argv and argv[0].startswith("-") and _real(argv[0]) != argv[0]:
+            word = f"{word}={argv.pop(0)}"
+        out.append(word)
+    return out
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed package's version, read from its metadata only when asked."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import importlib.metadata
+
+        try:
+            version = importlib.metadata.version("dpviz")
+        except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+            from dpviz import __version__ as version
+        print(f"dpviz {version}")
+        parser.exit()
 
 
 def _is_rank_failure(e: BaseException) -> bool:
@@ -59,34 +112,49 @@ RECORD_DEFAULTS = {
 }
 
 
+def _int(text: str):
+    """An option's whole number, or the text as typed, which the option's check then refuses in one sentence
+    that states its range (argparse's own refusal would name neither)."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def _real(text: str):
+    """An option's number (inf and nan included: the option's check refuses them), or the text as typed."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 def _add_record(p) -> None:
     defaults = RECORD_DEFAULTS
-    p.add_argument("--k", type=int, default=defaults["k"], help="ranks (default %(default)s)")
-    p.add_argument("--b", type=int, default=defaults["b"], help="examples per rank per step (default %(default)s)")
-    p.add_argument("--global-batch", type=int, help="examples per step in all; must split evenly over k")
-    p.add_argument("--steps", type=int, default=defaults["steps"], help="optimizer steps (default %(default)s)")
+    p.add_argument("--k", type=_int, default=defaults["k"], help="ranks (default %(default)s)")
+    p.add_argument("--b", type=_int, default=defaults["b"], help="examples per rank per step (default %(default)s)")
+    p.add_argument("--global-batch", type=_int, help="examples per step in all; must split evenly over k")
+    p.add_argument("--steps", type=_int, default=defaults["steps"], help="optimizer steps (default %(default)s)")
     p.add_argument("--model", default=defaults["model"], help="line (two parameters) or mlp (default %(default)s)")
-    p.add_argument("--width", type=int, default=defaults["width"], help="MLP hidden width (default %(default)s)")
-    p.add_argument("--depth", type=int, default=defaults["depth"], help="MLP hidden layers (default %(default)s)")
+    p.add_argument("--width", type=_int, default=defaults["width"], help="MLP hidden width (default %(default)s)")
+    p.add_argument("--depth", type=_int, default=defaults["depth"], help="MLP hidden layers (default %(default)s)")
     p.add_argument("--optimizer", default=defaults["optimizer"], help="sgd, momentum or adam (default %(default)s)")
-    p.add_argument("--lr", type=float, default=defaults["lr"], help="learning rate (default %(default)s)")
-    p.add_argument("--seed", type=int, default=defaults["seed"])
+    p.add_argument("--lr", type=_real, default=defaults["lr"], help="learning rate (default %(default)s)")
+    p.add_argument("--seed", type=_int, default=defaults["seed"])
     p.add_argument("--no-all-reduce", action="store_true", help="each rank steps on its own gradient (replicas drift)")
     p.add_argument("--shard-sizes", type=_int_list, help="unequal shards, e.g. 3,9,20 (one per rank)")
     p.add_argument("--mean", default=defaults["mean"], help="plain or weighted, for unequal shards (default %(default)s)")
     p.add_argument("--sampling", default=defaults["sampling"], help="random, biased or by_kind (default %(default)s)")
     p.add_argument("--backend", default=defaults["backend"], help="auto, gloo or nccl (default %(default)s)")
-    p.add_argument("--timeout", type=float, default=defaults["stall_timeout"], help="seconds a rank may go without finishing a step (default %(default)s)")
-    p.add_argument("--threads", type=int, help="intra-op threads per rank (default: the cores shared evenly)")
+    p.add_argument("--timeout", type=_real, default=defaults["stall_timeout"], help="seconds a rank may go without finishing a step (default %(default)s)")
+    p.add_argument("--threads", type=_int, help="intra-op threads per rank (default: the cores shared evenly)")
     p.add_argument("--out", help="save the record as OUT.npz and OUT.json")
     p.set_defaults(func=_record)
 
 
 def _int_list(text: str) -> tuple:
-    try:
-        return tuple(int(v) for v in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"shard sizes must be whole numbers separated by commas; got {text!r}") from None
+    """Whole numbers separated by commas; an entry that is not one stays text, for the entries' check to refuse."""
+    return tuple(_int(v.strip()) for v in text.split(","))
 
 
 def _record(args) -> None:
@@ -103,10 +171,16 @@ def _record(args) -> None:
     start = time.perf_counter()
     run = record_run(config, progress=True)
     seconds = time.perf_counter() - start
-    print(report(run, seconds))
+    try:
+        verdict = run.check()
+    except AssertionError as e:
+        verdict = e
+    print(report(run, seconds, verdict), flush=True)
+    if isinstance(verdict, AssertionError):
+        raise Failed(f"the run failed its own check (CHECK FAILED above{_diverged(run)})"
+                     + (f", so nothing was saved to {args.out!r}." if args.out else "."))
     if args.out:
-        path = run.save(args.out)
-        print(f"saved {path}.npz and {path}.json")
+        save(run, args.out)
 
 
 # A TrainConfig field's name -> the option that sets it, so that an error names what the user typed.
@@ -132,6 +206,16 @@ class options_named:
                 if text.startswith(field + " ") or text.startswith(field + "="):
                     raise kind(option + text[len(field):]) from None
         return False
+
+
+def _diverged(run) -> str:
+    """Words for a run whose loss overflowed (a learning rate too large for the model), or nothing."""
+    import numpy as np
+
+    finite = np.isfinite(run.loss).all(axis=tuple(range(1, run.loss.ndim)))
+    if finite.all():
+        return ""
+    return f"; its loss was no longer finite from step {int(np.argmin(finite))} on, so try a smaller --lr"
 
 
 def check_out(out: str | None) -> None:
@@ -161,15 +245,49 @@ def check_folder(option: str, folder: str, *, given: str | None = None) -> None:
         raise ValueError(f"{option} {(given or folder)!r} cannot be written: no file can be made in {folder!r} ({reason}).") from None
 
 
-def report(run, seconds: float) -> str:
-    """What a run verified and measured, as a few lines for a terminal."""
+def save(record, out: str) -> None:
+    """Save ``record`` at ``out`` and say where; a save the disk (or anything else) refuses raises :class:`Failed`
+    with one sentence, and the older record at ``out``, if any, is left as it was."""
+    try:
+        path = record.save(out)
+    except OSError as e:
+        raise Failed(_save_failure(e, record, out)) from None
+    print(f"saved {path}.npz and {path}.json")
+
+
+def _save_failure(e: OSError, record, out: str) -> str:
+    """One sentence for a failed save: the record schema's own (it names the path and the space needed), or, for an
+    OSError it did not word, one made here from the path, the system's reason and, for a full disk, the sizes."""
+    import shutil
+
+    text = str(e)
+    if text.startswith("[Errno") and e.strerror and e.filename is None and e.strerror != os.strerror(e.errno):
+        text = e.strerror  # OSError(errno, sentence): the sentence alone
+    elif text.startswith("[Errno") or not text:
+        reason = (e.strerror or type(e).__name__).lower()
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            need = sum(array.nbytes for array in record.arrays.values())
+            free = shutil.disk_usage(os.path.dirname(os.path.abspath(out))).free
+            reason = f"no space left on the disk (the record needs up to {need:,} bytes, {free:,} are free)"
+        text = f"could not save the record at {out!r}: {reason}; any older record there is untouched"
+    return text.rstrip(".") + "."
+
+
+def report(run, seconds: float, verdict=None) -> str:
+    """What a run verified and measured, as a few lines for a terminal; ``verdict`` is what ``run.check()``
+    returned or the AssertionError it raised (checked here if not given)."""
     import numpy as np  # here, not at the top: `python -m dpviz --help` needs neither numpy nor torch
 
+    if verdict is None:
+        try:
+            verdict = run.check()
+        except AssertionError as e:
+            verdict = e
     lines = [f"recorded {run.describe()}", f"  wall time, process start included: {seconds:.2f} s"]
-    try:
-        lines.append(f"  verified: {run.check()}")
-    except AssertionError as e:
-        lines.append(f"  CHECK FAILED: {e}")
+    if isinstance(verdict, AssertionError):
+        lines.append(f"  CHECK FAILED: {verdict}")
+    else:
+        lines.append(f"  verified: {verdict}")
     if not run.meta["all_reduce"]:
         differ = int((~run.replicas_identical()).sum())
         lines.append(f"  all-reduce off: replicas differ in {differ} of {run.steps + 1} recorded states (drift)")
@@ -185,12 +303,12 @@ def report(run, seconds: float) -> str:
 # --- bench ---
 
 def _add_bench(p) -> None:
-    p.add_argument("--ks", type=int, nargs="+", default=[2, 4], help="process-group sizes (default 2 4)")
-    p.add_argument("--min-bytes", type=int, default=1 << 10, help="smallest message, bytes (default %(default)s)")
-    p.add_argument("--max-bytes", type=int, default=16 << 20, help="largest message, bytes (default %(default)s)")
-    p.add_argument("--points", type=int, default=8, help="message sizes, log spaced (default %(default)s)")
+    p.add_argument("--ks", type=_int, nargs="+", default=[2, 4], help="process-group sizes (default 2 4)")
+    p.add_argument("--min-bytes", type=_int, default=1 << 10, help="smallest message, bytes (default %(default)s)")
+    p.add_argument("--max-bytes", type=_int, default=16 << 20, help="largest message, bytes (default %(default)s)")
+    p.add_argument("--points", type=_int, default=8, help="message sizes, log spaced (default %(default)s)")
     p.add_argument("--impls", nargs="+", default=["all_reduce", "ring", "parameter_server"])
-    p.add_argument("--repeats", type=int, default=10, help="timed calls per point (default %(default)s)")
+    p.add_argument("--repeats", type=_int, default=10, help="timed calls per point (default %(default)s)")
     p.add_argument("--backend", default="gloo")
     p.add_argument("--out", help="save the record as OUT.npz and OUT.json")
     p.set_defaults(func=_bench)
@@ -202,20 +320,27 @@ def _bench(args) -> None:
     from dpviz.engine.checks import check_int
 
     check_out(args.out)
-    low = check_int("--min-bytes", args.min_bytes, low=4, high=1 << 30)
-    high = check_int("--max-bytes", args.max_bytes, low=low, high=1 << 30)
-    points = check_int("--points", args.points, low=1, high=64)
+    # The fit needs two message sizes on a group of k > 1, timed with dist.all_reduce: all checked before the sweep.
+    low = check_int("--min-bytes", args.min_bytes, low=4, high=(1 << 30) - 4)
+    smallest = log_sizes(low, low, 1)[0]  # low as whole float32s
+    high = check_int("--max-bytes", args.max_bytes, low=smallest + 4, high=1 << 30)
+    points = check_int("--points", args.points, low=2, high=64)
     with options_named({"ks": "--ks", "impls": "--impls", "repeats": "--repeats", "backend": "--backend"}):
         config = BenchConfig(ks=tuple(args.ks), sizes=log_sizes(low, high, points), impls=tuple(args.impls),
                              repeats=check_int("repeats", args.repeats, low=1, high=10_000), backend=args.backend)
+    if max(config.ks) < 2:
+        raise ValueError(f"--ks must hold a k from 2 to 1024, since the cost model is fitted to groups of more than "
+                         f"one rank; got {' '.join(map(str, config.ks))}.")
+    if "all_reduce" not in config.impls:
+        raise ValueError(f"--impls must include all_reduce, the one the cost model is fitted to; "
+                         f"got {' '.join(config.impls)}.")
     bench = run_sweep(config, progress=True)
     print(bench.table())
     print("fitted to dist.all_reduce (median relative error):")
     for name, fit in bench.fits().items():
         print(f"  {fit}")
     if args.out:
-        path = bench.save(args.out)
-        print(f"saved {path}.npz and {path}.json")
+        save(bench, args.out)
 
 
 # --- figures ---

@@ -112,8 +112,8 @@ def test_a_stalled_rank_ends_with_status_1_and_names_the_ranks(no_leftover_proce
         (["bench", "--ks", "0"], "--ks must be"),
         (["bench", "--repeats", "0"], "--repeats must be"),
         (["bench", "--min-bytes", "2"], "--min-bytes must be an integer from 4"),
-        (["bench", "--min-bytes", "4096", "--max-bytes", "1024"], "--max-bytes must be an integer from 4096"),
-        (["bench", "--points", "0"], "--points must be an integer from 1 to 64"),
+        (["bench", "--min-bytes", "4096", "--max-bytes", "1024"], "--max-bytes must be an integer from 4100"),
+        (["bench", "--points", "0"], "--points must be an integer from 2 to 64"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_sentence(args, name, capsys):
@@ -122,6 +122,15 @@ def test_bad_arguments_exit_2_with_one_sentence(args, name, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"python -m dpviz {args[0]}: error: ") and name in err
     assert err.strip().count("\n") == 0  # one line, no traceback
+
+
+def test_version_comes_from_the_package_metadata_without_torch():
+    import importlib.metadata
+
+    done, imported = dpviz_importing("--version")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == f"dpviz {importlib.metadata.version('dpviz')}\n"
+    assert not torch_layer(imported), f"--version imported {torch_layer(imported)}"
 
 
 def test_a_bad_argument_ends_the_process_with_status_2():

@@ -10,6 +10,12 @@ from __future__ import annotations
 import math
 from numbers import Integral, Real
 
+# The finite ranges the ranks can use, shared by every config that takes these values.
+MAX_SEED = 2**32 - 1  # numpy's RandomState (under PowerSGD) takes 32 bits; the ranks' int64 batch seeds stay in range
+MAX_LR = 1e3  # learning rate: larger only overflows float32 in the first step
+MAX_DATASET = 1 << 20  # examples in a data set
+MAX_TIMEOUT = 86_400.0  # seconds (a day): the process group's own timeout is built from it and must stay finite
+
 
 def check_int(name: str, value, *, low: int | None = None, high: int | None = None) -> int:
     """Return ``value`` as an int, or raise naming ``name`` and its allowed range."""
@@ -41,6 +47,21 @@ def check_real(
     if math.isnan(value) or too_low or too_high:
         raise ValueError(f"{name} must be a number{_real_range_words(low, high, low_open)}; got {value}.")
     return value
+
+
+def check_seed(name: str, value) -> int:
+    """A seed: an integer from 0 to :data:`MAX_SEED`."""
+    return check_int(name, value, low=0, high=MAX_SEED)
+
+
+def check_lr(name: str, value) -> float:
+    """A learning rate: a number > 0 and at most :data:`MAX_LR`."""
+    return check_real(name, value, low=0, low_open=True, high=MAX_LR)
+
+
+def check_timeout(name: str, value) -> float:
+    """A timeout in seconds: a number > 0 and at most :data:`MAX_TIMEOUT` (a day)."""
+    return check_real(name, value, low=0, low_open=True, high=MAX_TIMEOUT)
 
 
 def check_choice(name: str, value, choices) -> str:

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from dpviz import course
-from dpviz.engine.checks import check_choice, check_int, check_real
+from dpviz.engine.checks import MAX_DATASET, check_choice, check_int, check_lr, check_seed
 from dpviz.topics.ground_floor.records import rel_err
 from dpviz.topics.accumulation.records import (
     GRID, GRID_K, GRID_M, SYNCS, FIGURE_PLAN, AccumulationRun, grid_keys, grid_name,
@@ -83,6 +83,7 @@ class AccumConfig:
 
     def __post_init__(self):
         check_int("k", self.k, low=1, high=1024)
+        check_int("dataset_size", self.dataset_size, low=1, high=MAX_DATASET)
         check_int("m", self.m, low=1, high=4096)
         check_int("b", self.b, low=1, high=self.dataset_size // self.k)
         if self.b % self.m:
@@ -92,8 +93,8 @@ class AccumConfig:
         check_int("width", self.width, low=1, high=1 << 16)
         check_int("depth", self.depth, low=1, high=64)
         check_int("d_in", self.d_in, low=1, high=1 << 16)
-        check_real("lr", self.lr, low=0, low_open=True)
-        check_int("dataset_size", self.dataset_size, low=1)
+        check_lr("lr", self.lr)
+        check_seed("seed", self.seed)
 
     @property
     def micro_batch(self) -> int:

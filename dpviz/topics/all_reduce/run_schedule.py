@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpviz.engine.checks import check_choice, check_int, check_real
+from dpviz.engine.checks import check_choice, check_int, check_seed, check_timeout
 from dpviz.topics.all_reduce.records import Schedule
 from dpviz.engine.launch import launch
 from dpviz.engine.where import where_it_ran
@@ -54,7 +54,8 @@ def record_schedules(k: int, n_elements: int, *, impls=IMPLS, stall_timeout: flo
     impls = tuple(check_choice("impls entries", impl, IMPLS) for impl in impls)
     if not impls:
         raise ValueError(f"impls must name at least one of {', '.join(map(repr, IMPLS))}; got an empty list.")
-    stall_timeout = check_real("stall_timeout", stall_timeout, low=0, low_open=True)
+    stall_timeout = check_timeout("stall_timeout", stall_timeout)
+    seed = check_seed("seed", seed)
     per_rank = launch(schedules_worker, k, args=(n_elements, impls, seed), backend="gloo", stall_timeout=stall_timeout)
     return [_merge(k, n_elements, impl, seed, [results[i] for results in per_rank]) for i, impl in enumerate(impls)]
 

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from dpviz import course
-from dpviz.engine.checks import check_choice, check_int, check_real
+from dpviz.engine.checks import MAX_DATASET, MAX_LR, check_choice, check_int, check_lr, check_real, check_seed, check_timeout
 from dpviz.topics.bigger_batch.records import FIGURE_PLAN, MODELS, LrGrid, shipped_name
 from dpviz.engine.paths import SHIPPED_DIR
 from dpviz.engine import launch as launcher
@@ -48,6 +48,7 @@ KS = (1, 2, 4)
 MULTIPLIERS = (1.0, SQRT2, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0)  # ×1, ×√2, and powers of two up to far too much
 WARMUPS = (0, 3, 10, 30)
 DIVERGE_FACTOR = 1e4
+MAX_STEPS = 100_000  # optimizer steps of one run
 
 
 def lr_worker(rank: int, world_size: int, config: LrGridConfig, runs: list, twins: dict, keep: set, diverge_factor: float) -> list[dict]:
@@ -88,7 +89,8 @@ class LrGridConfig:
     def __post_init__(self):
         check_choice("model", self.model, MODELS)
         self.ks = tuple(check_int("ks entries", k, low=1, high=64) for k in _nonempty("ks", self.ks))
-        self.multipliers = tuple(check_real("multipliers entries", float(m), low=0, low_open=True)
+        self.base_lr = check_lr("base_lr", self.base_lr)
+        self.multipliers = tuple(check_real("multipliers entries", m, low=0, low_open=True, high=MAX_LR / self.base_lr)
                                  for m in _nonempty("multipliers", self.multipliers))
         self.warmups = tuple(check_int("warmups entries", w, low=0) for w in _nonempty("warmups", self.warmups))
         if 0 not in self.warmups:
@@ -102,12 +104,13 @@ class LrGridConfig:
             values = getattr(self, name)
             if len(set(values)) != len(values):
                 raise ValueError(f"{name} must not repeat a value; got {values}.")
-        self.b = check_int("b", self.b, low=1)
-        self.examples = check_int("examples", self.examples, low=1)
-        self.base_lr = check_real("base_lr", self.base_lr, low=0, low_open=True)
-        self.dataset_size = check_int("dataset_size", self.dataset_size, low=1)
+        self.dataset_size = check_int("dataset_size", self.dataset_size, low=1, high=MAX_DATASET)
+        self.b = check_int("b", self.b, low=1, high=self.dataset_size)
+        # the shortest k takes examples / (k·b) steps, at most MAX_STEPS of them
+        self.examples = check_int("examples", self.examples, low=1, high=MAX_STEPS * min(self.ks) * self.b)
+        self.seed = check_seed("seed", self.seed)
         self.threads = check_int("threads", self.threads, low=1, high=4096)
-        self.stall_timeout = check_real("stall_timeout", self.stall_timeout, low=0, low_open=True)
+        self.stall_timeout = check_timeout("stall_timeout", self.stall_timeout)
         check_choice("backend", self.backend, launcher.BACKENDS)
         for k in self.ks:
             if k * self.b > self.dataset_size:

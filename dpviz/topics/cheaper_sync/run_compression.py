@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from dpviz.engine.checks import check_int, check_real
+from dpviz.engine.checks import check_int, check_lr, check_real, check_timeout
 from dpviz.topics.cheaper_sync.records_compression import CompressionRecord, mode_name
 from dpviz.engine import launch as launcher
 from dpviz.topics.ground_floor.run_training import TrainConfig
@@ -69,7 +69,7 @@ class CompressionConfig:
     def __post_init__(self):
         self.k = check_int("k", self.k, low=1, high=64)
         self.steps = check_int("steps", self.steps, low=1, high=10_000)
-        check_real("lr", self.lr, low=0, low_open=True)
+        check_lr("lr", self.lr)
         self.ranks = (self.ranks,) if isinstance(self.ranks, int) and not isinstance(self.ranks, bool) else tuple(self.ranks)
         if not self.ranks:
             raise ValueError("ranks must list at least one PowerSGD rank r from 1 to 1024; got ().")
@@ -83,7 +83,7 @@ class CompressionConfig:
             raise ValueError(f"start_powersgd_iter must be an integer >= 2 while error_feedback or warm_start is on "
                              f"(torch's PowerSGDState requires it); got {self.start_powersgd_iter}.")
         check_real("min_compression_rate", self.min_compression_rate, low=0.0, high=1e6)
-        check_real("stall_timeout", self.stall_timeout, low=0, low_open=True)
+        check_timeout("stall_timeout", self.stall_timeout)
         self.train_config()  # checks b, width, depth, d_in, seed and dataset_size
 
     def train_config(self) -> TrainConfig:

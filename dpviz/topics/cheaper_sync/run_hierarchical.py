@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from dpviz.engine.checks import check_int, check_real
+from dpviz.engine.checks import check_int, check_seed, check_timeout
 from dpviz.topics.cheaper_sync.records_hierarchical import KINDS_OF_INPUT, HierarchicalRecord
 from dpviz.engine import launch as launcher
 from dpviz.engine.where import where_it_ran
@@ -63,8 +63,8 @@ class HierarchicalConfig:
         for n in self.sizes:
             check_int("sizes entries", n, low=1, high=MAX_ELEMENTS)
         check_int("repeats", self.repeats, low=1, high=1000)
-        check_int("seed", self.seed, low=0, high=2**31 - 1)
-        check_real("stall_timeout", self.stall_timeout, low=0, low_open=True)
+        check_seed("seed", self.seed)
+        check_timeout("stall_timeout", self.stall_timeout)
 
 
 def assemble(config: HierarchicalConfig, results: list[dict]) -> HierarchicalRecord:

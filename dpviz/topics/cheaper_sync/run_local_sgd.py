@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from dpviz.engine.checks import check_int, check_real
+from dpviz.engine.checks import check_int, check_lr, check_timeout
 from dpviz.topics.cheaper_sync.records_compression import FIGURE_PLAN
 from dpviz.topics.cheaper_sync.records_local_sgd import LocalSgdRecord
 from dpviz.engine import launch as launcher
@@ -65,7 +65,7 @@ class LocalSgdConfig:
     def __post_init__(self):
         self.k = check_int("k", self.k, low=1, high=64)
         self.steps = check_int("steps", self.steps, low=1, high=10_000)
-        check_real("lr", self.lr, low=0, low_open=True)
+        check_lr("lr", self.lr)
         self.periods = (self.periods,) if isinstance(self.periods, int) and not isinstance(self.periods, bool) \
             else tuple(self.periods)
         if not self.periods:
@@ -74,7 +74,7 @@ class LocalSgdConfig:
             check_int("periods entries", H, low=1, high=self.steps)
         self.periods = tuple(dict.fromkeys(self.periods))
         check_bool("oracle", self.oracle)
-        check_real("stall_timeout", self.stall_timeout, low=0, low_open=True)
+        check_timeout("stall_timeout", self.stall_timeout)
         self.train_config()  # checks b, width, depth, d_in, seed and dataset_size
 
     def train_config(self) -> TrainConfig:

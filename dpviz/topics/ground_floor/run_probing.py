@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpviz.engine.checks import check_int, check_real
+from dpviz.engine.checks import check_int, check_real, check_seed
 from dpviz.engine import launch as launcher
 
 H = 1e-6  # the nudge of one knob, in float64
@@ -50,7 +50,8 @@ def probe_every_knob(*, width: int = 32, depth: int = 2, d_in: int = 16, example
     """Time one forward + backward pass of the course's MLP (``repeats`` times) against P + 1 forward passes."""
     check_int("examples", examples, low=1, high=100_000)
     check_int("repeats", repeats, low=1, high=1000)
-    check_real("h", h, low=0, low_open=True)
+    check_real("h", h, low=0, low_open=True, high=1.0)
+    check_seed("seed", seed)
     check_int("width", width, low=1, high=1 << 16)
     check_int("depth", depth, low=1, high=64)
     check_int("d_in", d_in, low=1, high=1 << 16)

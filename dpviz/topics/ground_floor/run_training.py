@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from dpviz.engine import launch as launcher
-from dpviz.engine.checks import check_choice, check_int, check_real
+from dpviz.engine.checks import MAX_DATASET, check_choice, check_int, check_lr, check_seed, check_timeout
 from dpviz.engine.data import line_data, teacher_data
 from dpviz.topics.ground_floor.model_sizes import FULL_PARAMS_LIMIT, MODELS, count_params
 from dpviz.engine.where import where_it_ran
@@ -85,15 +85,16 @@ class TrainConfig:
 
     def __post_init__(self):
         check_int("k", self.k, low=1, high=1024)
-        check_int("dataset_size", self.dataset_size, low=1)
+        check_int("dataset_size", self.dataset_size, low=1, high=MAX_DATASET)
         if self.k > self.dataset_size:
             raise ValueError(f"k must be an integer from 1 to {self.dataset_size} (dataset_size: every rank needs an "
                              f"example); got {self.k}.")
         check_int("width", self.width, low=1, high=MAX_WIDTH)
         check_int("depth", self.depth, low=1, high=MAX_DEPTH)
         check_int("d_in", self.d_in, low=1, high=MAX_WIDTH)
-        check_int("seed", self.seed, low=0, high=2**63 - 1)
+        check_seed("seed", self.seed)
         if self.global_batch is not None:
+            check_int("global_batch", self.global_batch, low=1, high=self.dataset_size)
             self.b = split_batch(self.global_batch, self.k)
         check_int("steps", self.steps, low=1, high=100_000)
         check_choice("model", self.model, MODELS)
@@ -103,9 +104,8 @@ class TrainConfig:
         if self.sampling != "random" and self.model != "line":
             raise ValueError(f"sampling={self.sampling!r} needs model='line', whose examples have kinds; got model={self.model!r}.")
         check_choice("backend", self.backend, launcher.BACKENDS)
-        check_real("lr", self.lr, low=0, low_open=True)
-        check_real("stall_timeout", self.stall_timeout, low=0, low_open=True)
-        check_int("dataset_size", self.dataset_size, low=1)
+        check_lr("lr", self.lr)
+        check_timeout("stall_timeout", self.stall_timeout)
         if self.threads is not None:
             check_int("threads", self.threads, low=1, high=4096)
         if self.shard_sizes is None:
@@ -121,22 +121,45 @@ class TrainConfig:
 
         need = self.record_bytes()
         if need > MAX_ARRAY_BYTES:
-            per_step = need / self.steps
-            raise ValueError(f"steps must be at most {int(MAX_ARRAY_BYTES // per_step):,} for this model and k: the run "
-                             f"would record about {need / 2**30:.1f} GiB (every rank's gradients at every step, "
-                             f"{self.n_params():,} parameters), more than the {MAX_ARRAY_BYTES / 2**30:g} GiB a record "
-                             f"may hold; got steps={self.steps:,}.")
+            raise ValueError(self._too_big(need))
 
     def n_params(self) -> int:
         """P, the parameters of the model this config builds (dpviz.topics.ground_floor.rank_models), counted without building it."""
         return count_params(self.model, d_in=self.d_in, width=self.width, depth=self.depth)
 
-    def record_bytes(self) -> int:
-        """About how many bytes the run's record holds (what every rank also keeps until the end), before it starts."""
-        P, B, steps, k = self.n_params(), sum(self.sizes), self.steps, self.k
+    def record_bytes(self, *, steps: int | None = None, width: int | None = None) -> int:
+        """About how many bytes the run's record holds (what every rank also keeps until the end), before it starts;
+        ``steps`` and ``width`` ask the same for other values of those fields."""
+        steps = self.steps if steps is None else steps
+        width = self.width if width is None else width
+        P = count_params(self.model, d_in=self.d_in, width=width, depth=self.depth)
+        B, k = sum(self.sizes), self.k
         floats = 2 * steps * k * P + steps * P + (steps + 1) * k * P * (P <= FULL_PARAMS_LIMIT)
         floats += steps * B * P * (self.model == "line") + self.dataset_size * (self.d_in + 1)
         return 4 * floats + 8 * steps * (2 * k + B)
+
+    def _too_big(self, need: int) -> str:
+        """The sentence refusing a run whose record would pass MAX_ARRAY_BYTES. It names the field to lower: steps
+        while one step fits, else the MLP's width, else the data set."""
+        limit = f"the {MAX_ARRAY_BYTES / 2**30:g} GiB a record may hold"
+        if self.record_bytes(steps=1) <= MAX_ARRAY_BYTES:
+            per_step = self.record_bytes(steps=2) - self.record_bytes(steps=1)  # the bytes grow linearly with steps
+            most = 1 + (MAX_ARRAY_BYTES - self.record_bytes(steps=1)) // per_step
+            return (f"steps must be at most {most:,} for this model and k: the run would record about {need / 2**30:.1f} "
+                    f"GiB (every rank's gradients at every step, {self.n_params():,} parameters), more than {limit}; "
+                    f"got steps={self.steps:,}.")
+        if self.model == "mlp" and self.record_bytes(width=1) <= MAX_ARRAY_BYTES:
+            low, high = 1, self.width  # the widest MLP whose record fits lies in [low, high)
+            while high - low > 1:
+                middle = (low + high) // 2
+                low, high = (middle, high) if self.record_bytes(width=middle) <= MAX_ARRAY_BYTES else (low, middle)
+            return (f"width must be at most {low:,} with depth={self.depth}, d_in={self.d_in}, k={self.k} and "
+                    f"steps={self.steps:,}: a wider MLP ({self.n_params():,} parameters) records more than {limit} "
+                    f"even in one step; got width={self.width:,}.")
+        data = 4 * self.dataset_size * (self.d_in + 1)
+        most = max(0, MAX_ARRAY_BYTES - (self.record_bytes(steps=1, width=1) - data)) // (4 * (self.d_in + 1))
+        return (f"dataset_size must be at most {most:,} with d_in={self.d_in}: with the data set the record would pass "
+                f"{limit}; got dataset_size={self.dataset_size:,}.")
 
     @property
     def sizes(self) -> tuple:

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from dpviz.engine.checks import check_choice, check_int, check_real
+from dpviz.engine.checks import check_choice, check_int, check_timeout
 from dpviz.engine.launch import BACKENDS, launch, resolve_backend, threads_per_rank
 from dpviz.engine.where import where_it_ran
 from dpviz.topics.speedup_model.records import IMPLS, BenchRecord
@@ -64,10 +64,10 @@ class BenchConfig:
         self.ks = tuple(check_int("ks", k, low=1, high=1024) for k in _as_tuple("ks", self.ks))
         self.sizes = tuple(_check_size(M) for M in _as_tuple("sizes", self.sizes))
         self.impls = tuple(check_choice("impls", i, IMPLS) for i in _as_tuple("impls", self.impls))
-        self.repeats = check_int("repeats", self.repeats, low=1)
-        self.warmup = check_int("warmup", self.warmup, low=0)
+        self.repeats = check_int("repeats", self.repeats, low=1, high=10_000)
+        self.warmup = check_int("warmup", self.warmup, low=0, high=1000)
         self.backend = check_choice("backend", self.backend, BACKENDS)
-        self.stall_timeout = check_real("stall_timeout", self.stall_timeout, low=0, low_open=True)
+        self.stall_timeout = check_timeout("stall_timeout", self.stall_timeout)
 
 
 def log_sizes(low: int, high: int, n: int) -> tuple:

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from dpviz.engine.checks import check_int, check_real
+from dpviz.engine.checks import check_int, check_lr, check_timeout
 from dpviz.topics.sharding.records import FIGURE_PLAN, ShardingRun
 from dpviz.engine import launch as launcher
 from dpviz.topics.ground_floor.run_training import TrainConfig
@@ -70,8 +70,8 @@ class ShardingConfig:
     def __post_init__(self):
         self.k = check_int("k", self.k, low=1, high=64)
         self.steps = check_int("steps", self.steps, low=1, high=1_000)
-        check_real("lr", self.lr, low=0, low_open=True)
-        check_real("stall_timeout", self.stall_timeout, low=0, low_open=True)
+        check_lr("lr", self.lr)
+        check_timeout("stall_timeout", self.stall_timeout)
         if not isinstance(self.fsdp, bool):
             raise TypeError(f"fsdp must be True or False; got {self.fsdp!r}.")
         self.train_config()  # checks b, width, depth, d_in, seed and dataset_size

@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from dpviz import course
-from dpviz.engine.checks import check_choice, check_int, check_real
+from dpviz.engine.checks import check_choice, check_int, check_seed, check_timeout
 from dpviz.engine.paths import SHIPPED_DIR
 from dpviz.topics.splitting.records_pipeline import GRID_M, GRID_P, PipelineRun, grid_name
 from dpviz.topics.ground_floor.records import rel_err
@@ -82,14 +82,15 @@ class PipelineConfig:
                 f"model's {self.depth} hidden layers; got p={self.p}."
             )
         self.m = check_int("m", self.m, low=1, high=4096)
-        self.batch = check_int("batch", self.batch, low=1)
+        self.batch = check_int("batch", self.batch, low=1, high=1 << 16)
         if self.batch % self.m:
             raise ValueError(f"batch must be a multiple of m={self.m} to split into equal micro-batches; got batch={self.batch}.")
         check_choice("schedule", self.schedule, theory.SCHEDULES)
         self.width = check_int("width", self.width, low=1, high=1 << 14)
         self.threads = check_int("threads", self.threads, low=1, high=4096)
         self.repeats = check_int("repeats", self.repeats, low=1, high=100)
-        check_real("stall_timeout", self.stall_timeout, low=0, low_open=True)
+        check_timeout("stall_timeout", self.stall_timeout)
+        check_seed("seed", self.seed)
 
     @property
     def micro_batch(self) -> int:

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from dpviz.engine.checks import check_int, check_real
+from dpviz.engine.checks import check_int, check_seed, check_timeout
 from dpviz.topics.splitting.records_tensor_parallel import SPLITS, TensorSplit
 from dpviz.engine import launch as launcher
 from dpviz.engine.where import where_it_ran
@@ -60,9 +60,12 @@ class TensorConfig:
     def __post_init__(self):
         self.k = check_int("k", self.k, low=1, high=64)
         self.batch = check_int("batch", self.batch, low=1, high=1 << 16)
+        check_int("d_in", self.d_in, low=1, high=1 << 14)
+        check_int("d_out", self.d_out, low=1, high=1 << 14)
         for split in SPLITS:
             theory.check_split(self.d_in, self.d_out, self.k, split)
-        check_real("stall_timeout", self.stall_timeout, low=0, low_open=True)
+        check_timeout("stall_timeout", self.stall_timeout)
+        check_seed("seed", self.seed)
 
 
 def assemble(config: TensorConfig, results: list[dict], backend: str) -> TensorSplit:

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from dpviz.engine.checks import check_int, check_real
+from dpviz.engine.checks import check_int, check_lr, check_timeout
 from dpviz.topics.splitting.records_zero import ZeroRun
 from dpviz.engine import launch as launcher
 from dpviz.topics.ground_floor.run_training import TrainConfig
@@ -67,8 +67,8 @@ class ZeroConfig:
     def __post_init__(self):
         self.k = check_int("k", self.k, low=1, high=64)
         self.steps = check_int("steps", self.steps, low=1, high=10_000)
-        check_real("lr", self.lr, low=0, low_open=True)
-        check_real("stall_timeout", self.stall_timeout, low=0, low_open=True)
+        check_lr("lr", self.lr)
+        check_timeout("stall_timeout", self.stall_timeout)
         self.train_config()  # checks b, width, depth, d_in and dataset_size
 
     def train_config(self) -> TrainConfig:

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from dpviz.engine.checks import check_choice, check_int, check_real
+from dpviz.engine.checks import MAX_DATASET, check_choice, check_int, check_lr, check_real, check_seed
 from dpviz.engine.data import line_data
 from dpviz.topics.waiting.records_async_sgd import MODES, AsyncRecord
 from dpviz.engine import launch as launcher
@@ -71,8 +71,8 @@ class AsyncConfig:
         check_int("k", self.k, low=1, high=63)
         check_choice("mode", self.mode, MODES)
         check_int("updates", self.updates, low=1, high=100_000)
-        check_real("lr", self.lr, low=0.0, low_open=True)
-        check_int("dataset_size", self.dataset_size, low=1)
+        check_lr("lr", self.lr)
+        check_int("dataset_size", self.dataset_size, low=1, high=MAX_DATASET)
         check_int("b", self.b, low=1, high=self.dataset_size)
         if self.delays is None:
             self.delays = (0.002,) * self.k
@@ -80,10 +80,10 @@ class AsyncConfig:
         if len(self.delays) != self.k:
             raise ValueError(f"delays must list one delay per worker (k={self.k} entries); got {len(self.delays)}.")
         if self.max_staleness is not None:
-            check_int("max_staleness", self.max_staleness, low=0)
+            check_int("max_staleness", self.max_staleness, low=0, high=self.updates)
             if self.mode == "sync":
                 raise ValueError("max_staleness applies to mode='async' only; synchronous gradients are never stale.")
-        check_int("seed", self.seed, low=0)
+        check_seed("seed", self.seed)
 
 
 def record_async(config: AsyncConfig | None = None, *, progress: bool = False, **overrides) -> AsyncRecord:

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from dpviz.engine.checks import check_choice, check_int, check_real
+from dpviz.engine.checks import check_choice, check_int, check_lr, check_real, check_seed
 from dpviz.topics.waiting.buckets import MAX_BUCKETS, make_buckets  # noqa: F401 - make_buckets: importable from here too
 from dpviz.topics.waiting.records_overlap import MODES, OverlapRecord
 from dpviz.engine import launch as launcher
@@ -64,7 +64,8 @@ class OverlapConfig:
         check_int("d_in", self.d_in, low=1, high=1 << 14)
         check_int("b", self.b, low=1, high=1 << 16)
         check_real("bucket_mb", self.bucket_mb, low=0.0, low_open=True, high=1024.0)
-        check_real("lr", self.lr, low=0.0, low_open=True)
+        check_lr("lr", self.lr)
+        check_seed("seed", self.seed)
         check_int("threads", self.threads, low=1, high=4096)
 
     @property

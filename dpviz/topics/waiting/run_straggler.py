@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from dpviz.engine.checks import check_int, check_real
+from dpviz.engine.checks import check_int, check_lr, check_real, check_seed
 from dpviz.topics.waiting.records_straggler import StragglerRecord
 from dpviz.engine import launch as launcher
 from dpviz.engine.where import where_it_ran
@@ -64,7 +64,8 @@ class StragglerConfig:
         check_int("depth", self.depth, low=1, high=16)
         check_int("d_in", self.d_in, low=1, high=1 << 14)
         check_int("b", self.b, low=1, high=1 << 16)
-        check_real("lr", self.lr, low=0.0, low_open=True)
+        check_lr("lr", self.lr)
+        check_seed("seed", self.seed)
         check_int("threads", self.threads, low=1, high=4096)
 
     def settings(self) -> list[tuple[float, int]]:

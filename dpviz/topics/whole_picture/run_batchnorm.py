@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from dpviz.engine.checks import check_int, check_real
+from dpviz.engine.checks import MAX_DATASET, check_int, check_lr, check_seed, check_timeout
 from dpviz.topics.whole_picture.records import BatchNormRun
 from dpviz.engine import launch as launcher
 from dpviz.engine.where import where_it_ran
@@ -70,13 +70,14 @@ class BatchNormConfig:
 
     def __post_init__(self):
         check_int("k", self.k, low=1, high=64)
+        check_int("dataset_size", self.dataset_size, low=2, high=MAX_DATASET)
         check_int("b", self.b, low=2, high=self.dataset_size // max(self.k, 1))  # a variance needs 2 examples
         check_int("steps", self.steps, low=1, high=1000)
         check_int("d_in", self.d_in, low=1, high=1024)
         check_int("width", self.width, low=1, high=4096)
-        check_real("lr", self.lr, low=0, low_open=True)
-        check_int("dataset_size", self.dataset_size, low=2)
-        check_real("stall_timeout", self.stall_timeout, low=0, low_open=True)
+        check_lr("lr", self.lr)
+        check_seed("seed", self.seed)
+        check_timeout("stall_timeout", self.stall_timeout)
         if self.threads is not None:
             check_int("threads", self.threads, low=1, high=4096)
 
