@@ -28,7 +28,7 @@ from dpviz.topics.cheaper_sync.plots import (
     plot_times,
 )
 from dpviz.engine.style import LAVENDER
-from dpviz.topics.cheaper_sync import records_compression as plan
+from dpviz.topics.cheaper_sync import records_compression as compression
 from dpviz.topics.cheaper_sync.records_compression import FIGURE_PLAN
 from dpviz.topics.cheaper_sync.records_hierarchical import METHODS
 from dpviz.topics.ground_floor.links import SPEED_ORDER
@@ -95,9 +95,9 @@ def figure_cheaper_sync_local_sgd(rec) -> Figure:
 
 
 def _priced_rows() -> dict:
-    return {name: claims.priced_rows(name, k=plan.PRICED_K, group_size=plan.PRICED_GROUP, rank=plan.PRICED_RANK,
-                                     period=plan.PRICED_PERIOD, t_compute=plan.PRICED_T_COMPUTE, M=plan.PRICED_M,
-                                     shapes=plan.PRICED_SHAPES)
+    return {name: claims.priced_rows(name, k=compression.PRICED_K, group_size=compression.PRICED_GROUP, rank=compression.PRICED_RANK,
+                                     period=compression.PRICED_PERIOD, t_compute=compression.PRICED_T_COMPUTE, M=compression.PRICED_M,
+                                     shapes=compression.PRICED_SHAPES)
             for name in SPEED_ORDER}
 
 
@@ -109,10 +109,10 @@ def figure_cheaper_sync_two_levels(hier, comp) -> Figure:
     fig.subplots_adjust(left=0.3, right=0.95, top=0.9, bottom=0.05, hspace=0.42)
     plot_link_bytes(hier, ax=a, title=claims.two_levels_title(hier))
     legend_below(a, gap=0.5, ncol=2, fontsize=9)
-    M_gb = plan.PRICED_M / 1e9
-    plot_speedups(rows, k=plan.PRICED_K, ax=b,
-                  title=f"Modeled: {plan.PRICED_LAYERS} layers of {plan.PRICED_WIDTH}×{plan.PRICED_WIDTH} "
-                        f"(M = {M_gb:.2f} GB); two levels: NVLink inside groups of {plan.PRICED_GROUP}")
+    M_gb = compression.PRICED_M / 1e9
+    plot_speedups(rows, k=compression.PRICED_K, ax=b,
+                  title=f"Modeled: {compression.PRICED_LAYERS} layers of {compression.PRICED_WIDTH}×{compression.PRICED_WIDTH} "
+                        f"(M = {M_gb:.2f} GB); two levels: NVLink inside groups of {compression.PRICED_GROUP}")
     t = np.median(hier.seconds, axis=0)
     step = np.median(comp.t_step, axis=(1, 2))
     labels = [f"step, {hook_label(m)}" for m in comp.mode] + [METHOD_LABELS[m] for m in METHODS]
@@ -120,13 +120,13 @@ def figure_cheaper_sync_two_levels(hier, comp) -> Figure:
                xlabel="median ms, measured here (shared memory, not a network)",
                title=f"Measured here: a step per hook (k = {comp.k}); an all-reduce of "
                      f"{int(hier.meta['timed_size']):,} values (k = {hier.k})")
-    fig.suptitle(claims.priced_title(rows, k=plan.PRICED_K), fontsize=12, x=0.01, y=0.995, ha="left", va="top")
+    fig.suptitle(claims.priced_title(rows, k=compression.PRICED_K), fontsize=12, x=0.01, y=0.995, ha="left", va="top")
     alt = [f"Top, bars of the bytes sent inside groups and between groups by the two-level all-reduce and the flat "
-           f"ring over k = {hier.k} ranks. Middle, the modeled speedup S on k = {plan.PRICED_K} for the plain ring, "
+           f"ring over k = {hier.k} ranks. Middle, the modeled speedup S on k = {compression.PRICED_K} for the plain ring, "
            "fp16, PowerSGD, local SGD and two levels, one group of bars per link preset (NVLink, 100 Gb "
            "InfiniBand, 10 Gb Ethernet). Bottom, bars of the median times measured on this machine", title_of(fig)]
     notes = [f"Measured: {hier.describe()}", comp.describe(), _cores(hier), _cores(comp),
-             f"Modeled: T_compute = {plan.PRICED_T_COMPUTE:g} s on one device, α and β of dpviz.topics.ground_floor.links",
+             f"Modeled: T_compute = {compression.PRICED_T_COMPUTE:g} s on one device, α and β of dpviz.topics.ground_floor.links",
              *lift_notes(fig)]
     return caption(wrap_titles(fig), [n for n in notes if n], alt=alt)
 

@@ -22,7 +22,7 @@ from dpviz.engine.checks import check_choice, check_int
 from dpviz.topics.cheaper_sync.claims import priced_rows
 from dpviz.topics.cheaper_sync.plots import LINK_COLOURS, LINK_HATCHES, method_label
 from dpviz.engine.style import GRID_LINE, IDEAL_STYLE, INK, MODELED_NOTE, SLATE
-from dpviz.topics.cheaper_sync import records_compression as plan
+from dpviz.topics.cheaper_sync import records_compression as compression
 from dpviz.topics.ground_floor.links import SPEED_ORDER
 from dpviz.engine.slider import SliderFigure, animate
 
@@ -38,7 +38,7 @@ class CheaperSyncFigure:
     """Modeled S of five ways to sync, one bar each, on one link; see the module docstring."""
 
     def __init__(self, *, figsize=(11.5, 4.8), fontsize: float = 12):
-        self.k = plan.PRICED_K
+        self.k = compression.PRICED_K
         self.groups = [g for g in range(1, self.k + 1) if self.k % g == 0]
         self.status_line = ""
         self.fig = fig = Figure(figsize=figsize)
@@ -60,8 +60,8 @@ class CheaperSyncFigure:
         ax.spines[["top", "right"]].set_visible(False)
         ax.set_xlabel(f"speedup S on k = {self.k} devices, {MODELED_NOTE}", fontsize=fontsize)
         ax.tick_params(labelsize=fontsize - 1)
-        fig.text(0.01, 0.97, f"Modeled: {plan.PRICED_LAYERS} layers of {plan.PRICED_WIDTH}×{plan.PRICED_WIDTH} "
-                 f"(M = {plan.PRICED_M / 1e9:.2f} GB), T_compute = {plan.PRICED_T_COMPUTE:g} s on one device",
+        fig.text(0.01, 0.97, f"Modeled: {compression.PRICED_LAYERS} layers of {compression.PRICED_WIDTH}×{compression.PRICED_WIDTH} "
+                 f"(M = {compression.PRICED_M / 1e9:.2f} GB), T_compute = {compression.PRICED_T_COMPUTE:g} s on one device",
                  ha="left", va="top", fontsize=fontsize + 1, color=INK, weight="bold")
         self.headline = fig.text(0.01, 0.9, "", ha="left", va="top", fontsize=fontsize, color=INK)
         animate(*self.bars, *self.values, *self.names, self.headline)
@@ -71,8 +71,8 @@ class CheaperSyncFigure:
         H = check_int("H", H, low=1, high=max(PERIODS))
         g = check_choice("g", g, tuple(self.groups))
         link = check_choice("link", link, SPEED_ORDER)
-        rows = priced_rows(link, k=self.k, group_size=g, rank=r, period=H, t_compute=plan.PRICED_T_COMPUTE,
-                           M=plan.PRICED_M, shapes=plan.PRICED_SHAPES)
+        rows = priced_rows(link, k=self.k, group_size=g, rank=r, period=H, t_compute=compression.PRICED_T_COMPUTE,
+                           M=compression.PRICED_M, shapes=compression.PRICED_SHAPES)
         i = SPEED_ORDER.index(link)
         for bar, value, name, row in zip(self.bars, self.values, self.names, rows):
             bar.set_width(row["speedup"])
@@ -90,7 +90,7 @@ class CheaperSyncFigure:
                         "decides them, its extra compute left out; local SGD's S counts steps, not loss")
 
 
-def cheaper_sync_widget(*, r: int = plan.PRICED_RANK, H: int = plan.PRICED_PERIOD, g: int = plan.PRICED_GROUP,
+def cheaper_sync_widget(*, r: int = compression.PRICED_RANK, H: int = compression.PRICED_PERIOD, g: int = compression.PRICED_GROUP,
                         link: str = "10 Gb Ethernet") -> SliderFigure:
     """Sliders for r, H, g and the link over :class:`CheaperSyncFigure`."""
     figure = CheaperSyncFigure()
