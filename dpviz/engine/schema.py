@@ -23,12 +23,15 @@ fixed length.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
 import os
 import re
-import tempfile
+import secrets
+import socket
+import time
 import zipfile
 import zlib
 from collections.abc import MutableMapping
@@ -38,6 +41,11 @@ from pathlib import Path
 import numpy as np
 
 from dpviz.engine import private
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks; a save's renames are then not fenced from readers
+    fcntl = None
 
 DTYPES = ("float32", "float64", "int64", "bool", "str", "bytes")  # "str": numpy unicode; "bytes": numpy S
 MAX_HEADER_BYTES = 16 << 20   # a record's .json is metadata: kilobytes; refuse anything near this
@@ -66,11 +74,34 @@ class Array:
 
 @dataclass(frozen=True)
 class Meta:
-    """One metadata field of a record kind (a JSON value)."""
+    """One metadata field of a record kind (a JSON value), whose type :meth:`Kind.validate` checks."""
 
     name: str
-    type: str  # a word for readers: "int", "float", "str", "bool", "list", "dict", "int or null"
+    type: str  # one of META_TYPES, or one of them followed by " or null": "int", "float", "list or null"
     meaning: str
+
+    def __post_init__(self):
+        if self.type.removesuffix(" or null") not in META_TYPES:
+            raise ValueError(f"type of metadata field {self.name!r} must be one of {', '.join(META_TYPES)} (or one of "
+                             f"them followed by ' or null'); got {self.type!r}.")
+
+    def accepts(self, value) -> bool:
+        """Whether ``value`` is of the declared type: a JSON value, or in a record being made the numpy scalar
+        or tuple that saving writes as one."""
+        if value is None:
+            return self.type.endswith(" or null")
+        return isinstance(value, META_TYPES[self.type.removesuffix(" or null")]) and (
+            self.type.startswith("bool") or not isinstance(value, (bool, np.bool_)))
+
+
+META_TYPES = {  # Meta.type -> what a value of it may be (a bool is never an int or a float here)
+    "int": (int, np.integer),
+    "float": (int, float, np.integer, np.floating),
+    "str": (str,),
+    "bool": (bool, np.bool_),
+    "list": (list, tuple),
+    "dict": (dict,),
+}
 
 
 # Where and how a run ran: the same fields in most kinds' metadata, declared once here.
@@ -109,11 +140,27 @@ class Kind:
 
     def validate(self, meta: dict, arrays: dict, where: str) -> None:
         """Raise ``ValueError`` with one sentence naming ``where`` and the first thing that does not fit the table."""
+        values = {name: np.asarray(value) for name, value in arrays.items()}
+        self.check_layout(meta, {name: (v.shape, v.dtype) for name, v in values.items()}, where)
+        for a in self.arrays:
+            value = values.get(a.name)
+            if value is not None and value.dtype.kind == "f" and not a.nonfinite:
+                bad = int(np.size(value) - np.count_nonzero(np.isfinite(value)))
+                if bad:
+                    raise ValueError(f"{where}: array {a.name!r} holds NaN or inf in {bad} place{'s' if bad > 1 else ''}; "
+                                     f"in a {self.name!r} record every value of it is finite ({a.meaning}).")
+
+    def check_layout(self, meta: dict, layouts: dict, where: str) -> None:
+        """Check the metadata and each array's ``(shape, dtype)`` against the table, without any array's values.
+
+        :func:`load` calls it with the shapes and dtypes the ``.npy`` headers declare, before it decompresses
+        a byte of them; :meth:`validate` with the arrays themselves.
+        """
         declared = {a.name for a in self.arrays}
         for a in self.arrays:
-            if a.name not in arrays and not a.optional:
+            if a.name not in layouts and not a.optional:
                 raise ValueError(f"{where} lacks the array {a.name!r} that a {self.name!r} record must hold ({a.meaning}).")
-        extra = sorted(set(arrays) - declared)
+        extra = sorted(set(layouts) - declared)
         if extra:
             raise ValueError(f"{where} holds the array {extra[0]!r}, which a {self.name!r} record of schema_version {self.version} does not declare.")
         fields = {m.name for m in self.meta}
@@ -123,24 +170,24 @@ class Kind:
         unknown = sorted(set(meta) - fields)
         if unknown:
             raise ValueError(f"{where} holds the metadata field {unknown[0]!r}, which a {self.name!r} record does not declare.")
-        sizes = {m.name: meta[m.name] for m in self.meta if isinstance(meta.get(m.name), int) and not isinstance(meta.get(m.name), bool)}
+        for m in self.meta:
+            if not m.accepts(meta[m.name]):
+                raise ValueError(f"{where}: metadata field {m.name!r} is {_short(meta[m.name])}, of type "
+                                 f"{type(meta[m.name]).__name__}; a {self.name!r} record declares it {m.type}.")
+        sizes = {m.name: int(meta[m.name]) for m in self.meta
+                 if isinstance(meta[m.name], (int, np.integer)) and not isinstance(meta[m.name], (bool, np.bool_))}
         for a in self.arrays:
-            if a.name not in arrays:
+            if a.name not in layouts:
                 continue
-            value = np.asarray(arrays[a.name])
-            if not _dtype_ok(value.dtype, a.dtype):
-                raise ValueError(f"{where}: array {a.name!r} has dtype {value.dtype}; a {self.name!r} record declares {a.dtype}.")
-            expected = _bind(a, value.shape, sizes)
+            shape, dtype = layouts[a.name]
+            if not _dtype_ok(np.dtype(dtype), a.dtype):
+                raise ValueError(f"{where}: array {a.name!r} has dtype {dtype}; a {self.name!r} record declares {a.dtype}.")
+            expected = _bind(a, tuple(shape), sizes)
             if expected is not None:
                 raise ValueError(
-                    f"{where}: array {a.name!r} has shape {value.shape}; a {self.name!r} record declares {a.shape_words()}, "
+                    f"{where}: array {a.name!r} has shape {tuple(shape)}; a {self.name!r} record declares {a.shape_words()}, "
                     f"which here means {expected}."
                 )
-            if value.dtype.kind == "f" and not a.nonfinite:
-                bad = int(np.size(value) - np.count_nonzero(np.isfinite(value)))
-                if bad:
-                    raise ValueError(f"{where}: array {a.name!r} holds NaN or inf in {bad} place{'s' if bad > 1 else ''}; "
-                                     f"in a {self.name!r} record every value of it is finite ({a.meaning}).")
 
     def markdown(self) -> str:
         """The kind's tables for the record reference (docs/records.md): arrays, then metadata fields."""
@@ -152,6 +199,11 @@ class Kind:
         lines += ["", "| metadata | type | meaning |", "| --- | --- | --- |"]
         lines += [f"| `{m.name}` | {m.type} | {m.meaning} |" for m in self.meta]
         return "\n".join(lines) + "\n"
+
+
+def _short(value) -> str:
+    text = json.dumps(value, default=_plain) if not isinstance(value, np.generic) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _dtype_ok(actual: np.dtype, declared: str) -> bool:
@@ -230,42 +282,58 @@ class Record:
     def save(self, path) -> Path:
         """Write ``<stem>.npz`` and ``<stem>.json``; returns the stem.
 
-        Both files are written under temporary names in the same folder and renamed into place only when
-        both are complete, so an interrupted or failed save leaves the older record at ``path`` as it was.
-        The header keeps a digest of the ``.npz``, so a ``.json`` never passes for another run's arrays.
-        A name keeps every dot it has: ``runs/lr0.1`` writes ``runs/lr0.1.npz`` and ``runs/lr0.1.json``.
+        Both files are written whole under temporary names in the same folder, the ``.json`` holding the digest
+        of the ``.npz``, then renamed into place, the ``.npz`` first, while other savers and readers in the folder
+        wait (:func:`folder_lock`). A save that fails or is interrupted before the first rename leaves the older
+        record as it was; one killed between the two renames leaves the new ``.npz`` beside its complete header,
+        and :func:`load` reads that pair, the new record, whole (and puts the header in place). Temporary files
+        that a killed save left are removed by the next save or load in the folder (:func:`remove_stale`).
+        The files take the process's umask, as a plain ``open`` would. A name keeps every dot it has:
+        ``runs/lr0.1`` writes ``runs/lr0.1.npz`` and ``runs/lr0.1.json``. A save that cannot be written raises
+        :class:`RecordSaveError`.
         """
-        self.KIND.validate(self.meta, self.arrays, f"the {self.KIND.name} record to be saved at {str(path)!r}")
         base = stem(path)
-        base.parent.mkdir(parents=True, exist_ok=True)
+        self.KIND.validate(self.meta, self.arrays, f"the {self.KIND.name} record to be saved at {str(path)!r}")
         npz_path, json_path = files(base)
-        temporary = []
+        npz_tmp = json_tmp = None
+        renamed = 0
         try:
-            npz_tmp = _temporary(base, ".npz", temporary)
-            with open(npz_tmp, "wb") as f:
+            base.parent.mkdir(parents=True, exist_ok=True)
+            remove_stale(base.parent)
+            npz_tmp, json_tmp = _temporary_names(base)
+            with _create(npz_tmp, "wb") as f:
                 write_npz(f, self.arrays)
                 f.flush()
                 os.fsync(f.fileno())
             header = {"kind": self.KIND.name, "schema_version": self.KIND.version, "arrays": sorted(self.arrays),
                       "npz_sha256": _digest(npz_tmp), "meta": self.meta}
-            json_tmp = _temporary(base, ".json", temporary)
-            with open(json_tmp, "w", encoding="utf-8") as f:
+            with _create(json_tmp, "w", encoding="utf-8") as f:
                 f.write(json.dumps(header, indent=1, sort_keys=True, default=_plain) + "\n")
                 f.flush()
                 os.fsync(f.fileno())
-            os.replace(npz_tmp, npz_path)
-            os.replace(json_tmp, json_path)
+            with folder_lock(base.parent, exclusive=True):
+                os.replace(npz_tmp, npz_path)
+                renamed = 1
+                try:
+                    os.replace(json_tmp, json_path)
+                except BaseException:  # interrupted between the renames: finish the pair if the rename can be made
+                    with contextlib.suppress(OSError):
+                        os.replace(json_tmp, json_path)
+                    raise
+                renamed = 2
+            _sync_folder(base.parent)
         except OSError as e:
+            _discard(npz_tmp, json_tmp, renamed)  # first, so that the space they held counts as free below
+            npz_tmp = json_tmp = None
             if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                need = sum(np.asarray(a).nbytes for a in self.arrays.values())
-                free = _free_bytes(base.parent)
-                raise OSError(e.errno, f"no space left to save the record at {str(base)!r}: it needs up to "
-                                       f"{_size(need)} and {_size(free)} are free; any older record there is untouched.") from None
-            raise OSError(e.errno, f"cannot save the record at {str(base)!r}: {e.strerror or e}; any older record "
-                                   "there is untouched.") from None
+                need = sum(np.asarray(a).nbytes + 4096 for a in self.arrays.values())
+                raise RecordSaveError(e.errno, f"no space left to save the record at {str(base)!r}: it needs up to "
+                                      f"{_size(need)} and {_size(_free_bytes(base.parent))} are free; any older record "
+                                      "there is untouched.", str(base)) from None
+            raise RecordSaveError(e.errno, f"cannot save the record at {str(base)!r}: {e.strerror or e}; any older "
+                                  "record there is untouched.", str(base)) from None
         finally:
-            for name in temporary:  # renamed into place, or left over from a save that did not finish
-                Path(name).unlink(missing_ok=True)
+            _discard(npz_tmp, json_tmp, renamed)
         return base
 
     @classmethod
@@ -314,7 +382,12 @@ def register(cls):
 
 def stem(path) -> Path:
     """The path without a ``.npz`` or ``.json`` suffix; any other dot is part of the name (``runs/lr0.1``)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or a path naming a record, such as 'runs/k4'; got {type(path).__name__}.")
     path = Path(path)
+    if path.name in ("", ".", "..") or path.name in (".npz", ".json"):
+        raise ValueError(f"path {str(path) if str(path) != '.' else ''!r} names no record: give a record's name, such "
+                         "as 'runs/k4' for runs/k4.npz and runs/k4.json.")
     return path.with_suffix("") if path.suffix in (".npz", ".json") else path
 
 
@@ -324,11 +397,178 @@ def files(base) -> tuple[Path, Path]:
     return base.with_name(base.name + ".npz"), base.with_name(base.name + ".json")
 
 
-def _temporary(base: Path, suffix: str, made: list) -> str:
-    fd, name = tempfile.mkstemp(prefix=f".{base.name}.", suffix=suffix + ".tmp", dir=base.parent)
-    os.close(fd)
-    made.append(name)
-    return name
+class RecordSaveError(OSError):
+    """A record could not be saved (a full disk, a folder that cannot be written); its text is one sentence with
+    the path, and for a full disk the space needed. Any older record at the path is untouched."""
+
+    def __str__(self):
+        return str(self.strerror)
+
+
+# --- temporary files: whose they are, and when they are stale ---
+
+# A save writes ".NAME.<host>-<pid>-<random>.npz.tmp" and ".NAME.<host>-<pid>-<random>.json.tmp", host being
+# the first 8 hex digits of a hash of the host name, so that a later save or load can tell whether the writer
+# still runs. Saves of earlier versions wrote ".NAME.<8 random characters>.npz.tmp" (tempfile.mkstemp).
+TEMPORARY = re.compile(r"^\.(?P<name>.+)\.(?P<tag>(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-[0-9a-z]{8})\.(?P<ext>npz|json)\.tmp$")
+OLDER_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.[0-9a-z_]{8}\.(?P<ext>npz|json)\.tmp$")
+STALE_SECONDS = 3600  # a temporary file no live writer on this host owns, or left unchanged this long, is stale
+
+
+def _host() -> str:
+    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def _temporary_names(base: Path) -> tuple[Path, Path]:
+    tag = f"{_host()}-{os.getpid()}-{secrets.token_hex(4)}"
+    return (base.with_name(f".{base.name}.{tag}.npz.tmp"), base.with_name(f".{base.name}.{tag}.json.tmp"))
+
+
+def _create(path: Path, mode: str, **kwargs):
+    """Open a new file for writing (never an existing one), with the permissions the umask allows, as ``open`` gives."""
+    return open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), mode, **kwargs)
+
+
+def _discard(npz_tmp, json_tmp, renamed: int) -> None:
+    """After a save that did not finish, remove its temporary files: the header first, so that a header left
+    without its ``.npz`` temporary always means that ``.npz`` was renamed into place (what :func:`remove_stale`
+    relies on). A save stopped between its renames keeps its header for :func:`load` to read and put in place."""
+    if renamed == 1:
+        return
+    for name in (json_tmp, npz_tmp):
+        if name is not None:
+            Path(name).unlink(missing_ok=True)
+
+
+def _owner(temporary: Path) -> Path:
+    """The record a temporary file of :func:`_temporary_names` belongs to."""
+    return Path(temporary).with_name(TEMPORARY.match(Path(temporary).name)["name"])
+
+
+def _stale(entry, match, now: float) -> bool:
+    try:
+        age = now - entry.stat().st_mtime
+    except OSError:
+        return False
+    if age > STALE_SECONDS:
+        return True
+    if match.re is not TEMPORARY or match["host"] != _host():
+        return False
+    pid = int(match["pid"])
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False  # it runs, as another user
+    return False
+
+
+def remove_stale(folder) -> None:
+    """Remove the temporary files that saves no longer running left in ``folder``; what cannot be removed stays.
+
+    A save still running (its process is alive on this host) keeps its files; so does one from another host
+    unless its file has not changed for :data:`STALE_SECONDS`. A header whose save was killed after its ``.npz``
+    was renamed into place is put in place itself, if it is that ``.npz``'s header.
+    """
+    try:
+        entries = [e for e in os.scandir(folder) if e.name.startswith(".") and e.name.endswith(".tmp")]
+    except OSError:
+        return
+    now = time.time()
+    present = {e.name for e in entries}
+    for entry in entries:
+        match = TEMPORARY.match(entry.name) or OLDER_TEMPORARY.match(entry.name)
+        if match is None or not _stale(entry, match, now):
+            continue
+        path = Path(folder) / entry.name
+        try:
+            if match.re is TEMPORARY and match["ext"] == "json" and entry.name[:-len("json.tmp")] + "npz.tmp" not in present:
+                _finish(path)
+            else:
+                path.unlink(missing_ok=True)
+        except OSError:
+            continue  # a folder this user may not write, or another process that removed it first
+
+
+def _finish(json_tmp: Path) -> None:
+    """Put in place the header of a save killed between its renames, if its ``.npz`` is the one in place; else drop it."""
+    npz_path, json_path = files(_owner(json_tmp))
+    with folder_lock(json_tmp.parent, exclusive=True):
+        wanted = _header_digest(json_tmp)
+        if wanted is not None and wanted != _header_digest(json_path) and npz_path.is_file() and _digest(npz_path) == wanted:
+            os.replace(json_tmp, json_path)
+        else:
+            json_tmp.unlink(missing_ok=True)
+
+
+def _header_digest(path: Path):
+    """The ``npz_sha256`` a header file names, or None if it is missing, too large or not a record header."""
+    try:
+        if path.stat().st_size > MAX_HEADER_BYTES:
+            return None
+        digest = json.loads(path.read_text(encoding="utf-8")).get("npz_sha256")
+        return digest if isinstance(digest, str) else None
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return None
+
+
+def _interrupted_header(base: Path, digest: str):
+    """The text of a whole header that a save killed between its renames left for the ``.npz`` whose digest is
+    ``digest``, or None."""
+    npz_path, _ = files(base)
+    try:
+        names = [e.name for e in os.scandir(base.parent) if e.name.startswith(f".{base.name}.") and e.name.endswith(".json.tmp")]
+    except OSError:
+        return None
+    for name in names:
+        match = TEMPORARY.match(name)
+        if match is None or match["name"] != base.name:
+            continue
+        candidate = base.parent / name
+        if _header_digest(candidate) == digest:
+            try:
+                return candidate.read_text(encoding="utf-8")
+            except OSError:
+                continue
+    return None
+
+
+@contextlib.contextmanager
+def folder_lock(folder, *, exclusive: bool):
+    """Hold an advisory lock on ``folder`` (``flock``): a save's two renames take it exclusively, a load's reading
+    of the pair shared, so a reader never opens one save's ``.json`` with another's ``.npz``. Where the platform or
+    the file system offers no lock, nothing is held."""
+    fd = None
+    if fcntl is not None:
+        try:
+            fd = os.open(folder, os.O_RDONLY)
+            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        except OSError:
+            if fd is not None:
+                os.close(fd)
+            fd = None
+    try:
+        yield
+    finally:
+        if fd is not None:
+            os.close(fd)  # closing the descriptor releases the lock
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make the renames durable (the folder's entries to disk) where the platform allows."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _digest(path) -> str:
@@ -388,29 +628,70 @@ def load(path) -> Record:
 
     Refuses, with one sentence naming the file and what is wrong: a missing file, a truncated or damaged
     one, a header that is not a record's (wrong types, too deep, too large), an unknown kind, another
-    schema version, a ``.npz`` that is not the one its header was saved with, arrays whose declared shapes
-    would decompress to more than :data:`MAX_ARRAY_BYTES` (checked before anything is decompressed), and a
-    missing, extra, wrongly shaped or wrongly typed array.
+    schema version, metadata missing, undeclared or not of its declared type, a ``.npz`` that is not the one
+    its header was saved with, and a missing, extra, wrongly shaped or wrongly typed array. The ``.npz``'s
+    member list and each member's ``.npy`` header (shape, dtype, size) are checked before anything is
+    decompressed: arrays the header does not name, shapes the kind does not allow, sizes that disagree with
+    the shapes, or more than :data:`MAX_ARRAY_BYTES` in all are refused without decompressing them. A pair
+    that a save killed between its renames left is read as the new record (its header is found beside it).
+    Stale temporary files of killed saves in the folder are removed first (:func:`remove_stale`).
     """
     base = stem(path)
     npz_path, json_path = files(base)
+    remove_stale(base.parent)
     for p in (json_path, npz_path):
         if not p.is_file():
             raise FileNotFoundError(f"path {str(p)!r} does not exist; a record needs both {base}.json and {base}.npz.")
     if json_path.stat().st_size > MAX_HEADER_BYTES:
         raise ValueError(f"path {str(json_path)!r} is {_size(json_path.stat().st_size)}, too large for a record header "
                          f"(at most {_size(MAX_HEADER_BYTES)}).")
+    with folder_lock(base.parent, exclusive=False):  # no save's renames between reading the header and opening the arrays
+        try:
+            text = json_path.read_bytes()[:MAX_HEADER_BYTES + 1]
+            fid = open(npz_path, "rb")
+        except OSError as e:
+            raise ValueError(f"path {str(base)!r} cannot be read: {e.strerror or e}.") from None
     try:
-        header = json.loads(json_path.read_text(encoding="utf-8"))
+        digest = hashlib.sha256()
+        for block in iter(lambda: fid.read(1 << 20), b""):
+            digest.update(block)
+        fid.seek(0)
+        digest = digest.hexdigest()
+        header = _parse_header(text, json_path)
+        try:
+            z = np.lib.npyio.NpzFile(fid, own_fid=True, allow_pickle=False)  # reads the zip's directory only
+        except (zipfile.BadZipFile, EOFError, OSError, ValueError) as e:
+            raise ValueError(f"path {str(npz_path)!r} is truncated or damaged and cannot be read ({type(e).__name__}).") from None
+        if header.get("npz_sha256") is not None and header["npz_sha256"] != digest:
+            newer = _interrupted_header(base, digest)
+            if newer is None:
+                raise ValueError(f"path {str(npz_path)!r} is not the file its header {str(json_path)!r} was saved with "
+                                 "(their digests differ): the two belong to different saves; record the run again.")
+            header = _parse_header(newer.encode("utf-8"), json_path)
+        return _read(header, z, npz_path, json_path)
+    except BaseException:
+        fid.close()  # what _read does not keep open
+        raise
+
+
+def _parse_header(text: bytes, json_path: Path) -> dict:
+    try:
+        header = json.loads(text.decode("utf-8"))
         kind, version, names, meta = header["kind"], header["schema_version"], header["arrays"], header["meta"]
     except RecursionError:
         raise ValueError(f"path {str(json_path)!r} is nested too deeply to be a record header.") from None
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as e:
         raise ValueError(f"path {str(json_path)!r} is truncated or not a record header ({type(e).__name__}).") from None
     if not (isinstance(kind, str) and isinstance(version, int) and isinstance(meta, dict) and isinstance(names, list)
-            and all(isinstance(n, str) for n in names)):
+            and all(isinstance(n, str) for n in names) and isinstance(header.get("npz_sha256", ""), str)):
         raise ValueError(f"path {str(json_path)!r} is not a record header: kind must be a string, schema_version an "
-                         "integer, arrays a list of names and meta an object.")
+                         "integer, arrays a list of names, npz_sha256 a string and meta an object.")
+    return header
+
+
+def _read(header: dict, z, npz_path: Path, json_path: Path) -> Record:
+    """The record whose checked header is ``header`` and whose ``.npz`` is the open ``NpzFile`` ``z``."""
+    kind, version, names, meta = header["kind"], header["schema_version"], header["arrays"], header["meta"]
     if kind not in kinds():
         raise ValueError(f"path {str(json_path)!r} holds a record of kind {kind!r}; this dpviz reads {', '.join(map(repr, sorted(KINDS)))}.")
     cls = KINDS[kind]
@@ -419,29 +700,23 @@ def load(path) -> Record:
             f"path {str(json_path)!r} holds a {kind!r} record of schema_version {version!r}; this dpviz reads "
             f"schema_version {cls.KIND.version} (record it again with this dpviz)."
         )
-    z = None
+    layouts = {}
     try:
-        z = np.load(npz_path, allow_pickle=False)
-        _check_sizes(z, npz_path)
+        layouts = _check_members(z, names, npz_path)
+        cls.KIND.check_layout(meta, layouts, f"path {str(npz_path)!r}")
         arrays = {name: z[name] for name in z.files}
+        cls.KIND.validate(meta, arrays, f"path {str(npz_path)!r}")
+    except MemoryError:
+        z.close()
+        arrays = None
+        held = sum(int(np.prod(shape, dtype=object)) * dtype.itemsize for shape, dtype in layouts.values())
+        raise MemoryError(f"path {str(npz_path)!r} holds {_size(held)} of arrays, more memory than this process could "
+                          "get to read them.") from None
     except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError) as e:
-        if z is not None:
-            z.close()
+        z.close()
         if isinstance(e, ValueError) and str(e).startswith("path "):
             raise
         raise ValueError(f"path {str(npz_path)!r} is truncated or damaged and cannot be read ({type(e).__name__}).") from None
-    digest = header.get("npz_sha256")
-    if digest is not None and digest != _digest(npz_path):
-        raise ValueError(f"path {str(npz_path)!r} is not the file its header {str(json_path)!r} was saved with (their "
-                         "digests differ): the two belong to different saves; record the run again.")
-    if sorted(arrays) != sorted(names):
-        odd = sorted(set(arrays) ^ set(names))[0]
-        raise ValueError(f"path {str(npz_path)!r} and its header disagree about the array {odd!r}.")
-    try:
-        cls.KIND.validate(meta, arrays, f"path {str(npz_path)!r}")
-    except ValueError:
-        z.close()
-        raise
     record = cls.__new__(cls)
     record.meta, record.arrays = meta, StoredArrays(arrays, z)
     dropped = bool(record.arrays._stored)
@@ -521,20 +796,42 @@ class StoredArrays(MutableMapping):
         return f"StoredArrays({', '.join(self._order)}; read at each use: {', '.join(self._stored) or 'none'})"
 
 
-def _check_sizes(z, npz_path) -> None:
-    """Refuse, before decompressing anything, a .npz whose arrays declare more than MAX_ARRAY_BYTES in all."""
-    total = 0
-    for info in z.zip.infolist():
+def _check_members(z, names: list, npz_path) -> dict:
+    """Each array's ``(shape, dtype)`` as its ``.npy`` header declares it, checked before anything is decompressed.
+
+    The members must be exactly the header's arrays, each ``.npy`` member's size (zipfile's ``ZipInfo.file_size``)
+    must be what its header's shape and dtype make, no array may hold Python objects, and all together may
+    declare at most :data:`MAX_ARRAY_BYTES`. Only the start of each member (its ``.npy`` header) is read.
+    """
+    infos = z.zip.infolist()
+    members = [info.filename for info in infos]
+    wanted = [f"{name}.npy" for name in names]
+    extra = [m for m in members if m not in wanted or members.count(m) > 1]
+    if extra:
+        raise ValueError(f"path {str(npz_path)!r} holds the member {extra[0]!r}{' twice' if extra[0] in wanted else ''}, "
+                         "which its header does not list among its arrays; it was not read.")
+    missing = [m for m in wanted if m not in members]
+    if missing:
+        raise ValueError(f"path {str(npz_path)!r} lacks the member {missing[0]!r} that its header lists; it was not read.")
+    total, layouts = 0, {}
+    for info in infos:
         with z.zip.open(info) as f:
             version = np.lib.format.read_magic(f)
             read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
             shape, _, dtype = read(f)
+            offset = f.tell()
         if dtype.hasobject:
             raise ValueError(f"path {str(npz_path)!r}: array {info.filename!r} holds Python objects, which a record never does.")
-        total += int(np.prod(shape, dtype=object)) * dtype.itemsize
+        nbytes = int(np.prod(shape, dtype=object)) * dtype.itemsize
+        total += nbytes
         if total > MAX_ARRAY_BYTES:
             raise ValueError(f"path {str(npz_path)!r} declares arrays of more than {_size(MAX_ARRAY_BYTES)} in all "
                              f"({info.filename!r} has shape {shape}), more than any record holds; it was not read.")
+        if info.file_size != offset + nbytes:
+            raise ValueError(f"path {str(npz_path)!r}: member {info.filename!r} is {info.file_size} bytes, but its header "
+                             f"declares shape {shape} of {dtype}, {offset + nbytes} bytes; it was not read.")
+        layouts[info.filename.removesuffix(".npy")] = (shape, dtype)
+    return layouts
 
 
 def provenance(record) -> dict:
