@@ -29,6 +29,7 @@ import ipywidgets as widgets
 from dpviz import course
 from dpviz.course import cards_for
 from dpviz.engine.cards import Card
+from dpviz.engine.slider import widget_bundle
 
 SHOW, HIDE = "Show answer", "Hide answer"
 
@@ -68,8 +69,12 @@ class CardWidget(widgets.VBox):
             self.answer.layout.display = None
             self.button.description = HIDE
 
+    # ipywidgets 7 shows a widget from _ipython_display_, which IPython asks first; without it this bundle shows,
+    # the live widget and its static answer key, in ipywidgets 7 and 8 alike
+    _ipython_display_ = None
+
     def _repr_mimebundle_(self, **kwargs):
-        bundle = super()._repr_mimebundle_(**kwargs)
+        bundle = widget_bundle(self)
         bundle["text/plain"] = f"Card {self.card.key}: {self.card.question_text()}"
         bundle["text/html"] = answer_key_html([self.card])
         return bundle
@@ -85,8 +90,12 @@ class Deck(widgets.VBox):
         header = [widgets.HTML(f"<h3>{html.escape(title)}</h3>")] if title else []
         super().__init__(header + self.card_widgets)
 
+    # ipywidgets 7 shows a widget from _ipython_display_, which IPython asks first; without it this bundle shows,
+    # the live widget and its static answer key, in ipywidgets 7 and 8 alike
+    _ipython_display_ = None
+
     def _repr_mimebundle_(self, **kwargs):
-        bundle = super()._repr_mimebundle_(**kwargs)
+        bundle = widget_bundle(self)
         # Fixed text: nbval compares text/plain and text/html, so no ids, times or addresses.
         bundle["text/plain"] = f"Deck of {len(self.cards)} self-check cards" + (f": {self.title}" if self.title else "")
         bundle["text/html"] = answer_key_html(self.cards, title=self.title)

@@ -259,7 +259,7 @@ class SliderFigure:
         return frame
 
     def _repr_mimebundle_(self, **kwargs):
-        bundle = self.widget._repr_mimebundle_(**kwargs)
+        bundle = widget_bundle(self.widget)
         # the widget's own text form spells out every child, PNG bytes included; say what it is instead
         bundle["text/plain"] = f"SliderFigure({', '.join(self.controls)}): {self._words or 'interactive figure'}"
         bundle["image/png"] = base64.b64encode(self.image.value).decode()  # the static view for pages that cannot run widgets
@@ -267,6 +267,17 @@ class SliderFigure:
         alt = sentences([f"Interactive figure with controls {', '.join(self.controls)}, as saved", self._words,
                          alt_text(self.fig)]) if self._words else alt_text(self.fig)
         return bundle, {"image/png": {"alt": re.sub(r"<[^>]+>", "", alt)}}
+
+
+def widget_bundle(widget: widgets.Widget) -> dict:
+    """The display data that shows ``widget`` live: a view of its model, as ipywidgets 7 and 8 both write it.
+
+    ipywidgets 8 has it as the widget's ``_repr_mimebundle_``; ipywidgets 7 (Colab's) only displays it from
+    ``_ipython_display_``. The mime type and its version 2.0 are the widget message protocol's, the same in both.
+    """
+    return {"text/plain": repr(widget)[:110],
+            "application/vnd.jupyter.widget-view+json": {"version_major": 2, "version_minor": 0,
+                                                         "model_id": widget.model_id}}
 
 
 def at_least(fig, points: float) -> None:

@@ -36,6 +36,7 @@ from dpviz.engine.style import (
     WAIT_HATCH,
     get_ax,
     source_note,
+    open_frame,
 )
 
 BACKWARD = DARK_LAVENDER  # compute too, the backward pass
@@ -49,6 +50,14 @@ def _rect(x0, x1, y):
     return [(x0, y - ROW / 2), (x1, y - ROW / 2), (x1, y + ROW / 2), (x0, y + ROW / 2)]
 
 
+def _hatched(colour, **style) -> dict:
+    """``style`` with a hatch in ``colour`` and no edge drawn. matplotlib 3.11 colours a hatch on its own
+    (``hatchcolor``); before it (Colab's 3.10), a hatch takes the edge's colour: the edge gets it, at width 0."""
+    if hasattr(Patch, "set_hatchcolor"):
+        return dict(style, edgecolor="none", hatchcolor=colour)
+    return dict(style, edgecolor=colour, linewidth=0)
+
+
 class GanttBars:
     """The artists of a pipeline Gantt chart with room for ``slots_p`` stages and ``slots_m`` micro-batches.
 
@@ -58,9 +67,9 @@ class GanttBars:
 
     def __init__(self, ax, *, slots_p: int, slots_m: int, fontsize: float = 11, legend: bool = True):
         self.ax, self.fontsize = ax, fontsize
-        self.bands = [ax.add_patch(Rectangle((0, -s - 0.42), 0, 0.84, facecolor=IDLE, edgecolor="none", hatch=WAIT_HATCH,
-                                             hatchcolor=GREY, linewidth=0, zorder=1))  # dotted where no block covers it
-                      for s in range(slots_p)]
+        self.bands = [ax.add_patch(Rectangle((0, -s - 0.42), 0, 0.84, **_hatched(GREY, facecolor=IDLE, hatch=WAIT_HATCH,
+                                                                                linewidth=0, zorder=1)))
+                      for s in range(slots_p)]  # dotted where no block covers it
         style = dict(edgecolor=INK, linewidths=0.6, zorder=2)
         self.fwd = ax.add_collection(PolyCollection([], facecolors=LAVENDER, **style))
         self.bwd = ax.add_collection(PolyCollection([], facecolors=BACKWARD, hatch=BACKWARD_HATCH, **style))
@@ -70,8 +79,7 @@ class GanttBars:
         self.title = ax.set_title("", fontsize=fontsize + 1, loc="left")
         self.scale = 1e3  # drawn units per second of the timeline
         ax.tick_params(labelsize=fontsize - 1)
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
+        open_frame(ax)
         if legend:
             self.legend(ax, fontsize)
 
@@ -82,9 +90,8 @@ class GanttBars:
         return ax.legend(handles=[
             Patch(facecolor=LAVENDER, edgecolor=INK, label="forward pass of micro-batch j"),
             Patch(facecolor=BACKWARD, edgecolor=INK, hatch=BACKWARD_HATCH, label="backward pass"),
-            Patch(facecolor=CORAL, edgecolor="none", hatch=COMM_HATCH, hatchcolor=INK,
-                  label="hand-off to the next / previous stage (thin)"),
-            Patch(facecolor=IDLE, edgecolor="none", hatch=WAIT_HATCH, hatchcolor=GREY, label="idle: waiting for a neighbour"),
+            Patch(**_hatched(INK, facecolor=CORAL, hatch=COMM_HATCH, label="hand-off to the next / previous stage (thin)")),
+            Patch(**_hatched(GREY, facecolor=IDLE, hatch=WAIT_HATCH, label="idle: waiting for a neighbour")),
         ], fontsize=fontsize - 2, frameon=False, handlelength=2.4, handleheight=1.2, **where)
 
     def set_layout(self, p: int, xmax: float, *, measured: bool = True) -> None:
@@ -216,8 +223,7 @@ def plot_bubble(curves: dict, points=None, *, ax=None, fontsize: float = 11, tit
     ax.set_ylim(0, 1)
     ax.tick_params(labelsize=fontsize - 1)
     ax.grid(alpha=0.3)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    open_frame(ax)
     ax.set_title(title or "The bubble shrinks as m grows", fontsize=fontsize + 1, loc="left")
     ax.legend(fontsize=fontsize - 2, frameon=False, loc="lower left")
     return ax
