@@ -479,19 +479,20 @@ def test_accumulating_against_ranks_follows_the_times(timeline_runs):
     assert claim(one, ranks, at_least=1.5) == (
         "One process accumulating m = 2 micro-batches of 4096 took 1.7× as long as k = 2 ranks with one each "
         "(51 ms against 30 ms per update), at least the 1.5× the lesson asks for: the same update, not the same time.")
-    # the all-reduce ate what the second rank saved: not slower, which with a core per rank is asserted
+    # the all-reduce ate what the second rank saved: not slower, and with a core per rank that is said, not asserted
+    # (a timing lesson the data do not show is a sentence: tests/test_busy_machine.py)
     costly = timed(ranks, 0.025, comm=0.026)
-    with pytest.raises(AssertionError, match=r"took 51 ms, only 0\.98× the 52 ms of 2 ranks with a core each, below 1\.5×"):
-        claim(one, costly, at_least=1.5)
+    assert claim(one, costly, at_least=1.5) == (
+        "One process accumulating m = 2 micro-batches of 4096 took about as long as k = 2 ranks with one each "
+        "(51 ms against 52 ms per update), short of the 1.5× the lesson asks for: the all-reduce (26 ms) and the rest "
+        "of the ranks' update cost too much of the 25 ms of compute that the ranks took off the one process.")
     assert claim(one, costly) == (
         "One process accumulating m = 2 micro-batches of 4096 took about as long as k = 2 ranks with one each "
         "(51 ms against 52 ms per update): the all-reduce (26 ms) and the rest of the ranks' update used up the "
         "25 ms of compute that the ranks took off the one process.")
     # short of the lesson by less than the update times spread over: too noisy to tell, said, not asserted
     slower = timed(ranks, 0.025, comm=0.01)
-    with pytest.raises(AssertionError, match=r"only 1\.42× the 36 ms of 2 ranks with a core each"):
-        claim(one, slower, at_least=1.5)
-    assert claim(one, slower, at_least=1.5, strict=False) == (
+    assert claim(one, slower, at_least=1.5) == (
         "One process accumulating m = 2 micro-batches of 4096 took 1.4× as long as k = 2 ranks with one each "
         "(51 ms against 36 ms per update), short of the 1.5× the lesson asks for: the all-reduce (10 ms) and the rest "
         "of the ranks' update cost too much of the 25 ms of compute that the ranks took off the one process.")

@@ -90,12 +90,17 @@ def test_measured_slowdown_says_when_the_ranks_shared_a_core(pair):
     assert "Measured S = 2.40: not slower, but the 2 ranks shared 1 core" in ground_floor.measured_slowdown(faster, two)
 
 
-def test_measured_slowdown_raises_with_a_core_per_rank_and_steady_times(pair):
+def test_measured_slowdown_says_a_faster_split_with_a_core_per_rank_and_steady_times(pair):
+    # a timing lesson the data do not show is a sentence, never an exception (a busy machine, a chapter in class)
     one, two = timed(pair[0], 3e-3), with_meta(timed(pair[1], 0.25e-3, 1.0e-3), cores=2)   # one device "slower"
-    with pytest.raises(AssertionError, match=r"with a core per rank \(2 ranks, 2 cores\) splitting 8 examples should "
-                                             r"make a step slower, but one device took 3 ms and 2 ranks 1.25 ms "
-                                             r"\(S = 2.40\)"):
-        ground_floor.measured_slowdown(one, two)
+    assert ("Measured S = 2.40: faster split, with a core per rank, by 1.75 ms, more than the 0 ms the step times "
+            "varied by: one device's compute took more than 2× a rank's, so other work on the machine slowed it while "
+            "it ran. The lesson that a job this small is slower split does not show on this run."
+            in ground_floor.measured_slowdown(one, two))
+    one, two = timed(pair[0], 3e-3), with_meta(timed(pair[1], 2e-3, 0.1e-3), cores=2)   # a bigger job: the split pays
+    assert ("Measured S = 1.43: faster split, with a core per rank, by 0.9 ms, more than the 0 ms the step times "
+            "varied by: the all-reduce (0.1 ms) cost less than the 1 ms of compute the split took off one device."
+            in ground_floor.measured_slowdown(one, two))
 
 
 def test_measured_slowdown_calls_noisy_times_a_busy_machine(pair):

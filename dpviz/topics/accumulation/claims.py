@@ -7,11 +7,12 @@
   over the whole batch against m micro-batches, per example. The timeline figure's titles come from
   :func:`timeline_title` and :func:`timelines_title`.
 
-Times are never asserted except one, in :func:`figure_claims` (what ``./run`` prints): at m = k = 2, with a
-core per rank (k ≤ the record's ``cores``), one process accumulating takes at least :data:`SLOWER` times as
-long as two ranks. The workload of the timeline runs was chosen to show that. Where the ranks shared cores,
-computed more slowly than one process alone (other work on the cores), or fell short by less than their times
-spread over, the sentence says so instead; a chapter's live runs are compared, never asserted.
+Times are never asserted: a timing lesson the data do not show is a sentence, on a busy machine as on a quiet one.
+The lesson is that at m = k = 2, with a core per rank (k ≤ the record's ``cores``), one process accumulating takes
+at least :data:`SLOWER` times as long as two ranks; the workload of the timeline runs was chosen to show it. Where
+the ranks shared cores, computed more slowly than one process alone (other work on the cores), fell short by less
+than their times spread over, or fell short for good (the all-reduce cost what the second rank saved), the
+sentence says so and why. The updates themselves (equal to the big batch's, replicas identical) are asserted.
 """
 
 from __future__ import annotations
@@ -107,16 +108,15 @@ def _iqr(values) -> float:
     return float(np.subtract(*np.percentile(np.asarray(values, dtype=float), [75, 25])))
 
 
-def accumulating_against_ranks(one: AccumulationRun, ranks: AccumulationRun, *, at_least: float | None = None,
-                               strict: bool = True) -> str:
+def accumulating_against_ranks(one: AccumulationRun, ranks: AccumulationRun, *, at_least: float | None = None) -> str:
     """One process accumulating m micro-batches against k = m ranks, in a sentence of what was measured.
 
-    With ``at_least``, assert that one process took at least that many times as long, where the run could
+    With ``at_least``, say whether one process took at least that many times as long, where the run could
     show it: a core per rank, ranks that computed a micro-batch no slower than one process alone did (BUSY),
     and update times steady enough that their spread (interquartile range) is smaller than the shortfall.
-    Otherwise, and whenever the ranks shared cores or were slowed, say what the data show and why. With
-    ``strict=False`` nothing is asserted: a run that falls short, where it could have shown the lesson, gets the
-    sentence that says by how much and why (what a chapter's live run prints).
+    Otherwise, and whenever the ranks shared cores or were slowed, say what the data show and why. Nothing is
+    asserted: a run that falls short where it could have shown the lesson gets the sentence that says by how much
+    and why.
     """
     c = against_ranks(one, ranks)
     k, mb = c.k, one.meta["micro_batch"]
@@ -141,11 +141,6 @@ def accumulating_against_ranks(one: AccumulationRun, ranks: AccumulationRun, *, 
         return (words + f", short of the {at_least:g}× the lesson asks for by {_ms(short)}, less than the "
                 f"{_ms(c.spread)} that update times spread over (their interquartile range): the times are too noisy "
                 f"to tell, as on a busy machine.")
-    if at_least is not None and strict:
-        raise AssertionError(
-            f"one process accumulating {k} micro-batches of {mb} took {_ms(c.t_one)}, only {c.ratio:.2f}× the {_ms(c.t_ranks)} "
-            f"of {k} ranks with a core each, below {at_least:g}×: the all-reduce ({_ms(c.comm)}) and the rest of the "
-            f"update cost too much of the {_ms(saved)} of compute the ranks save; a larger micro-batch shows the lesson.")
     if at_least is not None:
         return (words + f", short of the {at_least:g}× the lesson asks for: the all-reduce ({_ms(c.comm)}) and the "
                 f"rest of the ranks' update cost too much of the {_ms(saved)} of compute that the ranks took off the "
@@ -195,7 +190,7 @@ def same_update_not_same_time(one: AccumulationRun, ranks: AccumulationRun, big:
     micro-batches. The updates themselves are asserted (each record's ``check()``)."""
     for run in (one, ranks, big):
         run.check()
-    return [accumulating_against_ranks(one, ranks, at_least=SLOWER, strict=False), one_pass_per_example(one, big)]
+    return [accumulating_against_ranks(one, ranks, at_least=SLOWER), one_pass_per_example(one, big)]
 
 
 def timeline_title(one: AccumulationRun, ranks: AccumulationRun, big: AccumulationRun) -> str:
@@ -250,7 +245,7 @@ def figure_claims(records: dict) -> str:
         assert every.calls_per_update == every.m and accumulate.calls_per_update == 1, (
             f"m = {every.m}: {every.calls_per_update} all-reduces per update after every micro-batch and "
             f"{accumulate.calls_per_update} when accumulating, not m and 1")
-    timelines = timeline_sentences(records)[0]  # m = k = 2, asserted where the run had a core per rank
+    timelines = timeline_sentences(records)[0]  # m = k = 2: what the timed runs show, never asserted
     return (f"accumulation: {len(records)} runs matched their big-batch gradients within {tolerance_words()} (m = 1: bit for bit); "
             f"bytes held for backward fell {points.activation_bytes[0] // points.activation_bytes[-1]}× from "
             f"m = {points.m[0]} to m = {points.m[-1]}; all-reduces per update: m with 'every', 1 when accumulating. "

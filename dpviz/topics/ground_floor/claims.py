@@ -43,9 +43,10 @@ def measured_slowdown(one: Run, split: Run, *, warmup: int = 1) -> str:
     """S measured: one device's step time over k ranks' step time, for the same examples per step.
 
     ``one`` is a k = 1 run of all the examples, ``split`` k ranks sharing them, both with the same threads
-    per rank on one machine. With a core per rank (k <= cores) the chapter's tiny job must come out slower
-    split (S < 1), unless the step times varied more from step to step than the two differ (a busy
-    machine): then, and when the ranks shared cores, the sentence says what was measured and why.
+    per rank on one machine. With a core per rank (k <= cores) the chapter's tiny job should come out slower
+    split (S < 1). Where it does not, nothing is asserted (a timing lesson the data do not show is a sentence): the
+    sentence says what was measured and why: a busy machine, whose step times varied more than the two differ;
+    ranks that shared cores; or a split faster by more than that spread, and what made it so.
     The formula's S, fed the split run's times with T_compute = k × a rank's compute time, is printed beside it.
     """
     k = split.k
@@ -74,12 +75,16 @@ def measured_slowdown(one: Run, split: Run, *, warmup: int = 1) -> str:
     else:
         spread = max(_iqr(one.t_compute[warmup:]), _iqr((split.t_compute + split.t_comm)[warmup:]))
         gap = t1.t_step - tk.t_step
-        assert spread > gap, (
-            f"with a core per rank ({k} ranks, {cores} cores) splitting {examples} examples should make a step slower, "
-            f"but one device took {_ms(t1.t_step)} and {k} ranks {_ms(tk.t_step)} (S = {s:.2f}), a gap of {_ms(gap)} "
-            f"larger than the step-to-step spread of {_ms(spread)}.")
-        verdict = (f": not slower here, but the step times varied by {_ms(spread)} from step to step (interquartile "
-                   f"range), more than the {_ms(gap)} between the two: the machine was busy.")
+        if spread > gap:
+            verdict = (f": not slower here, but the step times varied by {_ms(spread)} from step to step (interquartile "
+                       f"range), more than the {_ms(gap)} between the two: the machine was busy.")
+        else:
+            why = (f"one device's compute took more than {k}× a rank's, so other work on the machine slowed it while it "
+                   f"ran" if t1.t_compute > k * (1 + SAME) * tk.t_compute else
+                   f"the all-reduce ({_ms(tk.t_comm)}) cost less than the {_ms(t1.t_compute - tk.t_compute)} of compute "
+                   f"the split took off one device")
+            verdict = (f": faster split, with a core per rank, by {_ms(gap)}, more than the {_ms(spread)} the step times "
+                       f"varied by: {why}. The lesson that a job this small is slower split does not show on this run.")
     formula = float(costmodel.speedup(k * tk.t_compute, k, tk.t_comm))
     ratio = t1.t_compute / tk.t_compute
     assumed = f", not the {k}× the formula assumes" if ratio < k * (1 - SAME) else ""
