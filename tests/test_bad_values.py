@@ -236,3 +236,18 @@ def test_a_full_disk_is_one_sentence_and_exit_1_and_the_old_record_loads(tmp_pat
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("python -m dpviz record: ") and "Traceback" not in done.stderr, done.stderr[-3000:]
     assert "space" in last and f"{disk}/old" in last and last.endswith("."), last
+
+
+@pytest.mark.parametrize("args, words", [(["--lr", "inf"], "--lr must be a number > 0 and <= 1000; got inf."),
+                                         (["--seed", str(2**63 - 1)], "--seed must be an integer from 0 to 4294967295"),
+                                         (["--dataset-size", "0"], "--dataset-size must be an integer from 1 to 1048576")],
+                         ids=["lr", "seed", "dataset-size"])
+def test_under_torchrun_each_rank_refuses_a_bad_value_before_it_imports_torch(args, words, tmp_path):
+    """What torchrun starts: the environment it gives each rank, and a value the ranks could not use."""
+    code = ("import sys; from dpviz.topics.ground_floor.run_training import main\n"
+            "try:\n    main(sys.argv[1:])\nfinally:\n    print('torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code, *args, "--out", str(tmp_path / "run")], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "RANK": "0", "WORLD_SIZE": "2"})
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"python -m dpviz.topics.ground_floor.run_training: error: {words}"), done.stderr
+    assert done.stderr.count("\n") == 1 and done.stdout == "False\n"  # one sentence, and torch never imported

@@ -304,10 +304,16 @@ def main(argv=None) -> None:
                        f"{'is' if len(missing) == 1 else 'are'} missing: run it under torchrun, e.g. "
                        "`torchrun --nproc-per-node 2 -m dpviz.topics.ground_floor.run_training --steps 5 --out runs/mine`, "
                        "or call dpviz.topics.ground_floor.run_training.record_run from Python.\n")
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    try:  # every value checked before torch is imported and the group is joined
+        TrainConfig(k=world_size, **args)
+    except (ValueError, TypeError) as e:
+        name, _, rest = str(e).partition(" ")
+        option = f"--{name.replace('_', '-')}" if name in args else name
+        parser.exit(2, f"{parser.prog}: error: {option} {rest}\n")
     import torch  # main() is a rank under torchrun: torch belongs here, not in the front's imports
     import torch.distributed as dist
 
-    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     backend = "nccl" if torch.cuda.is_available() and torch.cuda.device_count() > local_rank else "gloo"
     if backend == "nccl":
@@ -328,8 +334,12 @@ def main(argv=None) -> None:
         is_main = rank == 0
         if is_main:
             run = assemble(config, gathered, backend)
+            try:
+                verified = run.check()
+            except AssertionError as e:  # a run that fails its own check is not saved as if it were good
+                sys.exit(f"{parser.prog}: the run failed its own check ({e}), so nothing was saved to {out!r}.")
             path = run.save(out)
-            print(f"wrote {path}.npz and {path}.json; {run.check()}", file=sys.stderr)
+            print(f"wrote {path}.npz and {path}.json; {verified}", file=sys.stderr)
     finally:
         dist.destroy_process_group()
 
