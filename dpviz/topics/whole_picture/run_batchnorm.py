@@ -28,6 +28,7 @@ steps with the second; the launching process computes the big-batch gradient wit
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -114,8 +115,16 @@ def main(argv=None) -> None:
     parser.add_argument("--out", required=True, help="record path stem (writes OUT.npz and OUT.json)")
     args = vars(parser.parse_args(argv))
     out = args.pop("out")
-    run = record_batchnorm(progress=True, **args)
-    print("\n".join(run.check()))
+    try:
+        config = BatchNormConfig(**args)  # before any rank starts
+    except (ValueError, TypeError) as e:
+        parser.exit(2, f"{parser.prog}: error: --{e}\n")  # every message starts with the field, named as its option
+    run = record_batchnorm(config, progress=True)
+    try:
+        verified = run.check()
+    except AssertionError as e:
+        sys.exit(f"{parser.prog}: the run failed its own check ({e}), so nothing was saved to {out!r}.")
+    print("\n".join(verified))
     print(f"wrote {run.save(out)}.npz and .json")
 
 
