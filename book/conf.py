@@ -8,6 +8,8 @@ same behind a firewall, from a USB stick or on any static host.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import importlib.util
 import json
 import shutil
@@ -133,9 +135,37 @@ def add_open_in_jupyter(app, doctree) -> None:
     section.insert(1, note)
 
 
+def image_alts(srcdir: Path) -> dict[str, str]:
+    """{name myst-nb gives a saved PNG (the SHA-256 of its bytes): the alt text build.py put in its output's metadata}.
+
+    myst-nb takes an image's width and height from the output's metadata but not its alt, and a cell-level alt
+    would give every picture of a cell the same words: each image is matched to its own alt by its bytes instead."""
+    alts = {}
+    for path in sorted(Path(srcdir).glob("*.ipynb")):
+        for cell in json.loads(path.read_text(encoding="utf-8")).get("cells", []):
+            for out in cell.get("outputs", []):
+                png, alt = out.get("data", {}).get("image/png"), out.get("metadata", {}).get("image/png", {}).get("alt")
+                if png and alt:
+                    data = base64.b64decode("".join(png) if isinstance(png, list) else png)
+                    alts[hashlib.sha256(data).hexdigest()] = alt
+    return alts
+
+
+def give_images_their_alt(app, doctree, docname) -> None:
+    """Sets each saved figure's <img alt> to the words that describe it, not the file name docutils falls back to."""
+    alts = getattr(app, "dpviz_image_alts", None)
+    if alts is None:
+        alts = app.dpviz_image_alts = image_alts(app.srcdir)
+    for image in doctree.findall(nodes.image):
+        alt = alts.get(Path(image["uri"]).stem)
+        if alt and not image.get("alt"):
+            image["alt"] = alt
+
+
 def setup(app):
     mathjax_source()  # fail at once, with the install command, where MathJax is missing
     app.connect("doctree-read", add_open_in_jupyter)
+    app.connect("doctree-resolved", give_images_their_alt)
     app.connect("build-finished", copy_mathjax)
     app.connect("build-finished", fix_search_button)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -453,15 +453,22 @@ def panel_problems(panels: list[dict], *, max_height: float | None = PANEL_MAX_P
 def move_slider(page, root: str, index: int, *, presses: int = 3, timeout: float = 30, snapshot: Path | None = None) -> dict:
     """Focuses the first slider handle of the ``index``-th SliderFigure under ``root`` and presses ArrowRight
     ``presses`` times (ArrowLeft if the slider is already at its right end); waits until the figure's <img>
-    changes. Returns the readout and image source before and after, and whether the image changed; if it did
-    not, a screenshot of the figure goes to ``snapshot``."""
+    changes. Returns the readout, the image source and the live region's words (what a screen reader says after
+    the move) before and after, and whether the image changed; if it did not, a screenshot of the figure goes to
+    ``snapshot``."""
     figure = page.locator(f"{root} .jp-OutputArea-output").filter(
         has=page.locator(".widget-slider .noUi-handle")).filter(has=page.locator("img")).nth(index)
     handle = figure.locator(".widget-slider .noUi-handle").first
     image = figure.locator("img").first
     readout = figure.locator(".widget-slider .widget-readout").first
+    spoken = figure.locator("[aria-live]").first  # the picture in words, for a screen reader
+
+    def now() -> dict:
+        return {"src": image.get_attribute("src"), "readout": readout.inner_text() if readout.count() else "",
+                "spoken": spoken.text_content() if spoken.count() else ""}
+
     handle.scroll_into_view_if_needed()
-    before = {"src": image.get_attribute("src"), "readout": readout.inner_text() if readout.count() else ""}
+    before = now()
     at_max = handle.get_attribute("aria-valuenow") == handle.get_attribute("aria-valuemax")
     key = "ArrowLeft" if at_max else "ArrowRight"
     tabs = tab_to(page, figure, handle)
@@ -471,8 +478,8 @@ def move_slider(page, root: str, index: int, *, presses: int = 3, timeout: float
     deadline = time.monotonic() + timeout
     after = dict(before)
     while time.monotonic() < deadline:
-        after = {"src": image.get_attribute("src"), "readout": readout.inner_text() if readout.count() else ""}
-        if after["src"] != before["src"]:
+        after = now()
+        if after["src"] != before["src"] and after["spoken"] != before["spoken"]:
             break
         page.wait_for_timeout(100)
     changed = after["src"] != before["src"]

@@ -538,6 +538,10 @@ def _check_page(page, root: str, expect: dict, name: str, app: str, *, widget_wa
         if not moved["changed"]:
             failures.append(f"slider figure {i + 1}: {moved['key']} x3 left the figure unchanged "
                             f"(readout {moved['before']['readout']!r} -> {moved['after']['readout']!r})")
+        elif not moved["after"]["spoken"].startswith("The picture now") or \
+                moved["after"]["spoken"] == moved["before"]["spoken"]:
+            failures.append(f"slider figure {i + 1}: its text alternative (the aria-live region) did not follow "
+                            f"the move: {moved['before']['spoken'][:100]!r} -> {moved['after']['spoken'][:100]!r}")
     failures += [f"a control without a label (ipywidgets description): {c}" for c in unlabelled_controls(page, root)]
     if expect["slider"] and not slider_figures(page, root):
         failures.append("no output holds both a slider and a figure")

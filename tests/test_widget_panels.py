@@ -359,3 +359,30 @@ def test_a_setting_shown_again_shows_the_picture_it_drew(name, moves):
     sf.set(**start)
     assert sf.image.value == first
     assert_blit_is_right(sf, f"{name} back at its first setting")
+
+
+def test_every_panel_says_its_picture_in_words_after_each_move(panel):
+    """The live region a screen reader reads out: the settings and what the picture shows, new after every move."""
+    name, sf = panel
+    before = sf.spoken.value
+    assert 'aria-live="polite"' in before and "The picture now, at " in before, f"{name}: {before[:200]!r}"
+    for control_name, control in sf.controls.items():
+        options = getattr(control, "options", None)
+        choices = [v for v in ((options and [o[1] if isinstance(o, tuple) else o for o in options])
+                               or [getattr(control, "min", None), getattr(control, "max", None)]) if v is not None]
+        other = next((v for v in choices if v != control.value), None)
+        if other is None:
+            continue
+        sf.set(**{control_name: other})
+        spoken = html_unescape(sf.spoken.value)
+        assert f"{control_name} = " in spoken and spoken != html_unescape(before), \
+            f"{name}: moving {control_name} left its text alternative as it was: {spoken[:200]!r}"
+        before = sf.spoken.value
+        break
+    else:
+        pytest.fail(f"{name}: no control could be moved to another value")
+
+
+def html_unescape(text: str) -> str:
+    import html
+    return html.unescape(re.sub(r"<[^>]+>", "", text))

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import html
 import re
 import time
 import traceback
@@ -132,6 +133,8 @@ class SliderFigure:
         self.errors = widgets.Output()
         self._words = title  # the status line's words, for the output's text form
         self.status = widgets.HTML(_status_html(title))
+        # The picture in words for a screen reader, said again after each move: a PNG in a widget has no alt
+        self.spoken = widgets.HTML()
         # A slider whose value is in SI units (seconds, bytes) shows it in words instead ("2.7 µs", "100 MB").
         self._readouts = {name: (words, widgets.Label(layout=widgets.Layout(width="6.5em", margin="0 0 0 4px")))
                           for name, words in (readouts or {}).items()}
@@ -159,10 +162,10 @@ class SliderFigure:
             for cell, _ in cells:
                 cell.layout.width = f"{CONTROL_PX}px"
             box = widgets.VBox([cell for cell, _ in cells], layout=widgets.Layout(margin="0 0 0 8px"))
-            self.widget = widgets.VBox([self.status, widgets.HBox([self.image, box]), self.errors])
+            self.widget = widgets.VBox([self.status, widgets.HBox([self.image, box]), self.spoken, self.errors])
         else:
             box = widgets.VBox(_rows(cells, columns))
-            self.widget = widgets.VBox([self.status, box, self.image, self.errors])
+            self.widget = widgets.VBox([self.status, box, self.image, self.spoken, self.errors])
         for values in getattr(view, "layouts", lambda: ())():  # every background a move may need, drawn now
             self._use_background(self._update({**self.values, **values}))
         self._apply()
@@ -239,10 +242,20 @@ class SliderFigure:
             for name, (words, label) in self._readouts.items():
                 label.value = words(values[name])
             self.image.value = self._frame(values)
+            self.spoken.value = _spoken_html(self.said(values))
         except Exception:
             self.errors.append_stdout(traceback.format_exc())
             raise
         self.timings.append(time.perf_counter() - start)
+
+    def said(self, values: dict | None = None) -> str:
+        """What the picture shows now, in words: the controls' settings and the status line (each move's numbers),
+        or the picture's own description where the panel has no status line. Read out after each move."""
+        values = self.values if values is None else values
+        settings = ", ".join(f"{name} = {self._readouts[name][0](v) if name in self._readouts else v}"
+                             for name, v in values.items())
+        words = " ".join(re.sub(r"<[^>]+>", " ", self._words or "").split()) or alt_text(self.fig)
+        return f"The picture now, at {settings}: {words}"
 
     def _frame(self, values: dict) -> bytes:
         """The PNG of the figure as ``update`` left it: drawn, or the one this setting gave before."""
@@ -336,6 +349,15 @@ def wrap_to_figure(fig) -> None:
 def _status_html(words: str) -> str:
     """The status line's HTML: lines at the height of the text, not at a widget row's 28 px each."""
     return f'<div style="line-height: 1.3; margin: 2px 0 4px 0">{words}</div>' if words else ""
+
+
+# Kept off the screen but read by screen readers (the usual "visually hidden" rules); role=status announces changes
+_SPOKEN_STYLE = ("position: absolute; width: 1px; height: 1px; margin: -1px; padding: 0; overflow: hidden; "
+                 "clip: rect(0 0 0 0); white-space: nowrap; border: 0")
+
+
+def _spoken_html(words: str) -> str:
+    return f'<div class="dpviz-spoken" role="status" aria-live="polite" style="{_SPOKEN_STYLE}">{html.escape(words)}</div>'
 
 
 def seconds_readout(seconds: float) -> str:
