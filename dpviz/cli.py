@@ -21,6 +21,8 @@ import sys
 import tempfile
 import time
 
+from dpviz.engine.checks import MAX_LR, MAX_SEED, MAX_TIMEOUT  # plain numbers: no torch, no numpy
+
 
 class Failed(Exception):
     """A command that ran but did not end well (its run failed its own check, or its record could not be saved);
@@ -139,14 +141,14 @@ def _add_record(p) -> None:
     p.add_argument("--width", type=_int, default=defaults["width"], help="MLP hidden width (default %(default)s)")
     p.add_argument("--depth", type=_int, default=defaults["depth"], help="MLP hidden layers (default %(default)s)")
     p.add_argument("--optimizer", default=defaults["optimizer"], help="sgd, momentum or adam (default %(default)s)")
-    p.add_argument("--lr", type=_real, default=defaults["lr"], help="learning rate (default %(default)s)")
-    p.add_argument("--seed", type=_int, default=defaults["seed"])
+    p.add_argument("--lr", type=_real, default=defaults["lr"], help=f"learning rate, > 0 and at most {MAX_LR:g} (default %(default)s)")
+    p.add_argument("--seed", type=_int, default=defaults["seed"], help=f"seeds the data, the model and every batch draw, 0 to {MAX_SEED} (default %(default)s)")
     p.add_argument("--no-all-reduce", action="store_true", help="each rank steps on its own gradient (replicas drift)")
     p.add_argument("--shard-sizes", type=_int_list, help="unequal shards, e.g. 3,9,20 (one per rank)")
     p.add_argument("--mean", default=defaults["mean"], help="plain or weighted, for unequal shards (default %(default)s)")
     p.add_argument("--sampling", default=defaults["sampling"], help="random, biased or by_kind (default %(default)s)")
     p.add_argument("--backend", default=defaults["backend"], help="auto, gloo or nccl (default %(default)s)")
-    p.add_argument("--timeout", type=_real, default=defaults["stall_timeout"], help="seconds a rank may go without finishing a step (default %(default)s)")
+    p.add_argument("--timeout", type=_real, default=defaults["stall_timeout"], help=f"seconds a rank may go without finishing a step, > 0 and at most {MAX_TIMEOUT:g} (default %(default)s)")
     p.add_argument("--threads", type=_int, help="intra-op threads per rank (default: the cores shared evenly)")
     p.add_argument("--out", help="save the record as OUT.npz and OUT.json")
     p.set_defaults(func=_record)
@@ -303,12 +305,13 @@ def report(run, seconds: float, verdict=None) -> str:
 # --- bench ---
 
 def _add_bench(p) -> None:
-    p.add_argument("--ks", type=_int, nargs="+", default=[2, 4], help="process-group sizes (default 2 4)")
-    p.add_argument("--min-bytes", type=_int, default=1 << 10, help="smallest message, bytes (default %(default)s)")
-    p.add_argument("--max-bytes", type=_int, default=16 << 20, help="largest message, bytes (default %(default)s)")
-    p.add_argument("--points", type=_int, default=8, help="message sizes, log spaced (default %(default)s)")
-    p.add_argument("--impls", nargs="+", default=["all_reduce", "ring", "parameter_server"])
-    p.add_argument("--repeats", type=_int, default=10, help="timed calls per point (default %(default)s)")
+    p.add_argument("--ks", type=_int, nargs="+", default=[2, 4], help="process-group sizes, one of them 2 or more (default 2 4)")
+    p.add_argument("--min-bytes", type=_int, default=1 << 10, help="smallest message, bytes, 4 to 2**30 - 4 (default %(default)s)")
+    p.add_argument("--max-bytes", type=_int, default=16 << 20, help="largest message, bytes, at least min-bytes + 4 and at most 2**30 (default %(default)s)")
+    p.add_argument("--points", type=_int, default=8, help="message sizes, log spaced, 2 to 64 (default %(default)s)")
+    p.add_argument("--impls", nargs="+", default=["all_reduce", "ring", "parameter_server"],
+                   help="all_reduce (always: the cost model is fitted to it), ring, parameter_server (default: all three)")
+    p.add_argument("--repeats", type=_int, default=10, help="timed calls per point, 1 to 10000 (default %(default)s)")
     p.add_argument("--backend", default="gloo")
     p.add_argument("--out", help="save the record as OUT.npz and OUT.json")
     p.set_defaults(func=_bench)
