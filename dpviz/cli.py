@@ -160,6 +160,7 @@ def _int_list(text: str) -> tuple:
 
 
 def _record(args) -> None:
+    from dpviz.engine.launch import resolve_backend
     from dpviz.topics.ground_floor.run_training import TrainConfig, record_run
 
     check_out(args.out)
@@ -170,6 +171,7 @@ def _record(args) -> None:
             shard_sizes=args.shard_sizes, mean=args.mean, sampling=args.sampling, backend=args.backend,
             stall_timeout=args.timeout, threads=args.threads,
         )
+        resolve_backend(config.backend, config.k)  # nccl needs a GPU per rank: refused here, named as --backend
     start = time.perf_counter()
     run = record_run(config, progress=True)
     seconds = time.perf_counter() - start
