@@ -325,6 +325,10 @@ class Record:
         except OSError as e:
             _discard(npz_tmp, json_tmp, renamed)  # first, so that the space they held counts as free below
             npz_tmp = json_tmp = None
+            if renamed:
+                raise RecordSaveError(e.errno, f"cannot finish saving the record at {str(base)!r}: {e.strerror or e}; "
+                                      "its arrays are in place and the next load reads them with their header.",
+                                      str(base)) from None
             if e.errno in (errno.ENOSPC, errno.EDQUOT):
                 need = sum(np.asarray(a).nbytes + 4096 for a in self.arrays.values())
                 raise RecordSaveError(e.errno, f"no space left to save the record at {str(base)!r}: it needs up to "
@@ -441,8 +445,9 @@ def _discard(npz_tmp, json_tmp, renamed: int) -> None:
 
 
 def _owner(temporary: Path) -> Path:
-    """The record a temporary file of :func:`_temporary_names` belongs to."""
-    return Path(temporary).with_name(TEMPORARY.match(Path(temporary).name)["name"])
+    """The record a temporary file of a save (of this dpviz or an earlier one) belongs to."""
+    name = Path(temporary).name
+    return Path(temporary).with_name((TEMPORARY.match(name) or OLDER_TEMPORARY.match(name))["name"])
 
 
 def _stale(entry, match, now: float) -> bool:
@@ -485,8 +490,8 @@ def remove_stale(folder) -> None:
             continue
         path = Path(folder) / entry.name
         try:
-            if match.re is TEMPORARY and match["ext"] == "json" and entry.name[:-len("json.tmp")] + "npz.tmp" not in present:
-                _finish(path)
+            if match["ext"] == "json" and (match.re is OLDER_TEMPORARY or entry.name[:-len("json.tmp")] + "npz.tmp" not in present):
+                _finish(path)  # perhaps a save killed between its renames: the header goes in place if it fits
             else:
                 path.unlink(missing_ok=True)
         except OSError:
@@ -518,13 +523,12 @@ def _header_digest(path: Path):
 def _interrupted_header(base: Path, digest: str):
     """The text of a whole header that a save killed between its renames left for the ``.npz`` whose digest is
     ``digest``, or None."""
-    npz_path, _ = files(base)
     try:
         names = [e.name for e in os.scandir(base.parent) if e.name.startswith(f".{base.name}.") and e.name.endswith(".json.tmp")]
     except OSError:
         return None
     for name in names:
-        match = TEMPORARY.match(name)
+        match = TEMPORARY.match(name) or OLDER_TEMPORARY.match(name)
         if match is None or match["name"] != base.name:
             continue
         candidate = base.parent / name

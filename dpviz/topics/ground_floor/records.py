@@ -100,11 +100,8 @@ class Run(Record):
         return (self.reduced_grad == self.reduced_grad[:, :1, :]).all(axis=(1, 2))
 
     def replicas_identical(self) -> np.ndarray:
-        """Per recorded state (steps + 1), True where every replica's parameter bytes agree: read from the
-        parameters where the record keeps them, else from their digests."""
-        if self.params is not None:
-            bits = np.ascontiguousarray(self.params).view(np.uint32)
-            return (bits == bits[:, :1]).all(axis=(1, 2))
+        """Per recorded state (steps + 1), True where every replica's parameter bytes agree, read from their
+        digests (which :meth:`check` compares with the parameters, where the record keeps them)."""
         return (self.param_digest == self.param_digest[:, :1]).all(axis=1)
 
     def digest_mismatches(self) -> list:
