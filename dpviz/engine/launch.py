@@ -53,6 +53,7 @@ import time
 import warnings
 
 from dpviz.engine.checks import check_choice, check_int, check_real
+from dpviz.engine.cores import quota_cores
 from dpviz.engine.forkserver import (
     FORK_SERVER_IDLE,
     FORK_SERVER_PRELOAD,
@@ -95,11 +96,14 @@ __all__ = [
 
 
 def cpu_count() -> int:
-    """The cores this process may use (the affinity mask where the OS has one)."""
+    """The cores this process may use: the affinity mask where the OS has one, or fewer where a cgroup's CPU quota
+    (a JupyterHub pod's limit, a container's ``--cpus``) allows fewer at a time (:mod:`dpviz.engine.cores`)."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    quota = quota_cores()
+    return cores if quota is None else min(cores, quota)
 
 
 def resolve_backend(backend: str, k: int) -> str:
