@@ -225,12 +225,16 @@ def _diverged(run) -> str:
 def check_out(out: str | None) -> None:
     """Refuse an --out that cannot take a record, before any rank starts (its parents are created): a folder
     in which no file can be made, or OUT.npz or OUT.json already there as something other than a file."""
-    if not out:
+    if out is None:
         return
     from dpviz.engine.schema import files  # numpy only: no torch before the ranks
 
+    try:
+        named = files(out)
+    except ValueError:
+        raise ValueError(f"--out must name a record, such as runs/k4 for runs/k4.npz and runs/k4.json; got {out!r}.") from None
     folder = os.path.dirname(os.path.abspath(out))
-    for path in files(out):
+    for path in named:
         if path.exists() and not path.is_file():
             raise ValueError(f"--out {out!r} cannot be written: {str(path)!r} is already there and is not a file.")
         if path.is_file() and not os.access(path, os.W_OK):

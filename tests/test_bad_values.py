@@ -1,6 +1,6 @@
 """Every value is refused before a rank starts (issue 44, section 4), and what a run cannot vouch for is not saved.
 
-Each option of ``python -m dpviz record`` and ``bench`` is tried at its extremes (0, negative, the stated maximum
+Each option of ``python -m dpviz record`` and ``bench`` (and ``figures``' two paths) is tried at its extremes (0, negative, the stated maximum
 plus one, inf, nan, 1e308, integers past int64): each ends in one sentence naming the option and its range, exit
 status 2, with no fork server started, so no rank ever ran. The Python API refuses the same values with a
 ValueError or TypeError. The stated maxima themselves record real runs. A run that fails its own check exits 1
@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 import psutil
@@ -46,6 +47,10 @@ CLI_CASES = [
     (["bench", "--impls", "x"], "--impls must be one of"),
     (["bench", "--impls", "ring"], "--impls must include all_reduce"),
     (["bench", "--backend", "x"], "--backend must be one of"),
+    (["record", "--out", ""], "--out must name a record, such as runs/k4"),
+    (["bench", "--out", "."], "--out must name a record, such as runs/k4"),
+    (["figures", "--out", ""], "--out '' cannot be written"),
+    (["figures", "--out", tempfile.gettempdir(), "--from-records", ""], "--from-records '' is not a folder of records"),
 ]
 
 
