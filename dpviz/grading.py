@@ -24,6 +24,13 @@ per chapter, named like its notebook: :attr:`dpviz.course.Chapter.stem`, the STE
 - every other cell, markdown and code, is locked (read-only), so autograde runs the chapter as written:
   nbgrader puts back a locked cell's source if a student edited it.
 
+**What grades.** A solution cell runs in the student's kernel before the locked check cells, and its
+top-level code could rebind anything there (a helper of :mod:`dpviz.engine.verdict`, the checker), so the
+kernel's verdicts are not what grades. The config puts :class:`dpviz.exercises.regrade.Regrade` into
+autograde, right after the notebook is executed: in nbgrader's own process it re-runs every check on the
+function defined in its solution cell (in a fresh process, or on fresh ranks, as every check runs) and
+makes that verdict the tests cell's output, which nbgrader then scores.
+
 **Why one assignment per chapter.** A class meets one chapter at a time; an assignment is what
 nbgrader releases, collects and grades with one due date, and one chapter is what a class
 session asks for. Autograding a chapter also takes seconds, not the minutes the whole course would.
@@ -38,7 +45,7 @@ graded with a verdict, long before that.
 The reference solutions are not in the installed package (a student imports it); they are read, as
 text, from the checkout's ``instructor/solutions.py`` or the file ``--solutions`` names. This module
 imports json, the standard library, :mod:`dpviz.course` and the exercise catalogue only, and nothing that starts a
-process.
+process (the config it writes imports :mod:`dpviz.exercises.regrade`, in nbgrader's process).
 """
 
 from __future__ import annotations
@@ -200,6 +207,12 @@ c.CourseDirectory.course_id = {course_id!r}
 
 # The release's stub is the chapter's own, character for character.
 c.ClearSolutions.code_stub = {{"python": {STUB_LINE!r}}}
+
+# Every check is judged again outside the student's kernel, from the function defined in its solution cell, and
+# that verdict is the tests cell's output and grade (dpviz.exercises.regrade): no cell can sway it.
+from dpviz.exercises.regrade import autograde_steps  # noqa: E402
+
+c.Autograde.autograde_preprocessors = autograde_steps()
 
 # Seconds one cell may run under autograde. nbgrader's default (30) is shorter than a check on real ranks
 # may take on a loaded server: ranks may take 120 s to start, then two calls of 10 s and a 15 s stall timeout.

@@ -419,8 +419,11 @@ def _first_wrong(name, fn, box, cases, mistakes, returns, budget) -> Verdict | N
 def _with_scope_hint(verdict: Verdict, outcome, fn) -> Verdict:
     """A NameError for a name the notebook defines gets a sentence on what the fresh process has in scope."""
     missing = re.match(r"NameError: name '(\w+)' is not defined", outcome.error or "")
-    around = getattr(fn, "__globals__", {})
-    if outcome.kind != "NameError" or not missing or missing.group(1) not in around:
+    if outcome.kind != "NameError" or not missing:
+        return verdict
+    if isinstance(fn, Submitted):  # graded from its text: the rest of the notebook is not there either
+        return Verdict(f"{verdict} The checker runs the function alone, in a fresh process. {DEF_HINT}", verdict.status)
+    if missing.group(1) not in getattr(fn, "__globals__", {}):
         return verdict
     return Verdict(f"{verdict} {missing.group(1)} is defined in the notebook, but the checker runs the function "
                    f"alone, in a fresh process. {DEF_HINT}", verdict.status)
