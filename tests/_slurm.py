@@ -2,8 +2,9 @@
 
 The machines are :mod:`_netns`'s network namespaces on a veth pair. Each runs ``slurmd -N node<i>``
 with its own address, so the controller reaches it, and its jobs reach the other node, only over the veth,
-as on a real cluster. Debian builds Slurm without ``--enable-multiple-slurmd``; that mode (several slurmd
-on one address, told apart by port) is not needed here, since each slurmd has an address of its own.
+as on a real cluster. Debian's Slurm is built with ``--enable-multiple-slurmd`` (``scontrol show config``
+says ``MULTIPLE_SLURMD = Yes``), which would let several slurmd share one address, told apart by port; it is
+not used here: with an address of its own each node is a machine to torchrun and gloo too, as in test_cluster.
 The controller runs on the first machine, under this host's name (slurmctld refuses to start on a host
 its ``SlurmctldHost`` does not name), at that machine's address. munged runs in the host's namespace:
 its socket is a file, reached from every namespace. Everything lives in one temporary folder: the

@@ -10,6 +10,7 @@ load records (``dpviz.engine.schema.load``); no daemon, job or rank outlives the
 from __future__ import annotations
 
 import re
+import subprocess
 import time
 
 import pytest
@@ -34,16 +35,25 @@ def cluster(tmp_path):
         yield c
 
 
+def job_output(log) -> str:
+    return log.read_text(errors="replace") if log.exists() else "(no job output)"
+
+
 def test_sbatch_records_a_run_on_two_nodes_that_passes_check(cluster, tmp_path):
     out = tmp_path / "runs" / "slurm"
     log = tmp_path / "job.out"
     env = {"PATH": f"{_netns.PYTHON.parent}:/usr/bin:/bin:/usr/sbin:/sbin", "DPVIZ_PYTHON": str(_netns.PYTHON),
            "DPVIZ_PROCS_PER_NODE": "2"}
     start = time.monotonic()
-    done = cluster.client("sbatch", "--wait", "--parsable", "--nodes=2", f"--output={log}", f"--chdir={_netns.REPO}",
-                          str(SCRIPT), "--b", "8", "--steps", "5", "--out", str(out), env=env, timeout=JOB_TIMEOUT)
+    try:
+        done = cluster.client("sbatch", "--wait", "--parsable", "--nodes=2", f"--output={log}",
+                              f"--chdir={_netns.REPO}", str(SCRIPT), "--b", "8", "--steps", "5", "--out", str(out),
+                              env=env, timeout=JOB_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the job did not end within {JOB_TIMEOUT} s:\n{cluster.client('squeue', '--all').stdout}"
+                    f"\n{job_output(log)[-4000:]}\n{cluster.logs()}")
     took = time.monotonic() - start
-    said = log.read_text(errors="replace") if log.exists() else "(no job output)"
+    said = job_output(log)
     assert done.returncode == 0, f"sbatch: {done.stdout}{done.stderr}\n{said[-4000:]}\n{cluster.logs()}"
     job = done.stdout.strip().split(";")[0]
     shown = cluster.client("scontrol", "show", "job", job).stdout
