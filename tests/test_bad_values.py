@@ -97,17 +97,17 @@ def test_the_issues_values_end_the_process_with_status_2(args):
 
 
 def api_cases():
-    from dpviz.topics.accumulation.run_accumulation import record_accumulation
+    from dpviz.topics.accumulation.run_accumulation import AccumConfig, record_accumulation
     from dpviz.topics.all_reduce.run_schedule import record_schedules
     from dpviz.topics.bigger_batch.run_lr_sweep import record_lr_grid
     from dpviz.topics.cheaper_sync.run_compression import record_compression
     from dpviz.topics.cheaper_sync.run_hierarchical import record_hierarchical
     from dpviz.topics.cheaper_sync.run_local_sgd import record_local_sgd
     from dpviz.topics.ground_floor.run_probing import probe_every_knob
-    from dpviz.topics.ground_floor.run_training import record_run
+    from dpviz.topics.ground_floor.run_training import TrainConfig, record_run
     from dpviz.topics.measuring.run_bench import BenchConfig, run_sweep
     from dpviz.topics.sharding.run_sharding import record_sharding
-    from dpviz.topics.splitting.run_pipeline import record_pipeline
+    from dpviz.topics.splitting.run_pipeline import PipelineConfig, record_pipeline, record_pipelines
     from dpviz.topics.splitting.run_tensor_parallel import record_tensor_split
     from dpviz.topics.splitting.run_zero import record_zero
     from dpviz.topics.waiting.run_async_sgd import record_async
@@ -116,7 +116,17 @@ def api_cases():
     from dpviz.topics.whole_picture.run_batchnorm import record_batchnorm
 
     inf, seed = float("inf"), 2**63 - 1
+
+    def edited(config, **fields):
+        """A config made with good values, then given a bad one (a notebook cell may do that)."""
+        for name, value in fields.items():
+            setattr(config, name, value)
+        return config
+
     return [
+        (lambda: record_run(edited(TrainConfig(), lr=inf)), "lr must be"),
+        (lambda: record_accumulation([edited(AccumConfig(), seed=seed)]), "seed must be"),
+        (lambda: record_pipelines([edited(PipelineConfig(), stall_timeout=inf)]), "stall_timeout must be"),
         (lambda: record_run(stall_timeout=inf), "stall_timeout must be a number > 0 and <= 86400"),
         (lambda: record_run(stall_timeout=1e308), "stall_timeout must be"),
         (lambda: record_run(lr=1e308), "lr must be a number > 0 and <= 1000"),

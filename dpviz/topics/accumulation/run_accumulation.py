@@ -150,7 +150,8 @@ def record_accumulation(configs, *, progress: bool = False) -> list[Accumulation
     Configurations with the same k > 1 share one launch, and those with k = 1 run in rank 0 of the
     first launch (or of their own, with one rank, if there is no other).
     """
-    configs = [c if isinstance(c, AccumConfig) else AccumConfig(**c) for c in _as_list(configs)]
+    # each checked again (a field of a config may have been set since it was made), before any rank starts
+    configs = [AccumConfig(**(asdict(c) if isinstance(c, AccumConfig) else c)) for c in _as_list(configs)]
     if not configs:
         raise ValueError("configs must hold at least one AccumConfig; got none.")
     worlds = sorted({c.k for c in configs if c.k > 1}) or [1]

@@ -141,6 +141,7 @@ def record_pipelines(configs, *, progress: bool = False) -> list[PipelineRun]:
     configs = list(configs)
     if not configs or any(not isinstance(c, PipelineConfig) for c in configs):
         raise TypeError("configs must be a non-empty list of PipelineConfig.")
+    configs = [PipelineConfig(**asdict(c)) for c in configs]  # checked again: a field may have been set since
     p = max(c.p for c in configs)
     if any(c.threads != configs[0].threads for c in configs):
         raise ValueError(f"configs must all have the same threads, since one launch sets them for every rank; "
