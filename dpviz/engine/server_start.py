@@ -4,16 +4,24 @@ multiprocessing's fork server learns of its launcher's death in its serving loop
 and it enters that loop after importing everything it preloads: torch, 1 to 2 s on a quiet 2-core machine and 9 to
 13 s on a busy one, during which a killed launcher's server lived on. The fork server imports this module first
 (:data:`dpviz.engine.forkserver.SERVER_START`): it starts a thread that ends the server with ``os._exit`` the moment
-the server's parent is gone (the server is handed to another parent), within WATCH_INTERVAL. The thread runs only
-while the server imports: :mod:`dpviz.engine.server_exit`, imported last, stops it (:func:`stop_watching`), so the
-serving loop, which forks the ranks, runs in a process of one thread, where forking is safe. Imported anywhere but
-inside the fork server's start, this module does nothing: the server is told by its command line
-(:func:`started_as_fork_server`).
+the launcher is gone (the pipe the server's serving loop will watch reads end of file, or the server is handed to
+another parent), within WATCH_INTERVAL, and at once if the launcher died before the server got this far. The thread
+runs only while the server imports: :mod:`dpviz.engine.server_exit`, imported last, stops it (:func:`stop_watching`),
+so the serving loop, which forks the ranks, runs in a process of one thread, where forking is safe.
+
+A thread cannot act while the import holds the interpreter's lock (loading torch's shared libraries: seconds on a
+busy machine), so the server also asks the kernel to kill it when its parent dies (Linux's PR_SET_PDEATHSIG, through
+:func:`dpviz.engine.private.die_with_parent`, as a rank does), but only when the launcher's main thread started it:
+the kernel sends that signal when the starting *thread* ends, and a launcher's other threads may end long before it
+does. Imported anywhere but inside the fork server's start, this module does nothing: the server is told by its
+command line (:func:`started_as_fork_server`).
 """
 
 from __future__ import annotations
 
 import os
+import re
+import select
 import sys
 import threading
 
@@ -38,9 +46,29 @@ def started_as_fork_server(argv: list[str]) -> bool:
     return command < len(argv) and SERVER_COMMAND in argv[command]
 
 
-def _watch(parent: int) -> None:
+def _launcher_pipe(argv: list[str]) -> int | None:
+    """The descriptor of the pipe through which the fork server learns that its launcher is gone (it reads end of
+    file once the launcher has exited), read from the server's command line ``main(listener, alive, ...)``."""
+    command = argv[argv.index("-c", 1) + 1]
+    found = re.search(r"main\((\d+), (\d+)", command)
+    return int(found.group(2)) if found else None
+
+
+def _launcher_gone(pipe: int | None, parent: int) -> bool:
+    """Whether the launcher has exited: its end of the pipe is closed (readable here), or this process has another
+    parent than the one it had."""
+    if pipe is not None:
+        try:
+            if select.select([pipe], [], [], 0)[0]:
+                return True
+        except (OSError, ValueError):
+            pass
+    return os.getppid() != parent
+
+
+def _watch(pipe: int | None, parent: int) -> None:
     while not _stop.wait(WATCH_INTERVAL):
-        if os.getppid() != parent:
+        if _launcher_gone(pipe, parent):
             os._exit(1)  # the launcher is gone: nothing of the server's is worth finishing
 
 
@@ -53,6 +81,24 @@ def stop_watching() -> None:
         _watcher = None
 
 
+def _started_by_main_thread(parent: int) -> bool:
+    """Whether this process is a child of ``parent``'s main thread (Linux's /proc/PID/task/PID/children)."""
+    try:
+        with open(f"/proc/{parent}/task/{parent}/children") as f:
+            return str(os.getpid()) in f.read().split()
+    except OSError:
+        return False
+
+
 if started_as_fork_server(sys.orig_argv):
-    _watcher = threading.Thread(target=_watch, args=(os.getppid(),), name="dpviz-server-watch", daemon=True)
+    _pipe, _parent = _launcher_pipe(sys.orig_argv), os.getppid()
+    if _started_by_main_thread(_parent):
+        import signal
+
+        from dpviz.engine import private
+
+        private.die_with_parent(signal.SIGKILL)
+    if _launcher_gone(_pipe, _parent):  # it died before this module ran (a busy machine starts Python slowly)
+        os._exit(1)
+    _watcher = threading.Thread(target=_watch, args=(_pipe, _parent), name="dpviz-server-watch", daemon=True)
     _watcher.start()

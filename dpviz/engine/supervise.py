@@ -241,7 +241,7 @@ def _proc_stat(pid) -> tuple[str, int] | None:
 
 
 OBSERVED = ("stopped", "memory", "busy", "waiting", "starting", "unknown")  # RankTimeout.observed's words
-SAMPLES, SAMPLE_GAP = 5, 0.05  # looks at each candidate's process, seconds apart: 0.2 s in all
+SAMPLES, SAMPLE_GAP = 11, 0.05  # looks at each candidate's process, seconds apart: 0.5 s in all
 
 
 def _stuck_first(candidates, procs, phases) -> tuple[list[int], dict]:
@@ -251,7 +251,7 @@ def _stuck_first(candidates, procs, phases) -> tuple[list[int], dict]:
     that is stopped (SIGSTOP, a debugger) is named alone; failing that, one held in the kernel's
     uninterruptible sleep (state D: thrashing for memory, a hung disk) while the others sleep; failing that,
     one still burning CPU while the others sleep (a loop that never ends); otherwise every candidate is.
-    Each rank's state is sampled a few times over 0.2 s, since a thrashing rank is in D only now and then.
+    Each rank's state is sampled a few times over 0.5 s, since a thrashing rank is in D only now and then.
     """
     seen = {r: [] for r in candidates}
     for i in range(SAMPLES):
@@ -276,7 +276,7 @@ def _observed(samples, phase) -> str:
         return "stopped"
     if any(s[0] == "D" for s in read):
         return "memory"
-    if read[-1][1] - read[0][1] >= 10:  # >= 0.1 s of CPU in the 0.2 s looked at
+    if read[-1][1] - read[0][1] >= 5:  # >= 0.05 s of CPU in the 0.5 s looked at: a tenth of a core, on a busy machine
         return "busy"
     return "starting" if phase < _JOINED else "waiting"
 
