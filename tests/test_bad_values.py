@@ -131,6 +131,7 @@ def api_cases():
         (lambda: record_run(stall_timeout=1e308), "stall_timeout must be"),
         (lambda: record_run(lr=1e308), "lr must be a number > 0 and <= 1000"),
         (lambda: record_run(lr=inf), "lr must be"),
+        (lambda: record_run(lr=10**400), "lr must be"),  # an int past float's range
         (lambda: record_run(seed=seed), "seed must be an integer from 0 to 4294967295"),
         (lambda: record_run(model="mlp", width=65536, depth=64), "width must be at most"),
         (lambda: record_run(model="mlp", d_in=65536, dataset_size=1 << 20), "dataset_size must be at most"),

@@ -12,7 +12,8 @@ from numbers import Integral, Real
 
 # The finite ranges the ranks can use, shared by every config that takes these values.
 MAX_SEED = 2**32 - 1  # numpy's RandomState (under PowerSGD) takes 32 bits; the ranks' int64 batch seeds stay in range
-MAX_LR = 1e3  # learning rate: larger only overflows float32 in the first step
+MAX_LR = 1e3  # learning rate: far past any that trains (such a run diverges and fails its check); 1e308 overflowed the
+              # ranks' float32 step
 MAX_DATASET = 1 << 20  # examples in a data set
 MAX_TIMEOUT = 86_400.0  # seconds (a day): the process group's own timeout is built from it and must stay finite
 
@@ -41,7 +42,10 @@ def check_real(
     """
     if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"{name} must be a number{_real_range_words(low, high, low_open)}; got {value!r}.")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int past float's range
+        value = math.inf if value > 0 else -math.inf
     too_low = low is not None and (value <= low if low_open else value < low)
     too_high = high is not None and value > high
     if math.isnan(value) or too_low or too_high:
