@@ -54,7 +54,8 @@ def main(argv=None) -> int:
         if e.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
         where = f" writing {e.filename!r}" if e.filename else ""
-        print(f"python -m dpviz {args.command}: no space left on the disk{where}; free some and run it again.", file=sys.stderr)
+        text = str(e) if not str(e).startswith("[Errno") else f"no space left on the disk{where}; free some and run it again"
+        print(f"python -m dpviz {args.command}: {text.rstrip('.')}.", file=sys.stderr)  # a record's save words its own
         return 1
     return 0
 
