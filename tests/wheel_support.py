@@ -19,15 +19,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def build_wheel(wheels: Path) -> Path:
+    """Build the wheel of this checkout into ``wheels`` and return it.
+
+    From a copy of the package's sources in ``wheels``/src (the figure records' link followed), so that two
+    sessions building at once share no build/ folder, and no module left in build/ by an older build is packed.
+    """
+    src = wheels / "src"
+    shutil.copytree(ROOT / "dpviz", src / "dpviz", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "-q",
+                    "-w", str(wheels)], check=True, cwd=wheels, timeout=600)
+    (wheel,) = wheels.glob("dpviz-*.whl")
+    return wheel
+
+
 def install_wheel(base: Path) -> Path:
     """Build the wheel into ``base``/wheel and install it into ``base``/env; return that environment's python."""
     wheels = base / "wheel"
     wheels.mkdir(parents=True)
-    for stale in ("lib", "bdist.linux-x86_64"):  # setuptools would pack modules left there by an older build
-        shutil.rmtree(ROOT / "build" / stale, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation", "-q",
-                    "-w", str(wheels)], check=True, cwd=wheels, timeout=600)
-    (wheel,) = wheels.glob("dpviz-*.whl")
+    wheel = build_wheel(wheels)
     env_dir = base / "env"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
