@@ -1,10 +1,15 @@
 """environment.yml lists the same packages, with the same version ranges, as pyproject.toml; the core requirements
 admit the versions students have; an installed dpviz has its data; ./run takes torch's CPU build unless there is a GPU."""
 
+import os
+import platform
 import re
+import shutil
+import subprocess
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,3 +80,61 @@ def test_every_data_file_in_the_package_is_package_data():
     missing = [path for path in data if not any(fnmatch(path, pattern) for pattern in patterns)]
     assert not missing, f"not installed with dpviz (add to [tool.setuptools.package-data]): {missing}"
 
+
+
+def torch_choice(env: dict, tmp_path) -> subprocess.CompletedProcess:
+    """./run's choice of torch build and pip arguments, its functions sourced in a shell with ``env`` added."""
+    script = 'source ./run && echo "build=$(torch_build)" && echo "index=$(torch_index)"'
+    return subprocess.run(["bash", "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={**{k: v for k, v in os.environ.items() if not k.startswith("DPVIZ_TORCH")}, **env})
+
+
+@pytest.fixture(scope="module")
+def cpu_index(tmp_path_factory):
+    """A stand-in for PyTorch's CPU index: an HTTP server on this machine with a torch/ page."""
+    import functools
+    import http.server
+    import threading
+
+    folder = tmp_path_factory.mktemp("index")
+    (folder / "whl" / "cpu" / "torch").mkdir(parents=True)
+    (folder / "whl" / "cpu" / "torch" / "index.html").write_text("<html></html>")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    handler.log_message = lambda *args: None
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/whl/cpu"
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+def test_run_takes_torchs_cpu_build_unless_a_gpu_is_here_or_asked_for(cpu_index, tmp_path):
+    assert platform.system() == "Linux"
+    gpu_here = shutil.which("nvidia-smi") is not None or Path("/proc/driver/nvidia").exists()
+    plain = torch_choice({"DPVIZ_TORCH_CPU_INDEX": cpu_index}, tmp_path)
+    assert plain.returncode == 0, plain.stderr
+    if not gpu_here:
+        assert plain.stdout.split("\n")[:2] == ["build=cpu", f"index=--extra-index-url {cpu_index}"], plain.stdout
+    asked = torch_choice({"DPVIZ_TORCH": "cuda", "DPVIZ_TORCH_CPU_INDEX": cpu_index}, tmp_path)
+    assert asked.stdout.split("\n")[:2] == ["build=cuda", "index="], asked.stdout
+    forced = torch_choice({"DPVIZ_TORCH": "cpu", "DPVIZ_TORCH_CPU_INDEX": cpu_index}, tmp_path)
+    assert forced.stdout.split("\n")[:2] == ["build=cpu", f"index=--extra-index-url {cpu_index}"], forced.stdout
+    fake = tmp_path / "bin"  # a machine with nvidia-smi on its PATH has a GPU: the default (CUDA) build
+    fake.mkdir()
+    (fake / "nvidia-smi").write_text("#!/bin/sh\nexit 0\n")
+    (fake / "nvidia-smi").chmod(0o755)
+    gpu = torch_choice({"PATH": f"{fake}:{os.environ['PATH']}", "DPVIZ_TORCH_CPU_INDEX": cpu_index}, tmp_path)
+    assert gpu.stdout.split("\n")[:2] == ["build=cuda", "index="], gpu.stdout
+
+
+def test_run_falls_back_to_pips_own_indexes_at_once_where_the_cpu_index_cannot_be_reached(tmp_path):
+    import time
+
+    start = time.perf_counter()
+    refused = torch_choice({"DPVIZ_TORCH": "cpu", "DPVIZ_TORCH_CPU_INDEX": "http://127.0.0.1:9/whl/cpu"}, tmp_path)
+    assert refused.stdout.split("\n")[:2] == ["build=cpu", "index="], refused.stdout
+    assert "cannot be reached" in refused.stderr and time.perf_counter() - start < 10
+    wrong = torch_choice({"DPVIZ_TORCH": "rocm"}, tmp_path)
+    assert "expected cpu, cuda or auto" in wrong.stderr
