@@ -33,11 +33,11 @@ def refusal() -> str | None:
     """Why no Slurm cluster can be started here (one sentence), or None when one can."""
     missing = [p for p in PROGRAMS if not shutil.which(p, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")]
     if missing:
-        return (f"Slurm and munge are not installed here (no {', '.join(missing)}): "
-                "`apt-get install -y slurm-wlm munge`, as .ci/run does")
+        return (f"Slurm and munge are not installed (no {', '.join(missing)}; "
+                "`apt-get install -y slurm-wlm munge`, as .ci/run does).")
     refused = _netns.refusal()
     if refused:
-        return f"its two compute nodes are network namespaces, and {refused}"
+        return f"its nodes would be network namespaces, and {refused}"
     return None
 
 
