@@ -32,8 +32,8 @@ def cluster(tmp_path):
     refused = _slurm.refusal()
     if refused:
         pytest.skip(f"no two-node Slurm cluster here: {refused}")
-    # A short folder: slurmd's step sockets (SPOOL/node0/HOST_JOB.STEP) must fit in a socket path's 108 bytes,
-    # which a pytest-xdist worker's tmp_path and a long host name would overrun. Its logs are kept in tmp_path.
+    # A short folder: slurmd's step sockets (SPOOL/node0/node0_1.4294967291 for a batch script) must fit in a
+    # socket path's 108 bytes, which a pytest-xdist worker's tmp_path overruns (113). Its logs are kept in tmp_path.
     root = Path(tempfile.mkdtemp(prefix="dpvslurm"))
     try:
         started = time.monotonic()
