@@ -132,13 +132,14 @@ def cluster(machines, root: Path):
     key.chmod(0o400)
     c = Cluster(root, list(machines), nodes, env={"SLURM_CONF": str(conf)})
     try:
+        # In the foreground munged logs to its output. --force: a precaution, so that a CI machine's odd /tmp
+        # permissions cannot stop it (it checks the folders around its socket and key).
         c.daemons["munged"] = _start(["munged", "--foreground", "--force", f"--socket={root / 'munge.socket'}",
                                       f"--key-file={key}", f"--pid-file={root / 'run' / 'munged.pid'}",
-                                      f"--seed-file={root / 'run' / 'munged.seed'}", f"--log-file={root / 'log' / 'munged.log'}"],
-                                     root / "log" / "munged.out.log")
+                                      f"--seed-file={root / 'run' / 'munged.seed'}"], root / "log" / "munged.log")
         _wait(lambda: (root / "munge.socket").exists(), "munged's socket", c)
-        c.daemons["slurmctld"] = _start(["slurmctld", "-D", "-i", "-f", str(conf)], root / "log" / "slurmctld.out.log",
-                                        machines[0], c.env)
+        c.daemons["slurmctld"] = _start(["slurmctld", "-D", "-i", "-f", str(conf)],
+                                        root / "log" / "slurmctld.out.log", machines[0], c.env)
         for node, machine in zip(nodes, machines):
             c.daemons[f"slurmd {node}"] = _start(["slurmd", "-D", "-N", node, "-f", str(conf)],
                                                  root / "log" / f"slurmd-{node}.out.log", machine, c.env)
@@ -149,7 +150,8 @@ def cluster(machines, root: Path):
 
 
 def stop(c: Cluster) -> None:
-    """End every daemon this cluster started, by PID, and whatever its jobs left in the machines; raise if any survive."""
+    """End every daemon this cluster started, by PID, and whatever its jobs left in the machines; raise if any
+    survive."""
     for machine in c.machines:
         _netns.end_everything_in(machine)
     munged = c.daemons.get("munged")
