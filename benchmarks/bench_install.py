@@ -77,6 +77,9 @@ def main() -> None:
         torch_source = next((p for p in [*seen["local"], *seen["fetched"]] if Path(p).name.startswith("torch-")), "?")
         mb = 1e6
         print(f"first install (./run setup, pip cache {'yours' if args.warm_cache else 'empty'}): {seconds:.0f} s")
+        for line in done.stderr.splitlines():  # ./run's own words: the torch build it chose, an index not reached
+            if line.startswith("setting up") or "cannot be reached" in line:
+                print(f"./run said: {line}")
         print(f"fetched over the network: {sum(seen['fetched'].values()) / mb:.0f} MB in {len(seen['fetched'])} files"
               + (f", the largest {max(seen['fetched'], key=seen['fetched'].get)}" if seen["fetched"] else ""))
         print(f"taken from files on this machine: {sum(seen['local'].values()) / mb:.0f} MB in {len(seen['local'])} "

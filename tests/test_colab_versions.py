@@ -3,12 +3,13 @@ panel moves under ipywidgets 7, and every chapter runs.
 
 A fresh environment outside the checkout gets Colab's releases of what dpviz stands on (:data:`COLAB`: ipywidgets
 7.7.1, matplotlib 3.10, numpy 2.0, IPython 7.34, ipykernel 6.17, the classic Notebook 6.5 and no JupyterLab) and the
-torch ``./run`` installs (Colab's own torch is a CUDA build of its own choosing), then the wheel, with its dependencies
-resolved by pip as ``pip install dpviz`` would in Colab. The front ends themselves (Colab's page, VS Code's notebook
-editor) are not driven here: the widgets' Python side and the chapters' kernels are.
+torch ``./run`` installs, as ``./run`` chooses its build (Colab's own torch is a CUDA build of its own choosing), then
+the wheel, its dependencies resolved by pip as ``pip install dpviz`` resolves them in Colab. The front ends (Colab's
+page, VS Code's notebook editor) are not driven here: the widgets' Python side and the chapters' kernels are.
 
-Installing takes about a minute from pip's cache and the chapters two more, so the whole module runs once per
-session (its fixture is module-wide). It is skipped, saying so, where pip cannot reach the package index.
+Installing takes one to two minutes from pip's cache and the chapters two to three more (at a load of 4 to 12 on 2
+cores), so the module's environment is made once (a module-wide fixture), and conftest sends the module out first.
+It is skipped, saying so, where pip cannot fetch from the package index.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ CHAPTERS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 # Colab's runtime as published (research.google.com/colaboratory: its pip list), the parts dpviz touches
 COLAB = {"ipywidgets": "7.7.1", "matplotlib": "3.10.0", "numpy": "2.0.2", "ipython": "7.34.0", "ipykernel": "6.17.1",
          "notebook": "6.5.7"}
-ALSO = ["torch==2.13.0", "nbclient", "nbformat", "pytest"]  # the torch ./run installs; the chapters' runner; PANELS
+ALSO = ["nbclient", "nbformat", "pytest"]  # the chapters' runner; tests/test_widget_panels.py's PANELS
 NOT_THERE = ("jupyterlab", "voila")
 
 
@@ -61,8 +62,13 @@ def colab(tmp_path_factory):
                     f"tested: {(probe.stderr.strip().splitlines() or ['no reason given'])[-1]}")
     venv.EnvBuilder(with_pip=False).create(base / "env")
     python = base / "env" / "bin" / "python"
+    # the torch ./run installs, from where ./run takes it (its CPU build on a machine without a GPU; pip's cache
+    # holds it from ./run's own install)
+    torch = subprocess.run(["bash", "-c", 'source ./run && echo "$TORCH_RELEASE" && torch_index'], cwd=ROOT,
+                           capture_output=True, text=True, timeout=60)
+    release, *index = torch.stdout.split()
     pins = [f"{name}=={version}" for name, version in COLAB.items()]
-    done = pip("--python", str(python), "install", "-q", *pins, *ALSO)
+    done = pip("--python", str(python), "install", "-q", *index, *pins, f"torch=={release}", *ALSO)
     assert done.returncode == 0, done.stderr[-3000:]
     before = installed(python)
     wheel = build_wheel(base / "wheel")
@@ -168,6 +174,7 @@ def test_every_chapter_runs_on_colabs_versions(colab, tmp_path):
     results = json.loads(done.stdout.strip().splitlines()[-1])
     assert sorted(results) == [c.name for c in CHAPTERS]
     failed = {name: r["error"] for name, r in results.items() if "error" in r}
-    assert not failed, "chapters that failed on Colab's versions:\n" + "\n\n".join(f"{n}: {e}" for n, e in failed.items())
+    assert not failed, "chapters that failed on Colab's versions:\n" + "\n\n".join(f"{n}: {e}"
+                                                                                for n, e in failed.items())
     assert results["06_speedup_model.ipynb"]["widget_views"] > 0, "chapter 06 showed no live slider panel"
     print("seconds per chapter on Colab's versions:", {n[:2]: r["seconds"] for n, r in results.items()})
