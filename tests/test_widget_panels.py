@@ -51,6 +51,12 @@ def costs():
     return costs_widget(measured_bench=inputs.bench, measured_runs=inputs.mlp)
 
 
+def alpha_beta():
+    from dpviz.topics.speedup_model.figure_records import load_inputs
+    from dpviz.topics.measuring.widget import alpha_beta_widget
+    return alpha_beta_widget(load_inputs(FIGURE_RECORDS).bench)
+
+
 def summary():
     from dpviz.topics.one_group_per_device import shipped
     from dpviz.topics.ground_floor import timing
@@ -102,6 +108,7 @@ PANELS = {
     "devices_widget": devices,
     "all_reduce_widget": all_reduce,
     "costs_widget": costs,
+    "alpha_beta_widget": alpha_beta,
     "summary_widget": summary,
     "lr_widget": lr,
     "accumulation_widget": accumulation,
