@@ -414,7 +414,7 @@ class RecordSaveError(OSError):
 # A save writes ".NAME.<host>-<pid>-<random>.npz.tmp" and ".NAME.<host>-<pid>-<random>.json.tmp", host being
 # the first 8 hex digits of a hash of the host name, so that a later save or load can tell whether the writer
 # still runs. Saves of earlier versions wrote ".NAME.<8 random characters>.npz.tmp" (tempfile.mkstemp).
-TEMPORARY = re.compile(r"^\.(?P<name>.+)\.(?P<tag>(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-[0-9a-z]{8})\.(?P<ext>npz|json)\.tmp$")
+TEMPORARY = re.compile(r"^\.(?P<name>.+)\.(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-[0-9a-z]{8}\.(?P<ext>npz|json)\.tmp$")
 OLDER_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.[0-9a-z_]{8}\.(?P<ext>npz|json)\.tmp$")
 STALE_SECONDS = 3600  # a temporary file no live writer on this host owns, or left unchanged this long, is stale
 
@@ -490,7 +490,8 @@ def remove_stale(folder) -> None:
             continue
         path = Path(folder) / entry.name
         try:
-            if match["ext"] == "json" and (match.re is OLDER_TEMPORARY or entry.name[:-len("json.tmp")] + "npz.tmp" not in present):
+            alone = match.re is OLDER_TEMPORARY or entry.name[:-len("json.tmp")] + "npz.tmp" not in present
+            if match["ext"] == "json" and alone:
                 _finish(path)  # perhaps a save killed between its renames: the header goes in place if it fits
             else:
                 path.unlink(missing_ok=True)
@@ -503,7 +504,8 @@ def _finish(json_tmp: Path) -> None:
     npz_path, json_path = files(_owner(json_tmp))
     with folder_lock(json_tmp.parent, exclusive=True):
         wanted = _header_digest(json_tmp)
-        if wanted is not None and wanted != _header_digest(json_path) and npz_path.is_file() and _digest(npz_path) == wanted:
+        fits = wanted is not None and wanted != _header_digest(json_path) and npz_path.is_file()
+        if fits and _digest(npz_path) == wanted:
             os.replace(json_tmp, json_path)
         else:
             json_tmp.unlink(missing_ok=True)
@@ -524,7 +526,8 @@ def _interrupted_header(base: Path, digest: str):
     """The text of a whole header that a save killed between its renames left for the ``.npz`` whose digest is
     ``digest``, or None."""
     try:
-        names = [e.name for e in os.scandir(base.parent) if e.name.startswith(f".{base.name}.") and e.name.endswith(".json.tmp")]
+        names = [e.name for e in os.scandir(base.parent)
+                 if e.name.startswith(f".{base.name}.") and e.name.endswith(".json.tmp")]
     except OSError:
         return None
     for name in names:
@@ -649,7 +652,8 @@ def load(path) -> Record:
     if json_path.stat().st_size > MAX_HEADER_BYTES:
         raise ValueError(f"path {str(json_path)!r} is {_size(json_path.stat().st_size)}, too large for a record header "
                          f"(at most {_size(MAX_HEADER_BYTES)}).")
-    with folder_lock(base.parent, exclusive=False):  # no save's renames between reading the header and opening the arrays
+    # No save's renames between reading the header and opening the arrays:
+    with folder_lock(base.parent, exclusive=False):
         try:
             text = json_path.read_bytes()[:MAX_HEADER_BYTES + 1]
             fid = open(npz_path, "rb")
@@ -816,7 +820,8 @@ def _check_members(z, names: list, npz_path) -> dict:
                          "which its header does not list among its arrays; it was not read.")
     missing = [m for m in wanted if m not in members]
     if missing:
-        raise ValueError(f"path {str(npz_path)!r} lacks the member {missing[0]!r} that its header lists; it was not read.")
+        raise ValueError(f"path {str(npz_path)!r} lacks the member {missing[0]!r} that its header lists; it was not "
+                         "read.")
     total, layouts = 0, {}
     for info in infos:
         with z.zip.open(info) as f:
