@@ -205,6 +205,7 @@ def accumulation_worker(rank: int, world_size: int, configs: list) -> list:
             x_all, y_all = data_for(configs[j])
             rows = batch_rows(configs[j], s)
             computed[first] = big_batch_grad(configs[j], starts[j][s], x_all[rows], y_all[rows])
+            launcher.report_progress()  # work after the loop: each step reported, so it is not a stall
         results[i]["big_share"][step] = computed[first]  # one array for every update that shares it
     return results
 

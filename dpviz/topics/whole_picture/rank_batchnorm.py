@@ -136,7 +136,10 @@ def batchnorm_worker(rank: int, world_size: int, config: BatchNormConfig) -> dic
     out["threads"] = torch.get_num_threads()
     if rank == 0:
         batches = [batch_indices(config, step) for step in range(config.steps)]
-        big = [big_batch(config, params[step], x_all[rows], y_all[rows]) for step, rows in enumerate(batches)]
+        big = []
+        for step, rows in enumerate(batches):  # work after the loop: each step reported, so it is not a stall
+            big.append(big_batch(config, params[step], x_all[rows], y_all[rows]))
+            launcher.report_progress()
         out["big_grad"] = np.stack([g for g, _ in big])
         out["big_mean"] = np.stack([m for _, m in big])
         out["batch_index"] = np.stack([rows.numpy() for rows in batches])
