@@ -8,6 +8,8 @@ no topic (``tests/test_layers.py``).
 * ``canvas``: What a slider frame is made of besides Agg's blit: layers blended onto it, and the PNG it goes out as.
 * ``cards``: A self-check card: a question, its answer, its chapter and kind; numeric cards compute their numbers.
 * ``checks``: Argument checks shared by every public entry point.
+* ``cores``: How many cores a cgroup's CPU quota lets this process use (``launch.cpu_count`` takes the smaller of
+  it and the affinity mask).
 * ``data``: Built-in data sets: generated from a seed, never downloaded.
 * ``figure_group``: A figure group: one chapter's published figures, the plan of records they are drawn from, and
   its claims.
