@@ -9,7 +9,8 @@ torch, or spawned), and it cannot unpickle a function defined in a notebook cell
 Each rank's return value should hold numpy arrays and plain Python values; it
 travels back through a pickle file, never as a torch tensor through a queue (the
 shared-memory handoff breaks when the rank exits first). A worker calls
-:func:`report_progress` after each step.
+:func:`report_progress` after each step, and ``report_progress()`` (no step) as it goes through long work after
+its loop (a check computed again, digests): that work is progress too.
 
 What the launcher guarantees:
 
@@ -20,14 +21,20 @@ What the launcher guarantees:
 * an exception in any rank is raised here as :class:`RankError`, naming the rank
   and carrying its traceback; the one exception is gloo losing a peer while the
   ranks join the group, before any worker code ran: the ranks start once more;
-* a rank that makes no progress for ``stall_timeout`` seconds ends the run with
-  :class:`RankTimeout`, naming the rank and the step it is stuck after; a long
-  run that keeps reporting progress is never cut short (``deadline`` is an
-  optional bound on the whole run, off by default);
+* a run none of whose running ranks makes progress for ``stall_timeout`` seconds
+  ends with :class:`RankTimeout`, naming the ranks furthest behind, the step they
+  are stuck after (or that they finished every step) and what their processes
+  were seen doing; a long run that keeps reporting progress is never cut short,
+  nor is a rank waiting for a peer that does (``deadline`` is an optional bound on
+  the whole run, off by default);
 * every child is reaped on success, failure, timeout, KeyboardInterrupt and
   SIGTERM, and no rank outlives the launching process however that process ends
   (killed, or a Jupyter kernel restarted): each rank asks the OS to kill it when
-  its parent dies (Linux) and watches its parent from a thread (everywhere);
+  its parent dies (Linux) and watches its parent from a thread (everywhere), and
+  a rank forked for a run that is already over (an interrupt while the fork server
+  still imports torch) finds its run's folder gone and leaves at once;
+* a script without the ``if __name__ == "__main__":`` guard is refused in one
+  sentence before any process starts (each would run the script again);
 * threads per rank are set so k ranks share the cores without oversubscribing
   them, with a warning when k exceeds the core count;
 * ranks start in milliseconds, not the second it takes to import torch: they are
@@ -201,9 +208,10 @@ def launch(
 ) -> list:
     """Run ``worker(rank, k, *args)`` in k processes of one process group; return their results in rank order.
 
-    ``stall_timeout`` (seconds, default 60) is how long a running rank may go
-    without progress: without calling :func:`report_progress`, or, before its first
-    report, after joining the group. ``start_timeout`` (default 120) is how long a
+    ``stall_timeout`` (seconds, default 60) is how long the run may go without
+    progress from any running rank: without one calling :func:`report_progress`, or,
+    before its first report, joining the group. ``total_steps``, when given, lets a
+    stall after a rank's last step say so. ``start_timeout`` (default 120) is how long a
     rank may take to start and join the group. ``deadline`` (seconds, default
     None: no limit) bounds the whole run. With ``progress=True`` and ``total_steps`` set, a bar
     follows the slowest rank.

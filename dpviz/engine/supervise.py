@@ -189,7 +189,10 @@ def _unguarded_main() -> str | None:
             source = f.read()
     except (OSError, UnicodeDecodeError):
         return None
-    return None if re.search(r"""if\s+__name__\s*==\s*['"]__main__['"]""", source) else path
+    # Any comparison of __name__ with "__main__" counts as a guard, however written (`"__main__" == __name__`):
+    # the launcher refuses to start ranks from a script this says is unguarded, so it errs on the side of guarded.
+    guarded = re.search(r"__name__", source) and re.search(r"""['"]__main__['"]""", source)
+    return None if guarded else path
 
 
 def _exit_words(code: int) -> str:
