@@ -64,7 +64,9 @@ def slurm_conf(root: Path, machines, nodes, cpus: int) -> str:
     """A minimal slurm.conf: no accounting, no cgroups (proctrack/linuxproc, task/none), munge on our socket.
 
     ``MinJobAge=0`` keeps finished jobs' records (the cluster lives a minute) and makes ``sbatch --wait`` poll
-    every 2 s instead of backing off to 32 s, which would add up to half a minute to the test."""
+    every 2 s instead of backing off to 32 s, which would add up to half a minute to the test.
+    ``SlurmdParameters=config_overrides``: a node counts the CPUs written here, whatever hwloc finds in a
+    container, instead of being drained for a count that differs."""
     head = machines[0]
     lines = [
         "ClusterName=dpviz",
@@ -81,7 +83,8 @@ def slurm_conf(root: Path, machines, nodes, cpus: int) -> str:
         "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",
         "AccountingStorageType=accounting_storage/none", "JobCompType=jobcomp/none",
         "SchedulerType=sched/builtin", "SelectType=select/cons_tres", "SelectTypeParameters=CR_CPU",
-        "MpiDefault=none", "MinJobAge=0", "ReturnToService=2", "SlurmdTimeout=30", "InactiveLimit=0", "KillWait=5",
+        "MpiDefault=none", "MinJobAge=0", "SlurmdParameters=config_overrides", "ReturnToService=2",
+        "SlurmdTimeout=30", "InactiveLimit=0", "KillWait=5",
         "SlurmctldDebug=info", "SlurmdDebug=info",
     ]
     lines += [f"NodeName={n} NodeAddr={m.address} CPUs={cpus} State=UNKNOWN" for n, m in zip(nodes, machines)]
