@@ -28,8 +28,6 @@ saves for the backward pass are added up, each storage once and the parameters l
 
 from __future__ import annotations
 
-import argparse
-import time
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from dpviz import course
+from dpviz.engine.fronts import rank_side_names, record_shipped
 from dpviz.engine.checks import MAX_DATASET, check_choice, check_int, check_lr, check_seed
 from dpviz.topics.ground_floor.records import rel_err
 from dpviz.topics.accumulation.records import (
@@ -56,14 +55,10 @@ def accumulation_worker(rank: int, world_size: int, configs: list) -> list:
     return accumulation_worker(rank, world_size, configs)
 
 
-def __getattr__(name: str):
-    """The rank side's names under their old import path (``from dpviz.topics.accumulation.run_accumulation import ...``), imported on use."""
-    if name in ("batch_rows", "make_model", "mse", "digest", "saved_activation_bytes",
-                "big_batch_grad"):
-        from dpviz.topics.accumulation import rank_accumulation as rank_side
-
-        return getattr(rank_side, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the rank side's names this front offers (importing torch only when one is used)
+__getattr__ = rank_side_names(__name__, "dpviz.topics.accumulation.rank_accumulation", (
+    "batch_rows", "make_model", "mse", "digest", "saved_activation_bytes", "big_batch_grad",
+))
 
 
 @dataclass
@@ -212,16 +207,9 @@ def regenerate(out_dir=SHIPPED_DIR, *, progress: bool = True) -> list[Path]:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m dpviz.topics.accumulation.run_accumulation",
-        description=f"Record the accumulation runs the sliders of {course.ref('accumulation')} browse "
-                    f"(k in {GRID_K}, m in {GRID_M}).",
-    )
-    parser.add_argument("--out", default=str(SHIPPED_DIR), help="folder to write the records into")
-    args = parser.parse_args(argv)
-    start = time.perf_counter()
-    written = regenerate(args.out)
-    print(f"wrote {len(written)} records to {args.out} in {time.perf_counter() - start:.1f} s")
+    record_shipped("python -m dpviz.topics.accumulation.run_accumulation",
+                   f"Record the accumulation runs the sliders of {course.ref('accumulation')} browse "
+                   f"(k in {GRID_K}, m in {GRID_M}).", regenerate, argv)
 
 
 if __name__ == "__main__":

@@ -24,9 +24,7 @@ step t. Along the way each run records
 
 from __future__ import annotations
 
-import argparse
 import math
-import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
@@ -35,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from dpviz import course
+from dpviz.engine.fronts import rank_side_names, record_shipped
 from dpviz.engine.checks import MAX_DATASET, MAX_LR, check_choice, check_int, check_lr, check_real, check_seed, check_timeout
 from dpviz.topics.bigger_batch.records import FIGURE_PLAN, MODELS, LrGrid, shipped_name
 from dpviz.engine.paths import SHIPPED_DIR
@@ -58,13 +57,10 @@ def lr_worker(rank: int, world_size: int, config: LrGridConfig, runs: list, twin
     return lr_worker(rank, world_size, config, runs, twins, keep, diverge_factor)
 
 
-def __getattr__(name: str):
-    """The rank side's names under their old import path (``from dpviz.topics.bigger_batch.run_lr_sweep import ...``), imported on use."""
-    if name in ("stream_rows", "load_data", "make_model", "mse", "flat", "distance", "small_steps"):
-        from dpviz.topics.bigger_batch import rank_lr_sweep as rank_side
-
-        return getattr(rank_side, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the rank side's names this front offers (importing torch only when one is used)
+__getattr__ = rank_side_names(__name__, "dpviz.topics.bigger_batch.rank_lr_sweep", (
+    "stream_rows", "load_data", "make_model", "mse", "flat", "distance", "small_steps",
+))
 
 
 @dataclass
@@ -270,15 +266,8 @@ def regenerate(out_dir=SHIPPED_DIR, *, progress: bool = True) -> list[Path]:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m dpviz.topics.bigger_batch.run_lr_sweep",
-                                     description=f"Record the learning-rate grids that {course.ref('bigger_batch')}'s "
-                                                 "sliders browse.")
-    parser.add_argument("--out", default=str(SHIPPED_DIR), help="folder to write the records into")
-    args = parser.parse_args(argv)
-    start = time.perf_counter()
-    for stem in regenerate(args.out):
-        print(f"wrote {stem}.npz and {stem}.json")
-    print(f"in {time.perf_counter() - start:.0f} s on {launcher.cpu_count()} cores")
+    record_shipped("python -m dpviz.topics.bigger_batch.run_lr_sweep",
+                   f"Record the learning-rate grids that {course.ref('bigger_batch')}'s sliders browse.", regenerate, argv)
 
 
 if __name__ == "__main__":

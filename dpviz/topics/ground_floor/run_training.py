@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from dpviz.engine.fronts import rank_side_names
 from dpviz.engine import launch as launcher
 from dpviz.engine.checks import MAX_DATASET, check_choice, check_int, check_lr, check_seed, check_timeout
 from dpviz.engine.data import line_data, teacher_data
@@ -50,14 +51,11 @@ def train_worker(rank: int, world_size: int, config: TrainConfig) -> dict:
     return train_worker(rank, world_size, config)
 
 
-def __getattr__(name: str):
-    """The rank side's names under their old import path (``from dpviz.topics.ground_floor.run_training import ...``), imported on use."""
-    if name in ("load_data", "batch_indices", "make_model", "make_optimizer", "mse", "digest",
-                "per_example_grads", "model_at", "big_batch"):
-        from dpviz.topics.ground_floor import rank_training as rank_side
-
-        return getattr(rank_side, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the rank side's names this front offers (importing torch only when one is used)
+__getattr__ = rank_side_names(__name__, "dpviz.topics.ground_floor.rank_training", (
+    "load_data", "batch_indices", "make_model", "make_optimizer", "mse", "digest", "per_example_grads",
+    "model_at", "big_batch",
+))
 
 
 @dataclass

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from dpviz.engine.fronts import rank_side_names
 from dpviz.engine.checks import check_choice, check_int, check_timeout
 from dpviz.engine.launch import BACKENDS, launch, resolve_backend, threads_per_rank
 from dpviz.engine.where import where_it_ran
@@ -39,13 +40,10 @@ def bench_worker(rank: int, world_size: int, sizes, impls, repeats: int, warmup:
     return bench_worker(rank, world_size, sizes, impls, repeats, warmup)
 
 
-def __getattr__(name: str):
-    """The rank side's names under their old import path (``from dpviz.topics.measuring.run_bench import ...``), imported on use."""
-    if name in ("wakeup_worker", "PLACEMENTS"):
-        from dpviz.topics.measuring import rank_bench as rank_side
-
-        return getattr(rank_side, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the rank side's names this front offers (importing torch only when one is used)
+__getattr__ = rank_side_names(__name__, "dpviz.topics.measuring.rank_bench", (
+    "wakeup_worker", "PLACEMENTS",
+))
 
 
 @dataclass

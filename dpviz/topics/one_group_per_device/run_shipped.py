@@ -8,11 +8,11 @@ What is recorded, and the loaders, live in :mod:`dpviz.topics.one_group_per_devi
 
 from __future__ import annotations
 
-import argparse
 import warnings
 from pathlib import Path
 
 from dpviz import course
+from dpviz.engine.fronts import record_shipped
 from dpviz.engine.paths import SHIPPED_DIR
 from dpviz.topics.one_group_per_device.shipped import planned
 from dpviz.topics.ground_floor.run_training import record_run
@@ -38,13 +38,9 @@ def regenerate(out_dir=SHIPPED_DIR, *, progress: bool = True) -> list[Path]:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m dpviz.topics.one_group_per_device.run_shipped",
-        description=f"Record the runs the sliders of {course.ref('one_group_per_device', 'all_reduce')} use.")
-    parser.add_argument("--out", default=str(SHIPPED_DIR), help="folder to write the records into")
-    args = parser.parse_args(argv)
-    for stem in regenerate(args.out):
-        print(f"wrote {stem}.npz and {stem}.json")
+    record_shipped("python -m dpviz.topics.one_group_per_device.run_shipped",
+                   f"Record the runs the sliders of {course.ref('one_group_per_device', 'all_reduce')} use.", regenerate,
+                   argv)
 
 
 if __name__ == "__main__":

@@ -25,15 +25,14 @@ before the matching send began).
 
 from __future__ import annotations
 
-import argparse
-import time
 import warnings
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from dpviz import course
+from dpviz.engine.fronts import rank_side_names, record_shipped
 from dpviz.engine.checks import check_choice, check_int, check_seed, check_timeout
 from dpviz.engine.paths import SHIPPED_DIR
 from dpviz.topics.splitting.records_pipeline import GRID_M, GRID_P, PipelineRun, grid_name
@@ -50,13 +49,10 @@ def pipeline_worker(rank: int, world_size: int, configs: list) -> list[dict]:
     return pipeline_worker(rank, world_size, configs)
 
 
-def __getattr__(name: str):
-    """The rank side's names under their old import path (``from dpviz.topics.splitting.run_pipeline import ...``), imported on use."""
-    if name in ("stage_layers", "split_model", "make_model", "load_batch", "unsplit"):
-        from dpviz.topics.splitting import rank_pipeline as rank_side
-
-        return getattr(rank_side, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the rank side's names this front offers (importing torch only when one is used)
+__getattr__ = rank_side_names(__name__, "dpviz.topics.splitting.rank_pipeline", (
+    "stage_layers", "split_model", "make_model", "load_batch", "unsplit",
+))
 
 
 @dataclass
@@ -186,14 +182,8 @@ def record_grid(out=SHIPPED_DIR, *, ps=GRID_P, ms=GRID_M, progress: bool = True)
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m dpviz.topics.splitting.run_pipeline",
-                                     description=f"Record the pipeline runs shipped for "
-                                                 f"{course.ref('splitting')}'s sliders.")
-    parser.add_argument("--out", default=str(SHIPPED_DIR), help="folder for the records (default: the shipped folder)")
-    args = parser.parse_args(argv)
-    start = time.perf_counter()
-    written = record_grid(args.out)
-    print(f"wrote {len(written)} records to {args.out} in {time.perf_counter() - start:.1f} s")
+    record_shipped("python -m dpviz.topics.splitting.run_pipeline",
+                   f"Record the pipeline runs shipped for {course.ref('splitting')}'s sliders.", record_grid, argv)
 
 
 if __name__ == "__main__":

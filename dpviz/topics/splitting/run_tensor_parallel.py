@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from dpviz.engine.fronts import rank_side_names
 from dpviz.engine.checks import check_int, check_seed, check_timeout
 from dpviz.topics.splitting.records_tensor_parallel import SPLITS, TensorSplit
 from dpviz.engine import launch as launcher
@@ -39,13 +40,10 @@ def tensor_worker(rank: int, world_size: int, config: TensorConfig) -> dict:
     return tensor_worker(rank, world_size, config)
 
 
-def __getattr__(name: str):
-    """The rank side's names under their old import path (``from dpviz.topics.splitting.run_tensor_parallel import ...``), imported on use."""
-    if name in ("layer_inputs", "unsplit"):
-        from dpviz.topics.splitting import rank_tensor_parallel as rank_side
-
-        return getattr(rank_side, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the rank side's names this front offers (importing torch only when one is used)
+__getattr__ = rank_side_names(__name__, "dpviz.topics.splitting.rank_tensor_parallel", (
+    "layer_inputs", "unsplit",
+))
 
 
 @dataclass

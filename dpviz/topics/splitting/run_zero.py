@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from dpviz.engine.fronts import rank_side_names
 from dpviz.engine.checks import check_int, check_lr, check_timeout
 from dpviz.topics.splitting.records_zero import ZeroRun
 from dpviz.engine import launch as launcher
@@ -42,13 +43,8 @@ def zero_worker(rank: int, world_size: int, config: ZeroConfig) -> dict:
     return zero_worker(rank, world_size, config)
 
 
-def __getattr__(name: str):
-    """The rank side's names under their old import path (``from dpviz.topics.splitting.run_zero import ...``), imported on use."""
-    if name in ("share_one_buffer",):
-        from dpviz.topics.splitting import rank_zero as rank_side
-
-        return getattr(rank_side, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the rank side's names this front offers (importing torch only when one is used)
+__getattr__ = rank_side_names(__name__, "dpviz.topics.splitting.rank_zero", ("share_one_buffer",))
 
 
 @dataclass

@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from dpviz.engine.fronts import rank_side_names
 from dpviz.engine.checks import MAX_DATASET, check_choice, check_int, check_lr, check_real, check_seed
 from dpviz.engine.data import line_data
 from dpviz.topics.waiting.records_async_sgd import MODES, AsyncRecord
@@ -46,13 +47,10 @@ def async_worker(rank: int, world_size: int, config: AsyncConfig) -> dict:
     return async_worker(rank, world_size, config)
 
 
-def __getattr__(name: str):
-    """The rank side's names under their old import path (``from dpviz.topics.waiting.run_async_sgd import ...``), imported on use."""
-    if name in ("batch_rows", "update_batches", "mse", "batch_grads", "plain_sgd"):
-        from dpviz.topics.waiting import rank_async_sgd as rank_side
-
-        return getattr(rank_side, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the rank side's names this front offers (importing torch only when one is used)
+__getattr__ = rank_side_names(__name__, "dpviz.topics.waiting.rank_async_sgd", (
+    "batch_rows", "update_batches", "mse", "batch_grads", "plain_sgd",
+))
 
 
 @dataclass

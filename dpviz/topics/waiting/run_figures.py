@@ -17,11 +17,11 @@ What is recorded:
 
 from __future__ import annotations
 
-import argparse
 import warnings
 from pathlib import Path
 
 from dpviz import course
+from dpviz.engine.fronts import record_shipped
 from dpviz.topics.waiting.records_async_sgd import SHIPPED as ASYNC_SHIPPED
 from dpviz.topics.waiting.records_overlap import SHIPPED as OVERLAP_SHIPPED
 from dpviz.engine.paths import SHIPPED_DIR
@@ -109,13 +109,9 @@ def regenerate(out_dir=SHIPPED_DIR, *, progress: bool = True) -> list[Path]:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m dpviz.topics.waiting.run_figures",
-                                     description=f"Record the runs {course.ref('waiting')}'s sliders browse "
-                                                 "(straggler sweeps, async/sync pair).")
-    parser.add_argument("--out", default=str(SHIPPED_DIR), help="folder to write the records into")
-    args = parser.parse_args(argv)
-    for stem in regenerate(args.out):
-        print(f"wrote {stem}.npz and {stem}.json")
+    record_shipped("python -m dpviz.topics.waiting.run_figures",
+                   f"Record the runs {course.ref('waiting')}'s sliders browse (straggler sweeps, async/sync pair).",
+                   regenerate, argv)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from dpviz.engine.fronts import rank_side_names
 from dpviz.engine.checks import MAX_DATASET, check_int, check_lr, check_seed, check_timeout
 from dpviz.topics.whole_picture.records import BatchNormRun
 from dpviz.engine import launch as launcher
@@ -46,14 +47,11 @@ def batchnorm_worker(rank: int, world_size: int, config: BatchNormConfig) -> dic
     return batchnorm_worker(rank, world_size, config)
 
 
-def __getattr__(name: str):
-    """The rank side's names under their old import path (``from dpviz.topics.whole_picture.run_batchnorm import ...``), imported on use."""
-    if name in ("build_model", "AllReduceSum", "synced_batch_norm", "forward", "batch_indices",
-                "mse", "load_data", "big_batch"):
-        from dpviz.topics.whole_picture import rank_batchnorm as rank_side
-
-        return getattr(rank_side, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the rank side's names this front offers (importing torch only when one is used)
+__getattr__ = rank_side_names(__name__, "dpviz.topics.whole_picture.rank_batchnorm", (
+    "build_model", "AllReduceSum", "synced_batch_norm", "forward", "batch_indices", "mse", "load_data",
+    "big_batch",
+))
 
 
 @dataclass
