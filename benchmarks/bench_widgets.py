@@ -11,7 +11,8 @@ What it does:
 2. starts a python3 kernel from this environment (jupyter_client), and in it builds every slider panel the
    chapters show, from real records: the modeled ``speedup_widget``, ``eta_widget`` on the line data,
    ``batch_widget`` and ``average_widget`` on shipped grid runs (plus the biased run), ``costs_widget`` with the
-   sweep and the shipped k = 1, 2, 4 runs as measured speedups, ``devices_widget`` / ``all_reduce_widget`` on the
+   sweep and the shipped k = 1, 2, 4 runs as measured speedups, ``alpha_beta_widget`` on the all-reduce sweep ./run
+   recorded and the sweep just made, ``devices_widget`` / ``all_reduce_widget`` on the
    shipped grid, ``summary_widget`` on a shipped drift run, ``lr_widget`` on the shipped learning-rate grids,
    ``accumulation_widget`` on the shipped accumulation grid, ``straggler_widget`` on the shipped straggler sweeps,
    ``pipeline_widget`` on the shipped pipeline grid, and the modeled ``sharding_widget`` and ``cheaper_sync_widget``;
@@ -28,7 +29,7 @@ work the wall times grow, the CPU time much less; and "new" the median of the "n
 setting not shown before in the run, which a widget keeping the frames of settings it has shown
 (``SliderFigure(repeat_frames=True)``) has to draw: what a first pass over a slider costs. The costs
 widget's preset and formula menus move α and β through observers of their own, so for those two a browser click
-(``control.value = ...``, no ``sf.set``) is measured as well.
+(``control.value = ...``, no ``sf.set``) is measured as well; so are the α-β widget's sweep, formula and "α, β" toggles.
 
 Prints the machine (cores, load average) and a speed reference first, then for each widget
 one line with all its controls' moves together and one line per control: median and 90th
@@ -154,6 +155,13 @@ KERNEL_CELLS = {
         _sf = costs_widget(measured_bench=BenchRecord.load(RECORDS + "/bench"),
                            measured_runs={1: _grid[(1, 16)], 2: _grid[(2, 8)], 4: _grid[(4, 4)]})
         _measure("costs_widget", _sf, MOVES, click=("preset", "formula"))
+    """,
+    "alpha_beta_widget": """
+        from dpviz.topics.speedup_model.figure_records import load_inputs
+        from dpviz.topics.speedup_model.records import BenchRecord
+        from dpviz.topics.measuring.widget import alpha_beta_widget
+        _sf = alpha_beta_widget(load_inputs().bench, BenchRecord.load(RECORDS + "/bench"))
+        _measure("alpha_beta_widget", _sf, MOVES, click=("times", "formula", "pair"))
     """,
     "devices_widget": """
         from dpviz.topics.one_group_per_device import shipped
@@ -296,7 +304,7 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dpviz-bench-widgets-") as tmp:
         records = Path(tmp)
-        if {"batch_widget", "costs_widget"} & set(args.only):
+        if {"batch_widget", "costs_widget", "alpha_beta_widget"} & set(args.only):
             record_inputs(records)
             print(f"recorded the biased grab and the all-reduce sweep in {time.perf_counter() - start:.1f} s", flush=True)
         rows = run_in_kernel(args.only, records, args.moves, args.timeout)

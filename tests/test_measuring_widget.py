@@ -96,7 +96,7 @@ def test_no_hand_set_pair_the_sliders_reach_misses_less_than_the_fit(panel, benc
 
 
 def test_the_panel_draws_only_the_measured_points_of_the_sweep_shown(panel, bench, fresh):
-    """Each point is a measured time of the record (the fastest repeat, at a k with a core per rank); nothing else is."""
+    """Each point is a measured time of the record (its fastest repeat, at a k with a core per rank); nothing else."""
     for times, record in (("the record", bench), ("just now", fresh)):
         panel.set(times=times)
         rows = (record.impl == "all_reduce") & np.isin(record.k, record.own_core_ks())

@@ -10,7 +10,8 @@ that no pair does better than the fit::
     points.ratio(alpha, beta, "ring")                # (n,) measured / modeled at each point
     points.rms(alphas, betas, "ring")                # RMS relative miss; broadcasts over arrays of α and β
 
-The points are the fastest repeat at each (k, M), as the fit takes them (why: :mod:`dpviz.topics.speedup_model.records`).
+The points are the fastest repeat at each (k, M), as the fit takes them (why:
+:mod:`dpviz.topics.speedup_model.records`).
 numpy only.
 """
 
@@ -65,7 +66,7 @@ class FittedPoints:
         return 1.0 - self.modeled(alpha, beta, formula) / self.seconds
 
     def rms(self, alpha, beta, formula: str = "ring"):
-        """The root mean square of :meth:`misses` over the points; an array shaped as ``alpha`` and ``beta`` broadcast."""
+        """The root mean square of :meth:`misses` over the points, shaped as ``alpha`` and ``beta`` broadcast."""
         out = np.sqrt(np.mean(self.misses(alpha, beta, formula) ** 2, axis=-1))
         return float(out) if out.ndim == 0 else out
 
@@ -77,8 +78,8 @@ def fitted_points(bench: BenchRecord, name: str = "the record", *, impl: str = "
     ``argument`` is how an error names ``bench``: the caller's own argument.
     """
     if not isinstance(bench, BenchRecord):
-        raise TypeError(f"{argument} must be a BenchRecord (a record of kind 'bench', from run_sweep or load_inputs()); "
-                        f"got {type(bench).__name__}.")
+        raise TypeError(f"{argument} must be a BenchRecord (a record of kind 'bench', from run_sweep or "
+                        f"load_inputs()); got {type(bench).__name__}.")
     own = bench.own_core_ks()
     rows = (np.asarray(bench.impl) == impl) & np.isin(bench.k, own)
     if rows.sum() < 2:

@@ -7,7 +7,8 @@
 :class:`AlphaBetaFigure` draws three panels, built once. Top left, the measured all-reduce times against M (the
 fastest repeat at each point, for the k the fit used), the fitted model's curve (dashed) and the model's curve for
 the sliders' α and β (solid) with its two terms: the latency term A(k)·α, flat and dotted, and the transfer term
-W(k)·M/β, a dash-dotted slope. Under it, measured / modeled at each point for the sliders' pair (grey squares: for the fit's).
+W(k)·M/β, a dash-dotted slope. Under it, measured / modeled at each point for the sliders' pair (grey squares:
+for the fit's).
 Right, the map of the RMS relative miss over every (α, β) the sliders reach, its contours labelled, the fitted pair
 a star at its lowest point and the sliders' pair a ring. Every curve is modeled; every point was measured.
 
@@ -74,8 +75,8 @@ class AlphaBetaFigure:
         self.ax_time = ax_time = fig.add_axes((0.075, 0.47, 0.52, 0.32))
         self.ax_res = ax_res = fig.add_axes((0.075, 0.10, 0.52, 0.24), sharex=ax_time)
         self.ax_map = ax_map = fig.add_axes((0.71, 0.10, 0.27, 0.65))
-        fig.text(0.01, 0.985, "Set α and β by hand: α lifts the small messages' floor, β tilts the large ones' slope",
-                 ha="left", va="top", fontsize=12, weight="bold", color=INK)
+        headline = "Set α and β by hand: α sets the small messages' floor, β the large ones' time per byte"
+        fig.text(0.01, 0.985, headline, ha="left", va="top", fontsize=12, weight="bold", color=INK)
 
         # Top: the points (one artist per sweep and k), the fit's curve and the sliders' curve with its two terms
         self.points = {}
@@ -139,7 +140,8 @@ class AlphaBetaFigure:
                                      cmap="Blues", norm=BoundaryNorm(bounds, 256), alpha=0.45, zorder=0)
             lines = ax_map.contour(alphas, betas / 1e9, rms, levels=levels, colors=INK, linewidths=0.7, zorder=1)
             labels = ax_map.clabel(lines, fontsize=9, fmt=lambda v: f"{v:.0%}", inline_spacing=2)
-            star, = ax_map.plot([self.fits[key].alpha], [self.fits[key].beta / 1e9], "*", color=INK, markersize=16,
+            star_alpha, star_beta = self.pair_of(key)  # a fit pinned at α = 0 or β = ∞ sits on the map's edge
+            star, = ax_map.plot([star_alpha], [star_beta / 1e9], "*", color=INK, markersize=16,
                                 markerfacecolor=STAR, zorder=4)
             self.maps[key] = [filled, lines, *labels, star]
         self.ring, = ax_map.plot([], [], "o", markersize=13, markerfacecolor="none", markeredgecolor=RED,
@@ -264,18 +266,23 @@ class AlphaBetaFigure:
         def miss(sel) -> str:
             return f"×{np.exp(np.mean(np.log(ratio[sel]))):.2g}" if sel.any() else "none measured"
 
+        inside = self.pair_of((points.name, formula)) == (fit.alpha, fit.beta)
+        fitted = (f"α = {seconds_readout(fit.alpha)}, "
+                  f"β = {rate_readout(fit.beta) if np.isfinite(fit.beta) else '∞ (no transfer term found)'}")
         pair = (f"α = {seconds_readout(alpha)}, β = {rate_readout(beta)}"
-                + (f" (the {formula} fit's)" if at_fit else f" (by hand; the {formula} fit: "
-                   f"α = {seconds_readout(fit.alpha)}, β = {rate_readout(fit.beta)})"))
-        verdict = ("the smallest any pair gives" if at_fit else
+                + ((f" (the {formula} fit's)" if inside else f" (the {formula} fit, {fitted}, as far as the sliders "
+                    "reach)") if at_fit else f" (by hand; the {formula} fit: {fitted})"))
+        verdict = (("the smallest any pair gives" if inside else "the fit's own is smaller") if at_fit else
                    f"{rms / best:.3g}× the fit's" if rms > best * 1.0005 else "as low as the fit's")
         left_out = (f"; k = {', '.join(map(str, points.left_out))} not fitted (more ranks than cores)"
                     if points.left_out else "")
-        return (f"<b>{html.escape(pair, quote=False)}</b>: RMS relative miss {rms:.1%} over the {len(points.seconds)} fitted "
-                f"points, {verdict} ({best:.1%}).<br>Measured / modeled, geometric mean: small messages "
-                f"(under {SMALL_BELOW >> 10} KiB) {miss(small)}, large (from {LARGE_FROM >> 20} MiB) {miss(large)}."
-                f"<br>{MEASURED_NOTE} ({html.escape(points.name, quote=False)}): {html.escape(points.where, quote=False)}"
-                f"{left_out}")
+        best_words = "" if at_fit and inside else f" ({best:.1%})"
+        # a space before each break: the alt text, stripped of its tags, keeps its sentences apart
+        return (f"<b>{html.escape(pair, quote=False)}</b>: RMS relative miss {rms:.1%} over the "
+                f"{len(points.seconds)} fitted points, {verdict}{best_words}. <br>Measured / modeled, geometric mean: "
+                f"small messages (under {SMALL_BELOW >> 10} KiB) {miss(small)}, large (from {LARGE_FROM >> 20} MiB) "
+                f"{miss(large)}. <br>{MEASURED_NOTE} ({html.escape(points.name, quote=False)}): "
+                f"{html.escape(points.where, quote=False)}{left_out}")
 
 
 def alpha_beta_widget(bench, fresh=None, *, formula: str = "ring") -> SliderFigure:
@@ -302,7 +309,8 @@ def alpha_beta_widget(bench, fresh=None, *, formula: str = "ring") -> SliderFigu
     going_to = []  # the pair a reset is moving the sliders to, until both are there
 
     def linked(name: str, values: dict) -> dict:
-        """A sweep, a formula or "the fit" moves α and β to that fit; a slider moved off it makes the pair "by hand"."""
+        """A sweep, a formula or "the fit" moves α and β to that fit; a slider moved off it makes the pair "by hand"
+        (and "by hand" goes back to the pair last set so)."""
         if name in ("times", "formula") or (name == "pair" and values["pair"] == FIT):
             target = figure.pair_of((values["times"], values["formula"]))
             going_to[:] = [target] if target != (values["alpha"], values["beta"]) else []
