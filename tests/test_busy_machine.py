@@ -245,3 +245,28 @@ def test_a_chapter_runs_all_on_a_busy_machines_records(path, busiest_folder, mon
     if path.stem.startswith("06"):
         words = printed(nb)
         assert "Compute per rank did not shrink" in words or "less than 1/k" in words, words[:3000]
+
+
+# --- where the chapters read from: ./run's records when whole, else the shipped ones; the tests always the shipped --
+
+def test_a_plan_reads_my_figures_when_run_recorded_it_whole_and_the_tests_read_the_shipped(tmp_path, monkeypatch):
+    from dpviz.engine import paths
+    from dpviz.topics.accumulation.records import FIGURE_PLAN
+
+    assert os.environ["DPVIZ_RECORDS"] == "shipped"  # the root conftest.py's: every test and nbval kernel reads shipped
+    assert paths.figure_records(FIGURE_PLAN.stems) == paths.FIGURE_RECORDS
+    mine = tmp_path / "my_figures"
+    monkeypatch.setattr(paths, "MY_FIGURES", mine)
+    monkeypatch.delenv("DPVIZ_RECORDS")  # a user's kernel
+    assert paths.figure_records(FIGURE_PLAN.stems) == paths.FIGURE_RECORDS  # no ./run yet: the shipped records
+    shipped = FIGURE_PLAN.load()
+    first, *rest = FIGURE_PLAN.stems
+    busy(shipped[first], "cores_taken").save(mine / "records" / first)
+    assert paths.figure_records(FIGURE_PLAN.stems) == paths.FIGURE_RECORDS  # a plan half recorded: still shipped
+    for stem in rest:
+        busy(shipped[stem], "cores_taken").save(mine / "records" / stem)
+    assert paths.figure_records(FIGURE_PLAN.stems) == mine / "records"  # recorded whole: this machine's
+    loaded = FIGURE_PLAN.load()
+    assert loaded[first].t_step[0, 0] == shipped[first].t_step[0, 0] * shipped[first].k
+    monkeypatch.setenv("DPVIZ_RECORDS", "shipped")
+    assert paths.figure_records(FIGURE_PLAN.stems) == paths.FIGURE_RECORDS
