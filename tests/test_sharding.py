@@ -58,7 +58,7 @@ def test_measured_memory_is_the_models_count_exactly(runs, k):
     for stage in range(4):
         measured = run.memory[stage]                               # (k, phases, categories)
         assert (measured == run.modeled_memory(stage)).all(), (stage, measured[0], run.modeled_memory(stage))
-        at_rest = memory.bytes_per_rank(P, k, zero_stage=stage, optimizer="adam")  # the ZeRO paper's formula
+        at_rest = memory.bytes_per_rank(P, k, zero_stage=stage, optimizer="adam")  # ZeRO's stages, in float32
         assert (measured[:, :, :3] == [at_rest["params"], at_rest["grads"], at_rest["optimizer"]]).all()
     total = {stage: run.memory[stage, 0, 2, :3].sum() for stage in range(4)}
     assert total == {0: 16 * P, 1: 8 * P + 8 * P // k, 2: 4 * P + 12 * P // k, 3: 16 * P // k}

@@ -14,8 +14,10 @@ leaves complete on it (:func:`dpviz.topics.all_reduce.rank_collectives.owned_chu
 
 "layer" is what exists only around one layer's forward or backward: at stage 2 the layer's full gradient
 until its reduce-scatter; at stage 3 the layer's gathered parameters (forward), and those gathered again
-with the layer's full gradient (backward). The first three columns are the ZeRO paper's 16P, 8P + 8P/k,
-4P + 12P/k and 16P/k (:func:`dpviz.topics.splitting.theory_memory.bytes_per_rank`) whenever every layer divides by k.
+with the layer's full gradient (backward). In float32 with Adam (4 bytes each for θ and g, 8 for m and v) the first
+three columns add up to 16P, 8P + 8P/k, 4P + 12P/k and 16P/k
+(:func:`dpviz.topics.splitting.theory_memory.bytes_per_rank`) whenever every layer divides by k. These are the ZeRO paper's stages counted in float32; the paper's own totals are for
+mixed precision (2 + 2 + 12 bytes a parameter): 16P, 4P + 12P/k, 2P + 14P/k and 16P/k.
 Activations, autograd's temporaries and the ring's two receive buffers are not counted.
 
     bytes_held(unit_sizes=(496, 992, 32), k=4, zero_stage=3)   # (3 phases, 4 categories) of bytes
