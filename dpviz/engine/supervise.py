@@ -244,7 +244,7 @@ def _proc_stat(pid) -> tuple[str, int] | None:
 
 
 OBSERVED = ("stopped", "memory", "busy", "waiting", "starting", "unknown")  # RankTimeout.observed's words
-SAMPLES, SAMPLE_GAP = 11, 0.05  # looks at each candidate's process, seconds apart: 0.5 s in all
+SAMPLES, SAMPLE_GAP = 21, 0.05  # looks at each candidate's process, seconds apart: 1 s in all
 
 
 def _stuck_first(candidates, procs, phases) -> tuple[list[int], dict]:
@@ -254,7 +254,8 @@ def _stuck_first(candidates, procs, phases) -> tuple[list[int], dict]:
     that is stopped (SIGSTOP, a debugger) is named alone; failing that, one held in the kernel's
     uninterruptible sleep (state D: thrashing for memory, a hung disk) while the others sleep; failing that,
     one still burning CPU while the others sleep (a loop that never ends); otherwise every candidate is.
-    Each rank's state is sampled a few times over 0.5 s, since a thrashing rank is in D only now and then.
+    Each rank's state is sampled over 1 s, since a thrashing rank is in D only now and then, and a busy rank on a
+    loaded machine gets only a slice of a core (4 % at a load of 50 on 2 cores: 4 ticks in that second).
     """
     seen = {r: [] for r in candidates}
     for i in range(SAMPLES):
@@ -270,6 +271,12 @@ def _stuck_first(candidates, procs, phases) -> tuple[list[int], dict]:
     return list(candidates), {r: states[r] for r in candidates}
 
 
+def _ticks(samples) -> int:
+    """CPU ticks (1/100 s) a process used between the first and the last of its samples that could be read."""
+    read = [s for s in samples if s is not None]
+    return read[-1][1] - read[0][1] if len(read) > 1 else 0
+
+
 def _observed(samples, phase) -> str:
     """What a rank's process samples (state letter, CPU ticks; None where unread) show it was doing."""
     read = [s for s in samples if s is not None]
@@ -279,7 +286,7 @@ def _observed(samples, phase) -> str:
         return "stopped"
     if any(s[0] == "D" for s in read):
         return "memory"
-    if read[-1][1] - read[0][1] >= 5:  # >= 0.05 s of CPU in the 0.5 s looked at: a tenth of a core, on a busy machine
+    if _ticks(samples) >= 3:  # >= 0.03 s of CPU in the second looked at; a rank asleep in a collective uses none
         return "busy"
     return "starting" if phase < _JOINED else "waiting"
 
