@@ -39,7 +39,7 @@ session asks for. Autograding a chapter also takes seconds, not the minutes the 
 ranks to start (``dpviz.engine.launch.START_TIMEOUT``, 120 s on a loaded machine), then its calls
 (``CALL_LIMIT``, 10 s each, two for the ring step) and a stall timeout (``STALL_TIMEOUT``, 15 s),
 so the config gives a cell :data:`CELL_TIMEOUT` seconds. A student's answer that never returns is
-stopped by the checker's own limits (5 s in the notebook's process, 10 s per call on a rank) and
+stopped by the checker's own limits (5 s in a fresh process, 10 s per call on a rank) and
 graded with a verdict, long before that.
 
 The reference solutions are not in the installed package (a student imports it); they are read, as

@@ -8,7 +8,9 @@ gradebook with nbgrader's API:
 - alice: the reference solutions: full points;
 - bob: typical wrong answers the checkers name (a step uphill; the sum over the ranks, not the mean): zero;
 - carol: ``while True: pass`` in chapter 01, stopped by the checker's 5 s limit and graded zero with a
-  verdict (not nbgrader's cell timeout); chapter 04 not handed in.
+  verdict (not nbgrader's cell timeout); chapter 04 not handed in;
+- dave: a wrong chapter 01 answer in a cell that also rebinds ``dpviz.engine.verdict.close`` in the kernel, so
+  that the kernel's own check passes it: graded zero, since grading re-runs the check outside the kernel.
 
 Every nbgrader process and whatever it starts (kernels, ranks) carries a marker in its environment,
 so the test can find any of them that outlived the pipeline, orphans included. The times of each step
@@ -51,6 +53,10 @@ STUDENTS = {  # student -> chapter -> the solution cell handed in (None: not han
               "        dist.all_reduce(g)\n",
     },
     "carol": {"01": "def sgd_step(theta, grad, eta):\n    while True:\n        pass\n", "04": None},
+    # a wrong answer whose cell rebinds the checker's comparison in the kernel: the kernel's check passes it,
+    # the grade (re-run outside the kernel, dpviz.exercises.regrade) does not
+    "dave": {"01": "import dpviz.engine.verdict as v\nv.close = lambda *args, **kwargs: True\n\n"
+                   "def sgd_step(theta, grad, eta):\n    return theta\n", "04": None},
 }
 EXPECTED = {  # student -> assignment -> (score, the verdict's words in the feedback)
     "alice": {"01_one_step": (1, "sgd_step: correct"), "04_one_group_per_device": (2, "average_gradients: correct")},
@@ -58,6 +64,7 @@ EXPECTED = {  # student -> assignment -> (score, the verdict's words in the feed
             "04_one_group_per_device": (0, "It is the sum over the ranks, 3 times the mean: divide by world_size.")},
     "carol": {"01_one_step": (0, "after this check's 5 s for all its calls: look for a loop that never ends"),
               "04_one_group_per_device": (0, None)},
+    "dave": {"01_one_step": (0, "θ came back unchanged"), "04_one_group_per_device": (0, None)},
 }
 
 
@@ -140,18 +147,27 @@ def test_each_solution_cell_is_the_stub_with_the_reference_between_the_markers(c
 
 
 def test_each_in_process_solution_cell_passes_its_checker_on_its_own(course):
-    """The cell's text, run in a fresh namespace (as a kernel would), is what the checker accepts."""
+    """The cell's text, run as a kernel runs a cell (IPython keeps its text), and read as grading reads it (the
+    function's definition alone, dpviz.exercises.regrade), is what the checker accepts."""
+    import linecache
+
     import dpviz.exercises as ex
+    from dpviz.exercises.regrade import regrade
 
     folder, _ = course
     for exercise in EXERCISES:
         if grading.on_ranks(exercise):
             continue  # the pipeline test runs chapter 04's on real ranks; test_exercises runs all three
         path = next((folder / "source").glob(f"{exercise.chapter}_*/*.ipynb"))
+        cell = "".join(_cells_by_grade_id(path)[exercise.name]["source"])
+        filename = f"<cell {exercise.name}>"
+        linecache.cache[filename] = (len(cell), None, cell.splitlines(True), filename)
         namespace = {}
-        exec("".join(_cells_by_grade_id(path)[exercise.name]["source"]), namespace)
+        exec(compile(cell, filename, "exec"), namespace)
         verdict = getattr(ex, exercise.checker)(namespace[exercise.name])
         assert verdict.passed, verdict
+        verdict, printed = regrade(exercise.name, exercise.checker, cell)
+        assert verdict.passed and printed == "", verdict
 
 
 def test_the_config_gives_a_check_on_ranks_time_to_start_and_stall(course):
@@ -297,7 +313,7 @@ def test_autograde_gives_full_points_to_the_reference_and_zero_to_the_mistakes(p
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         for student, by_assignment in EXPECTED.items():
             for assignment, (score, _) in by_assignment.items():
-                if student == "carol" and assignment == "04_one_group_per_device":
+                if student in ("carol", "dave") and assignment == "04_one_group_per_device":
                     with pytest.raises(Exception):  # not handed in: no submission, nothing graded
                         gb.find_submission(assignment, student)
                     continue

@@ -22,8 +22,8 @@ no topic (``tests/test_layers.py``).
 * ``quiz``: Self-check cards: a question, a hidden answer, and a button that reveals it.
 * ``rank``: The rank side of a launch: what runs inside each of the k processes :func:`dpviz.engine.launch.launch`
   starts.
-* ``sandbox``: Calling a reader's function in the notebook's own process so that whatever it does comes back as an
-  outcome.
+* ``sandbox``: The one sandbox for a reader's function: in a fresh process for the notebook's checks, in the ranks
+  for collectives.
 * ``schema``: How a record kind is declared, written, read and checked: one table per kind, everything else from it.
 * ``server_exit``: The fork server leaves at once when it ends, without tearing down an interpreter that imported
   torch.

@@ -37,11 +37,20 @@ cheaper_sync          ``powersgd_bytes(rows, cols, r)``,          :mod:`dpviz.to
 
 Every checker returns a :class:`~dpviz.engine.verdict.Verdict`, a ``str`` with ``.passed``, whatever the
 reader's function does: a loop that never ends, an exit (``os._exit``, ``sys.exit``), any ``BaseException``, a fork,
-megabytes printed or returned, NaN, the wrong type or shape each get a sentence of at most a few hundred
-characters, and nothing the function started is left running. The time limits: a checker in the notebook's
-process gives all its calls together :data:`~dpviz.engine.sandbox.TIME_LIMIT` seconds (5); on ranks one call
-may run :data:`~dpviz.exercises.ranked.CALL_LIMIT` seconds (10) and the launch ends after ``stall_timeout``
-(15) without progress (see :mod:`dpviz.engine.sandbox` and :mod:`dpviz.exercises.ranked`).
+a thread left running, megabytes printed or returned, NaN, the wrong type or shape each get a sentence of at most a
+few hundred characters, and nothing the function started is left running.
+
+The reader's function never runs where the answer is. A checker without ranks sends the function's source
+and one call's arguments at a time to a fresh process (:class:`dpviz.engine.sandbox.FreshProcess`), where it
+finds ``np`` and ``math`` and nothing else, and judges what comes back here; the collective checkers take
+the real answers from ranks of their own. A function that uses a variable from around it (a closure) gets a
+verdict saying to define it with ``def``, using only its arguments, ``np`` and ``math``. Grading re-runs every
+check outside the student's kernel (:mod:`dpviz.exercises.regrade`).
+
+The time limits: a checker without ranks gives all its calls together
+:data:`~dpviz.engine.sandbox.TIME_LIMIT` seconds (5); on ranks one call may run
+:data:`~dpviz.exercises.ranked.CALL_LIMIT` seconds (10) and the launch ends after ``stall_timeout`` (15) without
+progress (see :mod:`dpviz.engine.sandbox` and :mod:`dpviz.exercises.ranked`).
 The reference solutions are not in this package, which a student imports: they are in the
 checkout's ``instructor/solutions.py``, which :mod:`dpviz.grading` writes into nbgrader's source
 version of the chapters (for grading) and the tests hold to these checkers; the exercises' words

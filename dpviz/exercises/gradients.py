@@ -1,5 +1,6 @@
 """Checkers for the gradient exercises, run against real numbers: the line model's descent path and
-recorded runs' gradients (shipped in ``dpviz/records/shipped_runs``). numpy only; runs in the notebook.
+recorded runs' gradients (shipped in ``dpviz/records/shipped_runs``). numpy only; the reader's function runs in
+a fresh process that never sees these answers (see :func:`dpviz.engine.verdict.run_cases`).
 
     print(check_sgd_step(sgd_step))                      # one training step
     print(check_mean_gradient(mean_gradient))            # a mini-batch
