@@ -217,13 +217,17 @@ class AlphaBetaFigure:
             self._show(key)
         points = self.sweeps[times]
         for k in self.ks:
+            sel = points.k == k
+            if not sel.any():  # a k the other sweep measured: nothing of it shows
+                for artists in (self.curves, self.floors, self.slopes, self.ratio_in, self.ratio_up, self.ratio_down):
+                    artists[k].set_data([], [])
+                continue
             latency = float(costmodel.t_comm(k, 0.0, alpha, 1.0, formula=formula))
             line = np.asarray(costmodel.t_comm(k, self.M_line, alpha, beta, formula=formula)) / self.scale
             transfer = line - latency / self.scale
             self.curves[k].set_data(self.M_line, line)
             self.floors[k].set_data(self.M_line[[0, -1]], [latency / self.scale] * 2)
             self.slopes[k].set_data(self.M_line, transfer)
-            sel = points.k == k
             ratio = points.ratio(alpha, beta, formula)[sel]
             M = points.M[sel]
             inside = (ratio >= 1 / RATIO_LIMIT) & (ratio <= RATIO_LIMIT)
@@ -234,19 +238,19 @@ class AlphaBetaFigure:
         self.ring.set_data([alpha], [beta / 1e9])
         rms, best = points.rms(alpha, beta, formula), self.best[key]
         at_fit = self.at_fit(dict(times=times, formula=formula, alpha=alpha, beta=beta))
-        self.status_line = self._words(points, formula, alpha, beta, rms, best, at_fit)
+        self.status_line = self._words(key, alpha, beta, rms, best, at_fit)
         return key if changed else None
 
     def _show(self, key) -> None:
         """What the sweep and the formula choose: their points, the fit's curve and squares, their map."""
         self._key = key
         times, formula = key
-        points, fit = self.sweeps[times], self.fits[key]
+        points, (alpha, beta) = self.sweeps[times], self.pair_of(key)  # a pinned fit (α = 0, β = ∞) at the edge
         for (s, _k), artist in self.points.items():
             artist.set_visible(s == times)
-        ratio = points.ratio(fit.alpha, fit.beta, formula)
+        ratio = points.ratio(alpha, beta, formula)
         for k in self.ks:
-            line = np.asarray(costmodel.t_comm(k, self.M_line, fit.alpha, fit.beta, formula=formula)) / self.scale
+            line = np.asarray(costmodel.t_comm(k, self.M_line, alpha, beta, formula=formula)) / self.scale
             self.fit_lines[k].set_data(self.M_line, line if (points.k == k).any() else [])
             sel = points.k == k
             self.fit_ratio[k].set_data(points.M[sel], np.clip(ratio[sel], 1 / RATIO_LIMIT, RATIO_LIMIT))
@@ -257,16 +261,16 @@ class AlphaBetaFigure:
         self.time_title.set_text(f"{points.name}: fastest of {points.repeats} calls per point, k = {ks}; "
                                  f"{formula} model")
 
-    def _words(self, points, formula, alpha, beta, rms, best, at_fit) -> str:
+    def _words(self, key, alpha, beta, rms, best, at_fit) -> str:
         """The status line: the pair, its miss against the fit's, where it misses, and what was measured."""
-        fit = self.fits[(points.name, formula)]
+        points, formula, fit = self.sweeps[key[0]], key[1], self.fits[key]
         ratio = points.ratio(alpha, beta, formula)
         small, large = points.M < SMALL_BELOW, points.M >= LARGE_FROM
 
         def miss(sel) -> str:
             return f"×{np.exp(np.mean(np.log(ratio[sel]))):.2g}" if sel.any() else "none measured"
 
-        inside = self.pair_of((points.name, formula)) == (fit.alpha, fit.beta)
+        inside = self.pair_of(key) == (fit.alpha, fit.beta)
         fitted = (f"α = {seconds_readout(fit.alpha)}, "
                   f"β = {rate_readout(fit.beta) if np.isfinite(fit.beta) else '∞ (no transfer term found)'}")
         pair = (f"α = {seconds_readout(alpha)}, β = {rate_readout(beta)}"
