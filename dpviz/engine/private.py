@@ -9,7 +9,8 @@ public mechanism still holds. :func:`missing` lists what this Python or C librar
 ``tests/test_private_calls.py`` fails naming it.
 
 * :func:`die_with_parent`: Linux's ``prctl(PR_SET_PDEATHSIG, SIGKILL)``, through ``ctypes``. A rank must end
-  within 2 s of the process that started it, however that one ends. The public guard is the rank's watchdog
+  within 2 s of the process that started it, however that one ends, and so must the fork server while it is still
+  importing torch (:mod:`dpviz.engine.server_start`, where no thread of its own can act). The public guard is the rank's watchdog
   thread on ``multiprocessing.parent_process().sentinel`` (:mod:`dpviz.engine.rank`), but a thread cannot act
   while the rank is stopped (SIGSTOP, a debugger) or a C call holds the GIL; the kernel's signal can. Neither
   ``os`` nor ``signal`` exposes prctl; torch's ``start_processes`` has a binding of its own, private too
