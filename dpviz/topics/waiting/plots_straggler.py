@@ -128,7 +128,7 @@ class OnePathBars(PolyCollection):
             style.update(hatchcolor=self.get_hatchcolor()[0], hatch_linewidth=self.get_hatch_linewidth())
         if self._patch is None:
             self._patch = PathPatch(Path.make_compound_path(*paths), **style)
-            self._patch.set_figure(self.get_figure(root=False))
+            self._patch.set_figure(self.figure)  # get_figure(root=False) is 3.10 on; .figure is the same on 3.8 on
             self._style = style
         else:
             self._patch.set_path(Path.make_compound_path(*paths))
