@@ -237,7 +237,8 @@ def test_grading_reruns_the_check_from_the_handed_in_definition(monkeypatch):
     assert "θ came back unchanged" in outputs[0].text and "correct" not in outputs[0].text
     assert outputs[1].ename == "AssertionError"
 
-    right = "import numpy as np\n\ndef sgd_step(theta, grad, eta):\n    print('stepping')\n    return theta - eta * grad\n"
+    right = ("import numpy as np\n\n"
+             "def sgd_step(theta, grad, eta):\n    print('stepping')\n    return theta - eta * grad\n")
     nb, _ = Regrade().preprocess(graded_notebook(right, "anything\n"), {})
     outputs = nb.cells[1].outputs
     assert [o.output_type for o in outputs] == ["stream"]
@@ -245,8 +246,9 @@ def test_grading_reruns_the_check_from_the_handed_in_definition(monkeypatch):
 
 
 def test_grading_names_a_missing_or_broken_definition():
+    missing_colon = "def sgd_step(theta, grad, eta)\n    return theta\n"
     for solution, words in [("x = 1\n", "its cell does not define sgd_step with def at the top level"),
-                            ("def sgd_step(theta, grad, eta)\n    return theta\n", "its cell does not run: SyntaxError")]:
+                            (missing_colon, "its cell does not run: SyntaxError")]:
         nb, _ = Regrade().preprocess(graded_notebook(solution, ""), {})
         assert words in nb.cells[1].outputs[0].text and nb.cells[1].outputs[1].ename == "AssertionError"
 

@@ -271,19 +271,6 @@ def index_words(index) -> str:
     return str(index[0]) if len(index) == 1 else "(" + ", ".join(map(str, index)) + ")"
 
 
-def as_array(value) -> np.ndarray | None:
-    """``value`` as a float64 array, or None if it is not numbers (None, a string, a ragged list)."""
-    if value is None or isinstance(value, (str, bytes)):
-        return None
-    try:
-        if hasattr(value, "detach"):  # a torch tensor handed back from a rank or a notebook
-            value = value.detach().cpu().numpy()
-        array = np.asarray(value, dtype=float)
-    except Exception:  # noqa: BLE001 - not numbers, whatever its __array__ or __float__ raised
-        return None
-    return array
-
-
 def close(got, expected, rtol: float = RTOL) -> bool:
     """Equal to float32 rounding: every element within ``rtol`` × the largest expected magnitude."""
     got, expected = np.asarray(got, dtype=float), np.asarray(expected, dtype=float)

@@ -1,4 +1,4 @@
-"""The collective exercises on real ranks: the worker that runs a reader's function, and the one that runs the real thing.
+"""The collective exercises on real ranks: a worker that runs a reader's function, and one that runs the real thing.
 
 The reference solutions are not here (a student imports dpviz): they are in the checkout's
 ``instructor/solutions.py``.

@@ -122,6 +122,10 @@ def check_many(candidates, *, k: int = K, stall_timeout: float = STALL_TIMEOUT) 
             verdicts[i] = _rank_died(name, e)
         return verdicts
     for j, ((exercise, name, _), i) in enumerate(zip(tasks, slots)):
+        if not all(isinstance(results[r], list) and all(isinstance(x, dict) for x in results[r]) for r in range(k)):
+            verdicts[i] = v.failed(name, "what the ranks sent back after running it could not be read",
+                                   "A function checked on ranks must return, leaving the rank's own code as it was.")
+            continue
         if any(len(results[r]) <= j for r in range(k)):
             verdicts[i] = v.failed(name, "it was not run: a function checked before it in the same launch ended the "
                                    "ranks' process group")
@@ -187,7 +191,8 @@ def _stopped(name, res, rank) -> v.Verdict | None:
                         "group while the checker still needs it; the checker stopped it there",
                         "Leave the group to the code that started it.")
     outcome = guard.Outcome(timed_out="timed_out" in res, exit_code=res.get("exited"),
-                            forks=res.get("forks", 0), children=res.get("children", 0), threads=res.get("threads", 0))
+                            forks=res.get("forks", 0), children=res.get("children", 0),
+                            threads=res.get("threads", 0))
     limit = f"the {res.get('timed_out', 0):g} s a rank gives one call"
     return v.cut_short(name, outcome, on=on, limit=limit)
 
