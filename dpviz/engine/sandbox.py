@@ -26,6 +26,10 @@ below it, and says ``done``. So nothing the function starts, a thread that fires
 included, outlives the call's verdict. Everything travels as JSON (arrays as their raw bytes): no pickle
 that the reader's process could turn into code in the notebook's.
 
+What this does not stop: a function that kills its supervisor first (its orphans then go to init, though a
+kill of the supervisor's process group at the end still reaches those that kept the group), or that reads
+another process's memory where the system lets a process trace its parent (Linux's Yama ``ptrace_scope`` 0).
+
 **The guard** (:class:`Guard`, one per process, used by the worker and by the ranks):
 
 * **time**: in the main thread a ``SIGALRM`` timer raises :class:`Stop` inside the function after ``seconds``,

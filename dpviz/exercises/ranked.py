@@ -81,7 +81,7 @@ def check_many(candidates, *, k: int = K, stall_timeout: float = STALL_TIMEOUT) 
 
     The public checkers call this with one pair. Several share one start of the ranks (seconds),
     which the tests use; every function must then finish on every rank, since one that hangs
-    stalls the rest.
+    stalls the rest, and what one rebinds in the ranks (``dist.all_reduce``) stays there for the next.
     """
     k = check_int("k", k, low=2, high=8)
     stall_timeout = check_real("stall_timeout", stall_timeout, low=0, low_open=True)
