@@ -551,14 +551,17 @@ def test_timeline_titles_follow_the_times(timeline_runs):
         "no run here timed m ranks on free cores of their own")
 
 
-def test_figure_claims_assert_the_lesson_on_the_timeline_records():
+def test_figure_claims_say_the_lesson_on_the_timeline_records_and_a_shortfall_when_it_does_not_show():
     from dpviz.topics.accumulation.records import figure_records, timeline_stem
     records = figure_records()
     assert "at least the 1.5× the lesson asks for" in accumulation.figure_claims(records)
     one = records[timeline_stem(1, 2)]
     records[timeline_stem(2, 1)] = timed(records[timeline_stem(2, 1)], float(np.median(one.micro_seconds())),
                                          comm=float(np.median(one.micro_seconds())))
-    with pytest.raises(AssertionError, match="below 1.5×"):
+    said = accumulation.figure_claims(records)  # what ./run prints on a machine where the all-reduce was slow
+    assert "short of the 1.5× the lesson asks for" in said and "at least the 1.5×" not in said, said
+    records[timeline_stem(2, 1)] = tampered(records[timeline_stem(2, 1)], "big_rel_err", lambda e: e.__setitem__((), 1e-3))
+    with pytest.raises(AssertionError, match="big-batch"):  # the update itself is still asserted
         accumulation.figure_claims(records)
 
 
