@@ -10,7 +10,10 @@ leaves nothing running; the reference answers still pass, fast:
 - rebinding a helper of ``dpviz.engine.verdict`` (``close``) from an otherwise right answer, after which a plainly
   wrong answer passed too; and in a graded notebook, the same rebinding from the solution cell's top level, which
   the locked check cell did not undo (:mod:`dpviz.exercises.regrade` grades outside the kernel);
-- a thread started by the function that fires after it returned and starts a process (one per rank on ranks).
+- a thread started by the function that fires after it returned and starts a process (one per rank on ranks);
+- on ranks, replacing what the rank writes its result with (``pickle.dump``) by a pickle that runs code where the
+  result is read, in the notebook's process: a rank's result is read as data only (numpy, plain Python, dpviz's
+  classes), and anything else is refused unrun.
 
 Processes started by the cheats carry a marker in their command line, so the test can find any that outlived its
 check, orphans included.
@@ -316,3 +319,43 @@ def test_on_ranks_a_thread_that_fires_after_the_return_leaves_nothing(nothing_le
                               "the checker ended it"), verdict
     assert time.monotonic() - start < 60
 
+
+
+def average_through_the_result_pickle(model_grads, world_size):
+    import pickle
+
+    class Payload:
+        def __reduce__(self):
+            return (exec, ("import dpviz.engine.verdict as v; v.close = lambda *a, **k: True",))
+
+    real = pickle.dump
+    pickle.dump = lambda obj, f, protocol=None: real([Payload()], f, protocol)
+    for grad in model_grads:
+        dist.all_reduce(grad)
+        grad /= world_size
+
+
+def test_on_ranks_a_result_that_would_run_code_in_the_notebook_is_refused_unrun(nothing_left):
+    close = verdict_module.close
+    verdict = ex.check_average_gradients(average_through_the_result_pickle)
+    assert verdict_module.close is close, "a rank's result ran code in the notebook's process"
+    assert verdict.status == verdict_module.FAILED and "could not be read" in verdict, verdict
+    assert ex.check_average_gradients(solutions.average_gradients).passed
+
+
+def average_then_stop_rank_zero(model_grads, world_size):
+    import os
+    import signal
+
+    if dist.get_rank() == 0:
+        os.kill(os.getpid(), signal.SIGSTOP)
+    for grad in model_grads:
+        dist.all_reduce(grad)
+        grad /= world_size
+
+
+def test_on_ranks_a_stopped_rank_is_named_as_stopped_not_as_a_missing_collective(nothing_left):
+    verdict = ex.check_average_gradients(average_then_stop_rank_zero, stall_timeout=4)
+    assert verdict.status == verdict_module.FAILED, verdict
+    assert "rank 0 was stopped by a signal" in verdict and "a collective that not every rank made" not in verdict, \
+        verdict

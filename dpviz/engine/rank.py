@@ -89,7 +89,28 @@ def _join_failed_path(outdir: str, rank: int) -> str:
 
 def _read_result(outdir: str, rank: int):
     with open(_out_path(outdir, rank), "rb") as f:
-        return pickle.load(f)
+        return _ResultUnpickler(f).load()
+
+
+# What a rank's result may be made of: Python's plain data, numpy arrays and scalars, and dpviz's own classes
+# (records, configs). A result is read in the caller's process, and a rank may run a student's code (the exercise
+# checkers): a pickle that names anything else (os.system, builtins.eval, a dpviz function) is refused, not run.
+_PLAIN = {("builtins", name) for name in ("dict", "list", "tuple", "set", "frozenset", "int", "float", "complex",
+                                          "str", "bytes", "bytearray", "bool", "slice", "range")}
+_PLAIN |= {("collections", "OrderedDict"), ("pathlib", "PosixPath"), ("pathlib", "WindowsPath"), ("pathlib", "Path")}
+_NUMPY = {"_reconstruct", "scalar", "dtype", "ndarray", "_frombuffer"}
+
+
+class _ResultUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        root = module.split(".")[0]
+        if (module, name) in _PLAIN or (root == "numpy" and (name in _NUMPY or name.endswith("DType"))):
+            return super().find_class(module, name)
+        if root == "dpviz":
+            found = super().find_class(module, name)
+            if isinstance(found, type) and not issubclass(found, BaseException):
+                return found
+        raise pickle.UnpicklingError(f"a rank's result names {module}.{name}, which is not data: refused")
 
 
 def _write_result(outdir: str, rank: int, result) -> None:

@@ -34,6 +34,7 @@ worded here, and no process it started is left running.
 from __future__ import annotations
 
 import ast
+import pickle
 import warnings
 
 import numpy as np
@@ -115,12 +116,14 @@ def check_many(candidates, *, k: int = K, stall_timeout: float = STALL_TIMEOUT) 
     except RankTimeout as e:
         stuck_at = None if e.steps is None or len(tasks) > 1 else min(e.steps) + 1
         for (exercise, name, _), i in zip(tasks, slots):
-            verdicts[i] = _hang(exercise, name, k, stuck_at, stall_timeout)
+            verdicts[i] = _hang(exercise, name, k, stuck_at, stall_timeout, e.observed)
         return verdicts
     except RankError as e:  # a rank's process died under the reader's function (a signal, a crash in C)
         for (exercise, name, _), i in zip(tasks, slots):
             verdicts[i] = _rank_died(name, e)
         return verdicts
+    except pickle.UnpicklingError:  # the rank's code replaced what its result is written with: refused unread
+        results = [None] * k
     for j, ((exercise, name, _), i) in enumerate(zip(tasks, slots)):
         if not all(isinstance(results[r], list) and all(isinstance(x, dict) for x in results[r]) for r in range(k)):
             verdicts[i] = v.failed(name, "what the ranks sent back after running it could not be read",
@@ -161,7 +164,19 @@ def _check_one(exercise, checker, fn, k, stall_timeout) -> v.Verdict:
     return check_many([(exercise, fn)], k=k, stall_timeout=stall_timeout)[0]
 
 
-def _hang(exercise, name, k, stuck_at, seconds) -> v.Verdict:
+def _hang(exercise, name, k, stuck_at, seconds, observed=None) -> v.Verdict:
+    """The verdict when the launch saw no progress: worded by what the launcher saw the stuck ranks doing."""
+    observed = observed or {}
+    stopped = sorted(r for r, state in observed.items() if state == "stopped")
+    short = sorted(r for r, state in observed.items() if state == "memory")
+    if stopped:
+        return v.failed(name, f"rank {', '.join(map(str, stopped))} was stopped by a signal (SIGSTOP or a debugger) "
+                        f"while it ran the function, so no rank made progress for {seconds:g} s",
+                        "Let the ranks run: continue the stopped process (SIGCONT), or check again.")
+    if short:
+        return v.failed(name, f"rank {', '.join(map(str, short))} was waiting for memory (the machine is short of it) "
+                        f"while it ran the function, so no rank made progress for {seconds:g} s",
+                        "Close what else uses memory, or check a function that allocates less.")
     if exercise == "reduce_scatter_step":
         what = "the ranks got stuck" + (f" in step {stuck_at}" if stuck_at is not None else "")
         return v.failed(name, f"{what} (no progress for {seconds:g} s): a send or a receive found no partner",
