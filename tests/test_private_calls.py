@@ -24,7 +24,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "dpviz"
 PRIVATE = PACKAGE / "engine" / "private.py"
 LINUX = sys.platform.startswith("linux")
 PUBLIC_FUNCTIONS = ("die_with_parent", "become_child_subreaper", "release_freed_memory", "raise_in_thread",
-                    "thread_frame", "missing")
+                    "missing")
 
 
 def test_every_private_name_dpviz_calls_is_still_there():
@@ -120,7 +120,7 @@ class Stop(BaseException):
     pass
 
 
-def test_an_exception_is_raised_in_another_thread_and_its_frame_seen():
+def test_an_exception_is_raised_in_another_thread():
     if sys.implementation.name != "cpython":
         pytest.skip("PyThreadState_SetAsyncExc is CPython's")
     caught, started = [], threading.Event()
@@ -136,12 +136,9 @@ def test_an_exception_is_raised_in_another_thread_and_its_frame_seen():
     thread = threading.Thread(target=loop, daemon=True)
     thread.start()
     started.wait(10)
-    frame = private.thread_frame(thread.ident)
-    assert frame is not None and frame.f_code.co_name == "loop"
     assert private.raise_in_thread(thread.ident, Stop)
     thread.join(10)
     assert caught == [True] and not thread.is_alive()
-    assert private.thread_frame(thread.ident) is None
 
 
 # --- nothing else in dpviz reaches for them ---

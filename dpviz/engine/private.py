@@ -23,12 +23,11 @@ public mechanism still holds. :func:`missing` lists what this Python or C librar
   returning them; loading the figure records left a plain interpreter 16 MB larger without this call, an idle
   chapter's kernel 3 MB (benchmarks/bench_memory.py). ``MALLOC_TRIM_THRESHOLD_`` would do it only if set before
   the process starts, which a kernel's user does not control.
-* :func:`raise_in_thread` and :func:`thread_frame`: CPython's ``PyThreadState_SetAsyncExc`` (C API, through
-  ``ctypes.pythonapi``) and ``sys._current_frames``. The notebook's exercise sandbox stops a reader's function at
-  its time limit; in the main thread (where Jupyter runs a cell) it does so with ``signal.setitimer``, public, but a
-  signal reaches the main thread only, and Python has no public way to raise an exception in another thread.
-  (``sys.settrace`` would check a deadline at every line, slowing the reader's code and turning itself off at
-  the first exception it raises, so a function that catches one ``TimeUp`` would then run on unchecked.)
+* :func:`raise_in_thread`: CPython's ``PyThreadState_SetAsyncExc`` (C API, through ``ctypes.pythonapi``). The
+  exercise sandbox (:mod:`dpviz.engine.sandbox`, in the fresh process a reader's function runs in, or on a rank)
+  stops the threads the function started and left running before it gives its verdict; Python has no public way to
+  raise an exception in another thread. (The process it runs in is ended after each call too; this makes the
+  threads end first, so that the verdict can count them.)
 
 The fork server's pid and stop, the check that an import runs inside the fork server, and a rank's process name
 used to be private calls too; they are now public (:mod:`dpviz.engine.forkserver`, :mod:`dpviz.engine.server_exit`,
@@ -105,11 +104,6 @@ def raise_in_thread(thread_id: int, exception: type[BaseException]) -> bool:
     return set_async(ctypes.c_ulong(thread_id), ctypes.py_object(exception)) == 1
 
 
-def thread_frame(thread_id: int):
-    """The frame thread ``thread_id`` is running now, or None (gone, or this Python cannot tell)."""
-    frames = getattr(sys, "_current_frames", None)
-    return frames().get(thread_id) if frames is not None else None
-
 
 def missing() -> list[str]:
     """The names this module calls that this Python, or its C library, does not have (empty when all are there).
@@ -124,8 +118,6 @@ def missing() -> list[str]:
     if sys.implementation.name == "cpython":
         if not hasattr(getattr(ctypes, "pythonapi", None), "PyThreadState_SetAsyncExc"):
             gone.append("ctypes.pythonapi.PyThreadState_SetAsyncExc")
-        if not hasattr(sys, "_current_frames"):
-            gone.append("sys._current_frames")
     libc = _libc()
     if LINUX and (libc is None or not hasattr(libc, "prctl")):
         gone.append("libc prctl (ctypes.CDLL(None).prctl)")
