@@ -138,3 +138,11 @@ def test_run_falls_back_to_pips_own_indexes_at_once_where_the_cpu_index_cannot_b
     assert "cannot be reached" in refused.stderr and time.perf_counter() - start < 10
     wrong = torch_choice({"DPVIZ_TORCH": "rocm"}, tmp_path)
     assert "expected cpu, cuda or auto" in wrong.stderr
+
+
+def test_the_torch_release_run_installs_is_one_the_package_admits():
+    from packaging.specifiers import SpecifierSet
+
+    release = subprocess.run(["bash", "-c", 'source ./run && echo "$TORCH_RELEASE"'], cwd=ROOT, capture_output=True,
+                             text=True, timeout=60).stdout.strip()
+    assert release and release in SpecifierSet(core_requirements()["torch"]), release
