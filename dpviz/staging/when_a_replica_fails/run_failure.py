@@ -1,0 +1,199 @@
+"""When a replica fails: a real SIGKILL in one of k ranks, checkpoint and restart, carrying on with fewer.
+
+    from dpviz.staging.when_a_replica_fails.run_failure import record_restarts, record_unfailed
+    clean = record_unfailed(k=2, steps=24)
+    run = record_restarts(k=2, steps=24, checkpoint_every=4, kills=((1, 10),))   # rank 1 dies at step 10
+    run.notice_seconds, run.lost_steps          # measured: until the launcher named the dead rank; work redone
+
+Every run trains the same MLP on the same batches (the data-parallel draw of
+:mod:`dpviz.topics.ground_floor.run_training`) with SGD and momentum. A kill is real: the victim sends itself
+SIGKILL after its backward pass, before the all-reduce its peers are already waiting in; the launcher names it
+(:class:`dpviz.engine.launch.RankError`) and ends the others. What the run then does:
+
+* :func:`record_restarts`: start k ranks again from the last checkpoint (rank 0 saves one every C steps, all or
+  nothing) until the steps are done. The data order is a function of the step, so the restarted run takes the
+  same batches the unfailed one did, and its parameters are the same bit for bit.
+* :func:`record_carry_on`: no checkpoint: the survivors hand over their state as they see the all-reduce fail,
+  k − 1 ranks carry on from it (the dead rank's shard dropped), and later a newcomer joins, receiving θ and the
+  velocity from a survivor by broadcast.
+* :func:`record_torchrun_restart`: the same restart done by torchrun's elastic agent (``--max-restarts``).
+
+This module is the torch-free front; the ranks run :mod:`dpviz.staging.when_a_replica_fails.rank_failure`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from dpviz.engine import launch as launcher
+from dpviz.engine.checks import check_int, check_lr, check_real, check_timeout
+from dpviz.staging.when_a_replica_fails.checkpoints import leftovers, load_checkpoint, remove_leftovers
+from dpviz.topics.ground_floor.run_training import TrainConfig
+
+
+def failure_worker(rank: int, world_size: int, config, attempt) -> dict:
+    """Runs in each rank: :func:`dpviz.staging.when_a_replica_fails.rank_failure.failure_worker` (with torch)."""
+    from dpviz.staging.when_a_replica_fails.rank_failure import failure_worker
+
+    return failure_worker(rank, world_size, config, attempt)
+
+
+@dataclass
+class FailureConfig:
+    k: int = 2                  # ranks
+    b: int = 16                 # examples per rank per step
+    steps: int = 24             # SGD steps
+    width: int = 32             # hidden units per layer of the MLP
+    depth: int = 2              # hidden layers
+    d_in: int = 16              # input features
+    lr: float = 0.05            # learning rate η
+    momentum: float = 0.9       # μ: the velocity is part of the state a checkpoint must keep
+    seed: int = 0               # seeds the data, the model and every batch draw
+    dataset_size: int = 512     # examples in the data set
+    checkpoint_every: int = 4   # C: steps between two checkpoints
+    stall_timeout: float = 60.0  # seconds a rank may go without progress
+
+    def __post_init__(self):
+        self.k = check_int("k", self.k, low=1, high=64)
+        self.steps = check_int("steps", self.steps, low=1, high=10_000)
+        self.checkpoint_every = check_int("checkpoint_every", self.checkpoint_every, low=1, high=self.steps)
+        check_lr("lr", self.lr)
+        self.momentum = check_real("momentum", self.momentum, low=0, high=1, low_open=True)
+        check_timeout("stall_timeout", self.stall_timeout)
+        self.train_config()  # checks b, width, depth, d_in, seed and dataset_size
+
+    def train_config(self) -> TrainConfig:
+        """The same run as a :class:`TrainConfig`, for its data, model and batch draws."""
+        return TrainConfig(k=self.k, b=self.b, steps=self.steps, model="mlp", width=self.width, depth=self.depth,
+                           d_in=self.d_in, lr=self.lr, seed=self.seed, dataset_size=self.dataset_size)
+
+
+@dataclass
+class Attempt:
+    """One start of the ranks: where it starts from, what it trains, and who dies."""
+    folder: str = ""              # checkpoints and hand-overs ("" : none)
+    resume: bool = False          # start from the folder's last checkpoint, if any
+    state: dict | None = None     # else from this state {"step", "params", "velocity", "loss"}, if given
+    kill_rank: int | None = None  # the rank that is SIGKILLed ...
+    kill_step: int | None = None  # ... after the backward pass of this step
+    stop: int = 0                 # train up to (not including) this step
+    shards: tuple = ()            # rank r trains on shard shards[r] of each step's global batch
+    lr: float = 0.05              # this attempt's learning rate
+    handoff: bool = False         # survivors save their state when the all-reduce fails
+    newcomers: int = 0            # the last ranks start fresh and receive the state by broadcast
+
+
+@dataclass
+class Failure:
+    """What one kill cost, measured."""
+    rank: int                # the rank killed
+    step: int                # the step it died in
+    named_rank: int          # the rank the launcher named
+    notice_seconds: float    # from the kill until the launcher raised, naming it
+    checkpoint_step: int     # the step the restart resumed from
+    lost_steps: int          # steps done since that checkpoint, done again
+    lost_seconds: float      # the time those steps had taken, measured by the victim
+    restart_seconds: float   # from the launcher's error until the new ranks began their first step
+
+
+@dataclass
+class Training:
+    """A training, through any failures: the loss of every step, the final state, and what each failure cost."""
+    config: FailureConfig
+    loss: np.ndarray                 # (steps,) each step's loss, averaged over the ranks by the all-reduce
+    params: np.ndarray               # (P,) rank 0's θ at the end
+    velocity: np.ndarray             # (P,) rank 0's velocity at the end
+    step_seconds: np.ndarray         # (n,) measured seconds of each step the final attempts ran (rank 0)
+    checkpoint_seconds: np.ndarray   # (m,) measured seconds of every completed checkpoint save
+    wall_seconds: float              # the whole training, failures and restarts included, measured here
+    failures: list = field(default_factory=list)  # one Failure per kill
+    world_size: np.ndarray | None = None  # (steps,) ranks that took each step (carry_on only)
+    joined_digests: list = field(default_factory=list)  # per rank of the regrown group: digests of θ and velocity
+
+    @property
+    def notice_seconds(self) -> list:
+        return [f.notice_seconds for f in self.failures]
+
+    @property
+    def lost_steps(self) -> list:
+        return [f.lost_steps for f in self.failures]
+
+
+def _config(config, overrides) -> FailureConfig:
+    return FailureConfig(**{**(asdict(config) if config else {}), **overrides})
+
+
+def _check_kills(kills, config: FailureConfig, *, k: int | None = None) -> tuple:
+    kills = tuple(tuple(kill) for kill in kills)
+    k = config.k if k is None else k
+    for kill in kills:
+        if len(kill) != 2:
+            raise ValueError(f"kills must list (rank, step) pairs; got {kill!r}.")
+        check_int("a kill's rank", kill[0], low=0, high=k - 1)
+        check_int("a kill's step", kill[1], low=0, high=config.steps - 1)
+    return kills
+
+
+def _launch(config, attempt, k):
+    return launcher.launch(failure_worker, k, args=(config, attempt), backend="gloo", threads=1,
+                           stall_timeout=config.stall_timeout)
+
+
+def record_unfailed(config: FailureConfig | None = None, **overrides) -> Training:
+    """k ranks train every step with no failure: the run a restarted one must equal."""
+    config = _config(config, overrides)
+    t0 = time.perf_counter()
+    results = _launch(config, Attempt(stop=config.steps, shards=tuple(range(config.k)), lr=config.lr), config.k)
+    return Training(config, results[0]["loss"], results[0]["params"], results[0]["velocity"],
+                    results[0]["step_seconds"], np.zeros(0), time.perf_counter() - t0)
+
+
+def _failed(folder: str, error: launcher.RankError, caught: float) -> dict:
+    with open(os.path.join(folder, "killed.json")) as f:
+        killed = json.load(f)
+    os.remove(os.path.join(folder, "killed.json"))
+    killed.update(named_rank=error.rank, notice_seconds=caught - killed["time"], caught=caught)
+    return killed
+
+
+def record_restarts(config: FailureConfig | None = None, *, kills=((1, 10),), **overrides) -> Training:
+    """Train with a checkpoint every C steps; each (rank, step) in ``kills`` SIGKILLs that rank at that step (in the
+    attempt that reaches it first); after each failure k ranks start again from the last checkpoint.
+
+    The losses kept are those of the attempts whose steps survived: steps up to a checkpoint from the attempt
+    that saved it, the rest from the last attempt. Each kill's cost is measured (:class:`Failure`)."""
+    config = _config(config, overrides)
+    kills = sorted(_check_kills(kills, config), key=lambda kill: kill[1])
+    failures, killed_runs = [], []
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="dpviz-ckpt-") as folder:
+        pending = list(kills)
+        while True:
+            kill = pending.pop(0) if pending else (None, None)
+            attempt = Attempt(folder=folder, resume=True, kill_rank=kill[0], kill_step=kill[1], stop=config.steps,
+                              shards=tuple(range(config.k)), lr=config.lr)
+            remove_leftovers(folder)  # a save cut short by a kill left its temporary; it is never read
+            try:
+                results = _launch(config, attempt, config.k)
+                break
+            except launcher.RankError as e:
+                killed_runs.append(_failed(folder, e, time.time()))
+                ckpt = load_checkpoint(folder)
+                killed_runs[-1]["resumed"] = 0 if ckpt is None else ckpt["step"]
+        assert not leftovers(folder), f"a half-written checkpoint was left: {leftovers(folder)}"
+    # each restart's delay: from the error naming the dead rank to the next attempt's first step
+    starts = [run["wall_start"] for run in killed_runs[1:]] + [results[0]["wall_start"]]
+    for killed, started in zip(killed_runs, starts):
+        failures.append(Failure(killed["rank"], killed["step"], killed["named_rank"], killed["notice_seconds"],
+                                killed["resumed"], killed["step"] - killed["resumed"], killed["lost_seconds"],
+                                started - killed["caught"]))
+    return Training(config, results[0]["loss"], results[0]["params"], results[0]["velocity"],
+                    results[0]["step_seconds"], results[0]["checkpoint_seconds"], time.perf_counter() - t0, failures)
