@@ -197,3 +197,66 @@ def record_restarts(config: FailureConfig | None = None, *, kills=((1, 10),), **
                                 started - killed["caught"]))
     return Training(config, results[0]["loss"], results[0]["params"], results[0]["velocity"],
                     results[0]["step_seconds"], results[0]["checkpoint_seconds"], time.perf_counter() - t0, failures)
+
+
+def _survivors_state(folder: str, survivors: list) -> dict:
+    """The state the survivors handed over, checked to be the same on every survivor."""
+    states = []
+    for rank in survivors:
+        path = os.path.join(folder, f"survivor-{rank}.npz")
+        if not os.path.exists(path):
+            raise RuntimeError(f"survivor rank {rank} was ended before it could hand over its state; run again.")
+        with np.load(path) as z:
+            states.append({name: z[name] for name in z.files})
+    for rank, state in zip(survivors[1:], states[1:]):
+        for name in ("params", "velocity"):
+            if not np.array_equal(state[name], states[0][name]):
+                raise AssertionError(f"survivors {survivors[0]} and {rank} hold different {name}.")
+    state = states[0]
+    state["step"] = int(state["step"])
+    return state
+
+
+def record_carry_on(config: FailureConfig | None = None, *, kill=(1, 8), regrow_at: int = 16,
+                    lr_rule: str = "linear", **overrides) -> Training:
+    """Train k ranks; SIGKILL rank ``kill[0]`` at step ``kill[1]``; k − 1 survivors carry on from the state they hold
+    (no checkpoint, nothing redone), the dead rank's shard of each batch dropped, until step ``regrow_at``, where a
+    newcomer joins from a survivor's θ and velocity (broadcast) and k ranks finish the run.
+
+    ``lr_rule`` is the learning rate while the group is smaller: "linear" scales η by (k − 1)/k with the batch
+    (:func:`dpviz.topics.bigger_batch` taught why), "same" keeps it."""
+    config = _config(config, overrides)
+    if config.k < 2:
+        raise ValueError(f"k must be at least 2 for a group to carry on without one rank; got k={config.k}.")
+    (victim, at), = _check_kills((kill,), config)
+    if at < 1:
+        raise ValueError(f"kill's step must be from 1 to {config.steps - 1}, so the survivors hold a velocity; got {at}.")
+    check_int("regrow_at", regrow_at, low=at + 1, high=config.steps)
+    if lr_rule not in ("linear", "same"):
+        raise ValueError(f"lr_rule must be one of 'linear', 'same'; got {lr_rule!r}.")
+    k = config.k
+    survivors = [r for r in range(k) if r != victim]
+    smaller_lr = config.lr * (k - 1) / k if lr_rule == "linear" else config.lr
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="dpviz-carry-on-") as folder:
+        whole = Attempt(folder=folder, kill_rank=victim, kill_step=at, stop=config.steps, shards=tuple(range(k)),
+                        lr=config.lr, handoff=True)
+        try:
+            _launch(config, whole, k)
+            raise AssertionError(f"rank {victim} was to be killed at step {at}, and the run finished.")
+        except launcher.RankError as e:
+            killed = _failed(folder, e, time.time())
+        state = _survivors_state(folder, survivors)
+        fewer = Attempt(state=state, stop=regrow_at, shards=tuple(survivors), lr=smaller_lr)
+        shrunk = _launch(config, fewer, k - 1)
+        state = {name: shrunk[0][name] for name in ("params", "velocity", "loss")} | {"step": regrow_at}
+        regrown = Attempt(state=state, stop=config.steps, shards=tuple(survivors) + (victim,), lr=config.lr,
+                          newcomers=1)
+        results = _launch(config, regrown, k)
+    failure = Failure(victim, at, killed["named_rank"], killed["notice_seconds"], at, 0, 0.0,
+                      shrunk[0]["wall_start"] - killed["caught"])
+    world = np.full(config.steps, k, np.int64)
+    world[at:regrow_at] = k - 1
+    return Training(config, results[0]["loss"], results[0]["params"], results[0]["velocity"],
+                    results[0]["step_seconds"], np.zeros(0), time.perf_counter() - t0, [failure], world,
+                    [r["joined_digests"] for r in results])
