@@ -138,6 +138,8 @@ def train(rank: int, world_size: int, config, attempt, progress=lambda step: Non
                 "loss": np.asarray(losses, np.float32)})
             checkpoint_seconds.append(time.perf_counter() - t1)
             checkpoint_steps.append(done)
+            with open(os.path.join(attempt.folder, "saves.log"), "a") as f:  # every save's time, killed runs' too
+                f.write(f"{done} {checkpoint_seconds[-1]!r}\n")
         if done % config.checkpoint_every == 0:
             t_safe = time.perf_counter()
         progress(step)

@@ -112,7 +112,7 @@ class Training:
     params: np.ndarray               # (P,) rank 0's θ at the end
     velocity: np.ndarray             # (P,) rank 0's velocity at the end
     step_seconds: np.ndarray         # (n,) measured seconds of each step the final attempts ran (rank 0)
-    checkpoint_seconds: np.ndarray   # (m,) measured seconds of every completed checkpoint save
+    checkpoint_seconds: np.ndarray   # (m,) measured seconds of every completed save, killed attempts' included
     wall_seconds: float              # the whole training, failures and restarts included, measured here
     failures: list = field(default_factory=list)  # one Failure per kill
     world_size: np.ndarray | None = None  # (steps,) ranks that took each step (carry_on only)
@@ -156,6 +156,14 @@ def record_unfailed(config: FailureConfig | None = None, **overrides) -> Trainin
                     results[0]["step_seconds"], np.zeros(0), time.perf_counter() - t0)
 
 
+def _saves(folder: str) -> np.ndarray:
+    path = os.path.join(folder, "saves.log")
+    if not os.path.exists(path):
+        return np.zeros(0)
+    with open(path) as f:
+        return np.array([float(line.split()[1]) for line in f if line.strip()])
+
+
 def _failed(folder: str, error: launcher.RankError, caught: float) -> dict:
     with open(os.path.join(folder, "killed.json")) as f:
         killed = json.load(f)
@@ -165,13 +173,13 @@ def _failed(folder: str, error: launcher.RankError, caught: float) -> dict:
 
 
 def record_restarts(config: FailureConfig | None = None, *, kills=((1, 10),), **overrides) -> Training:
-    """Train with a checkpoint every C steps; each (rank, step) in ``kills`` SIGKILLs that rank at that step (in the
-    attempt that reaches it first); after each failure k ranks start again from the last checkpoint.
+    """Train with a checkpoint every C steps; the i-th (rank, step) in ``kills`` SIGKILLs that rank at that step in
+    the i-th start of the ranks; after each failure k ranks start again from the last checkpoint.
 
     The losses kept are those of the attempts whose steps survived: steps up to a checkpoint from the attempt
     that saved it, the rest from the last attempt. Each kill's cost is measured (:class:`Failure`)."""
     config = _config(config, overrides)
-    kills = sorted(_check_kills(kills, config), key=lambda kill: kill[1])
+    kills = _check_kills(kills, config)
     failures, killed_runs = [], []
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dpviz-ckpt-") as folder:
@@ -189,6 +197,7 @@ def record_restarts(config: FailureConfig | None = None, *, kills=((1, 10),), **
                 ckpt = load_checkpoint(folder)
                 killed_runs[-1]["resumed"] = 0 if ckpt is None else ckpt["step"]
         assert not leftovers(folder), f"a half-written checkpoint was left: {leftovers(folder)}"
+        saves = _saves(folder)
     # each restart's delay: from the error naming the dead rank to the next attempt's first step
     starts = [run["wall_start"] for run in killed_runs[1:]] + [results[0]["wall_start"]]
     for killed, started in zip(killed_runs, starts):
@@ -196,7 +205,7 @@ def record_restarts(config: FailureConfig | None = None, *, kills=((1, 10),), **
                                 killed["resumed"], killed["step"] - killed["resumed"], killed["lost_seconds"],
                                 started - killed["caught"]))
     return Training(config, results[0]["loss"], results[0]["params"], results[0]["velocity"],
-                    results[0]["step_seconds"], results[0]["checkpoint_seconds"], time.perf_counter() - t0, failures)
+                    results[0]["step_seconds"], saves, time.perf_counter() - t0, failures)
 
 
 def _survivors_state(folder: str, survivors: list) -> dict:
@@ -260,3 +269,57 @@ def record_carry_on(config: FailureConfig | None = None, *, kill=(1, 8), regrow_
     return Training(config, results[0]["loss"], results[0]["params"], results[0]["velocity"],
                     results[0]["step_seconds"], np.zeros(0), time.perf_counter() - t0, [failure], world,
                     [r["joined_digests"] for r in results])
+
+
+@dataclass
+class YoungDalyCheck:
+    """Runs at several checkpoint intervals, each meeting failures at the same rate, and what each lost, measured."""
+    config: FailureConfig
+    every: np.ndarray             # (n,) C, steps between checkpoints
+    mtbf_steps: float             # mean steps of work between failures
+    failures: np.ndarray          # (n,) failures each run met
+    saves: np.ndarray             # (n,) checkpoints each run completed
+    checkpoint_seconds: np.ndarray  # (n,) measured: all its saves together
+    lost_seconds: np.ndarray      # (n,) measured: the work its failures undid
+    restart_seconds: np.ndarray   # (n,) measured: noticing and restarting, all failures together
+    step_seconds: float           # measured: the median step
+    save_seconds: float           # measured: the median save (δ)
+    trainings: list = field(default_factory=list)  # the Training of each interval
+
+    @property
+    def waste(self) -> np.ndarray:
+        """Measured seconds lost to checkpoints and redone work (the part τ decides; restarts are not)."""
+        return self.checkpoint_seconds + self.lost_seconds
+
+    def interval_steps(self) -> float:
+        """Young/Daly's τ* in steps, from this machine's measured δ and step time."""
+        from dpviz.staging.when_a_replica_fails.theory import young_daly_interval
+
+        return young_daly_interval(self.save_seconds, self.mtbf_steps * self.step_seconds) / self.step_seconds
+
+
+def record_young_daly(config: FailureConfig | None = None, *, every=(1, 2, 4, 8), mtbf_steps: float = 12.0,
+                      failure_seed: int = 0, **overrides) -> YoungDalyCheck:
+    """Train once per checkpoint interval C in ``every``, failures injected at one per ``mtbf_steps`` steps of work
+    (:func:`dpviz.staging.when_a_replica_fails.theory.kill_schedule`, the same arrivals for every C), and measure
+    what each run lost."""
+    from dpviz.staging.when_a_replica_fails.theory import kill_schedule
+
+    config = _config(config, overrides)
+    every = tuple(check_int("every entries", e, low=1, high=config.steps) for e in every)
+    if not every:
+        raise ValueError(f"every must list at least one interval from 1 to steps={config.steps}; got ().")
+    check_real("mtbf_steps", mtbf_steps, low=0, low_open=True)
+    runs = []
+    for e in every:
+        kills = kill_schedule(config.steps, e, mtbf_steps, config.k, seed=failure_seed)
+        runs.append(record_restarts(config, kills=kills, checkpoint_every=e))
+    seconds = np.concatenate([run.step_seconds for run in runs])
+    saves = np.concatenate([run.checkpoint_seconds for run in runs])
+    return YoungDalyCheck(
+        config, np.array(every), float(mtbf_steps),
+        np.array([len(run.failures) for run in runs]), np.array([len(run.checkpoint_seconds) for run in runs]),
+        np.array([run.checkpoint_seconds.sum() for run in runs]),
+        np.array([sum(f.lost_seconds for f in run.failures) for run in runs]),
+        np.array([sum(f.notice_seconds + f.restart_seconds for f in run.failures) for run in runs]),
+        float(np.median(seconds)), float(np.median(saves)) if len(saves) else float("nan"), runs)
