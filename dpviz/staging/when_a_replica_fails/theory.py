@@ -1,0 +1,76 @@
+"""How often to checkpoint: the Young/Daly interval, and the time a run loses to failures (numpy only).
+
+A run that saves a checkpoint every τ seconds of work, each save costing δ seconds, on machines that fail on
+average once every M seconds (the mean time between failures, MTBF), and that takes R seconds to notice a failure
+and restart, loses per second of useful work about
+
+    waste(τ) = δ / τ  +  (τ / 2 + R) / M
+
+the first term the checkpoints themselves, the second the work redone after a failure (a failure lands on average
+halfway through an interval) plus the restart. Setting d waste / dτ = −δ/τ² + 1/(2M) to zero gives Young's interval
+(1974; Daly's 2006 refinement adds terms of order δ/M)
+
+    τ* = √(2 · δ · M),
+
+where the two costs are equal: δ/τ* = τ*/(2M). Halving M shortens τ* by √2; so does halving δ.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpviz.engine.checks import check_real
+
+
+def young_daly_interval(checkpoint_seconds: float, mtbf_seconds: float) -> float:
+    """τ* = √(2 δ M): the seconds of work between checkpoints that lose the least time."""
+    delta = check_real("checkpoint_seconds", checkpoint_seconds, low=0, low_open=True)
+    mtbf = check_real("mtbf_seconds", mtbf_seconds, low=0, low_open=True)
+    return float(np.sqrt(2.0 * delta * mtbf))
+
+
+def lost_per_failure(interval_seconds, restart_seconds: float = 0.0):
+    """The expected seconds one failure costs: half an interval of work done again, plus the restart."""
+    interval = np.asarray(interval_seconds, dtype=float)
+    if np.any(interval <= 0):
+        raise ValueError(f"interval_seconds must be > 0; got {interval_seconds!r}.")
+    check_real("restart_seconds", restart_seconds, low=0)
+    return interval / 2.0 + restart_seconds
+
+
+def waste_fraction(interval_seconds, checkpoint_seconds: float, mtbf_seconds: float, restart_seconds: float = 0.0):
+    """δ/τ + (τ/2 + R)/M: seconds lost per second of useful work, modeled (first order in δ/M and τ/M)."""
+    check_real("checkpoint_seconds", checkpoint_seconds, low=0)
+    mtbf = check_real("mtbf_seconds", mtbf_seconds, low=0, low_open=True)
+    interval = np.asarray(interval_seconds, dtype=float)
+    return checkpoint_seconds / interval + lost_per_failure(interval, restart_seconds) / mtbf
+
+
+def expected_waste(steps: int, every, step_seconds: float, checkpoint_seconds: float, failures: float,
+                   restart_seconds: float = 0.0):
+    """Modeled seconds a run of ``steps`` steps loses with a checkpoint every ``every`` steps and ``failures``
+    failures: (steps/every − 1)·δ saves (none at the end) and, per failure, half an interval redone plus R."""
+    every = np.asarray(every, dtype=float)
+    saves = np.ceil(steps / every) - 1
+    return saves * checkpoint_seconds + failures * lost_per_failure(every * step_seconds, restart_seconds)
+
+
+def kill_schedule(steps: int, every: int, mtbf_steps: float, k: int, seed: int = 0) -> list:
+    """(rank, step) of each failure of a run of ``steps`` steps with a checkpoint every ``every`` steps, failures
+    arriving as a Poisson process with a mean of ``mtbf_steps`` steps of work between them.
+
+    Work is counted in steps executed, redone ones included: after a failure the run resumes from the last
+    checkpoint, and the clock of failures keeps running. The same ``seed`` gives the same arrival times for every
+    ``every``, so runs at different intervals meet the same failures."""
+    mtbf = check_real("mtbf_steps", mtbf_steps, low=0, low_open=True)
+    rng = np.random.default_rng(seed)
+    kills, position, executed = [], 0, 0.0
+    arrival = rng.exponential(mtbf)
+    while True:
+        at = position + int(arrival - executed)  # the step the failure lands in
+        if at >= steps:
+            return kills
+        kills.append((int(rng.integers(k)), at))
+        executed = arrival
+        position = (at // every) * every  # back to the last checkpoint
+        arrival += max(rng.exponential(mtbf), 1.0)  # a restart does at least one step before the next failure
