@@ -19,10 +19,16 @@ per chapter, named like its notebook: :attr:`dpviz.course.Chapter.stem`, the STE
   and ``np``). With the config's ``ClearSolutions.code_stub``, ``nbgrader generate_assignment``
   turns it back into the chapter's stub, character for character;
 - the check cell becomes an autograded *tests* cell (grade_id ``check_<name>``, the exercise's
-  ``points``): it prints the checker's verdict (wrapped), so the sentence is in the feedback, and fails on an
-  ``assert`` unless the verdict passed. nbgrader gives a tests cell its points when it raises nothing;
+  ``points``): it prints the checker's verdict (wrapped), so the sentence is in the feedback, and, under
+  nbgrader alone (its validate and autograde set ``NBGRADER_EXECUTION``), fails on an ``assert`` unless the
+  verdict passed. nbgrader gives a tests cell its points when it raises nothing. In the student's own kernel
+  it never raises, so Run All goes top to bottom past an exercise not answered yet, or answered wrong, to the
+  takeaways and the cards, as in the chapter itself;
 - every other cell, markdown and code, is locked (read-only), so autograde runs the chapter as written:
-  nbgrader puts back a locked cell's source if a student edited it.
+  nbgrader puts back a locked cell's source if a student edited it, and the config has it put back a graded
+  cell the student deleted (``OverwriteCells.add_missing_cells``), with a first line saying so
+  (:data:`RESTORED`), which :mod:`dpviz.exercises.regrade` repeats in the feedback. A deleted solution
+  cell is not put back: its check is graded 0, saying the cell is missing.
 
 **What grades.** A solution cell runs in the student's kernel before the locked check cells, and its
 top-level code could rebind anything there (a helper of :mod:`dpviz.engine.verdict`, the checker), so the
@@ -73,6 +79,8 @@ BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 IN_RANK_SCOPE = {"torch", "dist", "math", "np"}  # names the ranks define for a function they compile
 VERDICT_WIDTH = 100  # characters per line of a verdict in the graded cell's output
 SCHEMA_VERSION = 3  # nbgrader's cell metadata schema in 0.9
+# the first line nbgrader gives a graded cell it puts back (one line: nbgrader makes it a comment)
+RESTORED = "This check cell ({cell_id}) was deleted from the notebook handed in; nbgrader put it back to grade it."
 
 
 def load_solutions(path: Path | str = SOLUTIONS):
@@ -148,15 +156,18 @@ def _binds(import_line: str) -> set[str]:
 
 
 def tests_cell(exercise: Exercise) -> str:
-    """The autograded cell: the chapter's check, printed, then an assert on the verdict.
+    """The autograded cell: the chapter's check, printed, then, under nbgrader only, an assert on the verdict.
 
     The verdict is printed wrapped: the feedback page shows outputs in a ``<pre>`` that does not wrap,
-    and the words that name the mistake come at the end of a long line."""
-    return (f"import textwrap\n\n"
+    and the words that name the mistake come at the end of a long line. The assert runs only where nbgrader
+    executes the notebook (``NBGRADER_EXECUTION``: validate, autograde), so a student's Run All never stops
+    here; the grade itself is the verdict :mod:`dpviz.exercises.regrade` re-runs outside the kernel."""
+    return (f"import os\nimport textwrap\n\n"
             f"from dpviz.exercises import {exercise.checker}\n\n"
             f"verdict = {exercise.checker}({exercise.name})\n"
             f"print(textwrap.fill(verdict, {VERDICT_WIDTH}))\n"
-            f"assert verdict.passed, \"{exercise.name} has not passed yet: the verdict above says why\"")
+            f"if os.environ.get(\"NBGRADER_EXECUTION\"):  # nbgrader's validate and autograde: not your Run All\n"
+            f"    assert verdict.passed, \"{exercise.name} has not passed yet: the verdict above says why\"")
 
 
 def _nbgrader(grade_id: str, *, grade=False, solution=False, locked=False, points=None) -> dict:
@@ -213,6 +224,11 @@ c.ClearSolutions.code_stub = {{"python": {STUB_LINE!r}}}
 from dpviz.exercises.regrade import autograde_steps  # noqa: E402
 
 c.Autograde.autograde_preprocessors = autograde_steps()
+
+# A graded check cell the student deleted is put back and graded, its first line saying so (and the feedback too),
+# instead of a silent 0 for a right answer.
+c.OverwriteCells.add_missing_cells = True
+c.OverwriteCells.missing_cell_notification = {RESTORED + chr(10) * 2!r}
 
 # Seconds one cell may run under autograde. nbgrader's default (30) is shorter than a check on real ranks
 # may take on a loaded server: ranks may take 120 s to start, then two calls of 10 s and a 15 s stall timeout.

@@ -5,7 +5,8 @@ process, and 04, checked on 3 real gloo ranks), runs ``nbgrader generate_assignm
 students' work and runs ``nbgrader autograde`` and ``nbgrader generate_feedback``, then reads the
 gradebook with nbgrader's API:
 
-- alice: the reference solutions: full points;
+- alice: the reference solutions: full points; in chapter 04 she deleted the graded check cell, which autograde
+  puts back, saying so in the feedback, and grades (2 of 2, not 0);
 - bob: typical wrong answers the checkers name (a step uphill; the sum over the ranks, not the mean): zero;
 - carol: ``while True: pass`` in chapter 01, stopped by the checker's 5 s limit and graded zero with a
   verdict (not nbgrader's cell timeout); chapter 04 not handed in;
@@ -59,7 +60,9 @@ STUDENTS = {  # student -> chapter -> the solution cell handed in (None: not han
                    "def sgd_step(theta, grad, eta):\n    return theta\n", "04": None},
 }
 EXPECTED = {  # student -> assignment -> (score, the verdict's words in the feedback)
-    "alice": {"01_one_step": (1, "sgd_step: correct"), "04_one_group_per_device": (2, "average_gradients: correct")},
+    "alice": {"01_one_step": (1, "sgd_step: correct"),
+              "04_one_group_per_device": (2, "check_average_gradients) was deleted from the notebook handed in; "
+                                             "nbgrader put it back to grade it. average_gradients: correct")},
     "bob": {"01_one_step": (0, "That is a step uphill"),
             "04_one_group_per_device": (0, "It is the sum over the ranks, 3 times the mean: divide by world_size.")},
     "carol": {"01_one_step": (0, "after this check's 5 s for all its calls: look for a loop that never ends"),
@@ -144,6 +147,37 @@ def test_each_solution_cell_is_the_stub_with_the_reference_between_the_markers(c
             assert "import" not in region
         tests = "".join(_cells_by_grade_id(path)[exercise.checker]["source"])
         assert "print(textwrap.fill(verdict, 100))" in tests and "assert verdict.passed" in tests
+
+
+def test_a_check_cell_stops_no_run_all_and_fails_under_nbgrader(course, monkeypatch, capsys):
+    """The release's tests cell, run after its stub as a student's Run All runs it, raises nothing, so the chapter goes
+    on to the takeaways and the cards; under nbgrader (validate, autograde) the same cell fails its assert."""
+    folder, _ = course
+    for exercise in EXERCISES:
+        path = next((folder / "source").glob(f"{exercise.chapter}_*/*.ipynb"))
+        tests = "".join(_cells_by_grade_id(path)[exercise.checker]["source"])
+        namespace = {}
+        exec(exercise.stub(), namespace)  # a stub is answered "not attempted" at once: no process starts
+        monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
+        exec(tests, namespace)
+        assert "not attempted yet" in capsys.readouterr().out
+        for how in ("validate", "autograde"):
+            monkeypatch.setenv("NBGRADER_EXECUTION", how)
+            with pytest.raises(AssertionError, match=f"{exercise.name} has not passed yet"):
+                exec(tests, namespace)
+
+
+def test_the_config_puts_a_deleted_graded_cell_back_saying_so(course):
+    from nbgrader.preprocessors import OverwriteCells
+    from traitlets.config import Config
+
+    folder, _ = course
+    config = Config()
+    exec((folder / "nbgrader_config.py").read_text(), {"get_config": lambda: config})
+    overwrite = OverwriteCells(config=config)
+    assert overwrite.add_missing_cells
+    assert overwrite.missing_cell_notification.format(cell_id="check_x").startswith(
+        grading.RESTORED.format(cell_id="check_x") + "\n")
 
 
 def test_each_in_process_solution_cell_passes_its_checker_on_its_own(course):
@@ -239,10 +273,12 @@ def _nbgrader(course: Path, env: dict, *args: str, timings: dict) -> None:
     assert done.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
 
 
-def _hand_in(course: Path, student: str, assignment: str, answers: dict[str, str]) -> None:
-    """The released notebook with each named solution cell replaced, as a student would save it."""
+def _hand_in(course: Path, student: str, assignment: str, answers: dict[str, str], delete: str | None = None) -> None:
+    """The released notebook with each named solution cell replaced, as a student would save it; the cell whose
+    grade_id is ``delete`` taken out."""
     nb_name = f"{assignment}.ipynb"
     nb = json.loads((course / "release" / assignment / nb_name).read_text())
+    nb["cells"] = [c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") != delete]
     for cell in nb["cells"]:
         grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id")
         if grade_id in answers:
@@ -272,8 +308,9 @@ def pipeline(tmp_path_factory):
                               for e in for_chapter(chapter)}
     for student, answers in STUDENTS.items():
         for chapter, assignment in CHAPTERS.items():
-            if student == "alice":
-                _hand_in(course, student, assignment, reference[chapter])
+            if student == "alice":  # in chapter 04, with the graded check cell deleted
+                _hand_in(course, student, assignment, reference[chapter],
+                         delete="check_average_gradients" if chapter == "04" else None)
             elif answers[chapter] is not None:
                 _hand_in(course, student, assignment, {for_chapter(chapter)[0].name: answers[chapter]})
 

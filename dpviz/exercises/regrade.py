@@ -16,6 +16,10 @@ verdict as the tests cell's output: the function's prints and the verdict, then 
 when it did not pass. Whatever the kernel's run of that cell printed is replaced, so the grade and the
 feedback follow this verdict alone.
 
+A graded cell the student deleted, which nbgrader puts back (``OverwriteCells.add_missing_cells``, set by
+the config), starts with :data:`dpviz.grading.RESTORED`; its output then says so first, so the student reads
+in the feedback why the cell is there.
+
 Only the function's own definition is checked, with ``np`` and ``math`` in scope (and ``torch`` and
 ``dist`` on ranks), exactly as in the notebook: a helper defined elsewhere in the notebook is not there.
 Imports nbconvert and traitlets, which nbgrader brings; nothing else of nbgrader.
@@ -34,6 +38,7 @@ from traitlets import Bool
 import dpviz.exercises as checkers
 from dpviz.engine.verdict import FAILED, Submitted, Verdict
 from dpviz.exercises.catalogue import EXERCISES
+from dpviz.grading import RESTORED
 
 VERDICT_WIDTH = 100  # characters per line of a verdict in the graded cell's output (as dpviz.grading's tests cell)
 BY_CHECKER = {e.checker: e for e in EXERCISES}
@@ -55,6 +60,9 @@ class Regrade(Preprocessor):
             exercise = BY_CHECKER.get(meta.get("grade_id"))
             if cell.get("cell_type") == "code" and meta.get("grade") and exercise is not None:
                 verdict, printed = regrade(exercise.name, exercise.checker, solutions.get(exercise.name))
+                restored = RESTORED.format(cell_id=meta.get("grade_id"))
+                if "".join(cell.get("source", "")).startswith(f"# {restored}"):  # deleted, put back by nbgrader
+                    printed = restored + "\n" + printed
                 cell.outputs = outputs(exercise.name, verdict, printed)
         return nb, resources
 
