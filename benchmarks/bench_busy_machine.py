@@ -11,13 +11,14 @@ pass whatever those runs showed: the tests and nbval read the shipped records (D
 Beside both, ``--burners`` processes each spin on a core, as other students' kernels or another job would.
 
 Printed: each command's time, its exit status and its last lines, and the load average sampled every 10 s while
-it ran. The times are reported, not held to a target; the verdict is whether both commands passed.
+it ran; for ``./run``, also the lines its claims printed that say a timing lesson did not show on its runs. The times are reported, not held to a target; the verdict is whether both commands passed.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -60,16 +61,27 @@ class LoadSampler:
                 f"over {len(self.samples)} samples")
 
 
+# Words with which a claim says that a timing lesson did not show on the data it was given (and why).
+DID_NOT_SHOW = re.compile(r"does not show|did not shrink|less than 1/k|other work|were busy|short of the|too noisy|"
+                          r"shared \d+ cores?|took turns|machine was busy")
+
+
 def timed(command: list[str], cwd: Path, timeout: float) -> tuple[int, float, str]:
-    """Run ``command`` in ``cwd``: its exit status (124 on a timeout), its seconds and its output's last lines."""
+    """Run ``command`` in ``cwd``: its exit status (124 on a timeout), its seconds and its output."""
     start = time.perf_counter()
     try:
         done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout)
         rc, out = done.returncode, done.stdout + done.stderr
     except subprocess.TimeoutExpired as expired:
-        rc, out = 124, f"{expired.stdout or ''}{expired.stderr or ''}\n(stopped after {timeout:.0f} s)"
-        out = out if isinstance(out, str) else out.decode(errors="replace")
-    return rc, time.perf_counter() - start, "\n".join(out.strip().splitlines()[-6:])
+        out = (expired.stdout or b"") + (expired.stderr or b"")
+        rc, out = 124, (out if isinstance(out, str) else out.decode(errors="replace")) + f"\n(stopped after {timeout:.0f} s)"
+    return rc, time.perf_counter() - start, out
+
+
+def last_lines(out: str, n: int = 6) -> str:
+    """The output's last ``n`` lines, progress bars left out."""
+    lines = [line for line in out.replace("\r", "\n").splitlines() if line.strip() and "it/s]" not in line]
+    return "\n".join(lines[-n:])
 
 
 def main(argv=None) -> int:
@@ -93,10 +105,16 @@ def main(argv=None) -> int:
             time.sleep(5 if burners else 0)  # the burners' load shows in the load average before ./run starts
             for name, command in (("./run", ["./run"]), ("./run test -x", ["./run", "test", "-x", *args.test_args])):
                 with LoadSampler() as sampler:
-                    rc, seconds, tail = timed(command, clone, args.timeout)
+                    rc, seconds, out = timed(command, clone, args.timeout)
                 results.append((name, rc))
                 print(f"\n{name}: exit status {rc} in {seconds:.0f} s; {sampler.words()}")
-                print("  " + tail.replace("\n", "\n  "), flush=True)
+                if name == "./run":  # what its claims printed: which timing lessons these runs did not show
+                    said = [line.strip() for line in out.splitlines() if DID_NOT_SHOW.search(line)]
+                    print(f"  its claims said of {len(said)} line{'s' if len(said) != 1 else ''} that a timing lesson did "
+                          "not show on these runs" + (":" if said else ""))
+                    for line in said[:5]:
+                        print(f"    {line[:300]}")
+                print("  " + last_lines(out).replace("\n", "\n  "), flush=True)
                 if rc != 0:
                     break
     finally:
