@@ -191,6 +191,21 @@ def test_s01_says_compute_did_not_shrink_when_other_work_took_the_cores(busy_rec
     assert "does not show here" in title, title
 
 
+
+def test_accumulation_says_why_one_process_was_not_slower_than_two_ranks(busy_records):
+    from dpviz.topics.accumulation import claims as accumulation
+    from dpviz.topics.accumulation.records import figure_selection
+
+    how, records = busy_records
+    runs = records["accumulation"]
+    said, title = accumulation.timeline_sentences(runs)[0], accumulation.timelines_title(figure_selection(runs)["timelines"])
+    assert "at least the 1.5×" not in said, said
+    if how == "sync_waited":  # compute as recorded, the all-reduce slow: the shortfall, and what it cost
+        assert "short of the 1.5× the lesson asks for: the all-reduce" in said, said
+    else:  # the ranks computed more slowly than one process alone: other work took the cores
+        assert "other work used the cores" in said, said
+        assert title.endswith("no run here timed m ranks on free cores of their own"), title
+
 # --- every chapter that reads the figure records, Run All on the busiest records ---------------------------------
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
