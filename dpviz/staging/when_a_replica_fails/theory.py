@@ -21,6 +21,8 @@ import numpy as np
 
 from dpviz.engine.checks import check_real
 
+MAX_FAILURES = 1000  # a schedule with more failures than this is a run that never finishes
+
 
 def young_daly_interval(checkpoint_seconds: float, mtbf_seconds: float) -> float:
     """τ* = √(2 δ M): the seconds of work between checkpoints that lose the least time."""
@@ -70,6 +72,10 @@ def kill_schedule(steps: int, every: int, mtbf_steps: float, k: int, seed: int =
         at = position + int(arrival - executed)  # the step the failure lands in
         if at >= steps:
             return kills
+        if len(kills) == MAX_FAILURES:
+            raise ValueError(f"every must be small enough against mtbf_steps={mtbf:g} for the run to get through: "
+                             f"with a checkpoint every {every} steps, {MAX_FAILURES} failures struck before step "
+                             f"{steps}; got every={every}.")
         kills.append((int(rng.integers(k)), at))
         executed = arrival
         position = (at // every) * every  # back to the last checkpoint

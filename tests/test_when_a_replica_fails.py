@@ -1,0 +1,137 @@
+"""When a replica fails: a real SIGKILL in one gloo rank, restart from a checkpoint, carry on with fewer, DiLoCo.
+
+Every kill here is a real SIGKILL that a rank sends itself, and the launcher must name that rank. A restarted run
+must equal an unfailed one bit for bit (parameters, velocity and every loss); a newcomer must hold the survivors'
+bits; DiLoCo's outer step is recomputed in numpy. A checkpoint killed while it is written leaves the old one whole.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from dpviz.staging.when_a_replica_fails import theory
+from dpviz.staging.when_a_replica_fails.checkpoints import (leftovers, load_checkpoint, remove_leftovers,
+                                                            save_checkpoint)
+from dpviz.staging.when_a_replica_fails.run_diloco import DilocoConfig, outer_step_error, record_diloco
+from dpviz.staging.when_a_replica_fails.run_failure import (FailureConfig, record_carry_on, record_restarts,
+                                                            record_unfailed, record_young_daly)
+
+STEPS = 12
+
+
+@pytest.fixture(scope="module")
+def clean():
+    return record_unfailed(k=2, steps=STEPS)
+
+
+def test_a_restart_from_the_last_checkpoint_equals_the_unfailed_run_bit_for_bit(clean):
+    # rank 1 dies at step 6 (checkpoint at 4: 2 steps lost); the restart's rank 0 dies at step 5 (1 step lost)
+    run = record_restarts(k=2, steps=STEPS, checkpoint_every=4, kills=((1, 6), (0, 5)))
+    assert [(f.rank, f.named_rank, f.step, f.checkpoint_step, f.lost_steps) for f in run.failures] == \
+        [(1, 1, 6, 4, 2), (0, 0, 5, 4, 1)]
+    for f in run.failures:
+        assert 0 < f.notice_seconds < 30 and f.restart_seconds > 0 and f.lost_seconds > 0
+    assert np.array_equal(run.params, clean.params)
+    assert np.array_equal(run.velocity, clean.velocity)
+    assert np.array_equal(run.loss, clean.loss)
+    assert len(run.checkpoint_seconds) >= 2  # saves at 4 (twice: once per start that reached it) and 8
+
+
+def test_a_kill_before_the_first_checkpoint_restarts_from_theta0(clean):
+    run = record_restarts(k=2, steps=STEPS, checkpoint_every=8, kills=((1, 3),))
+    assert [(f.checkpoint_step, f.lost_steps) for f in run.failures] == [(0, 3)]
+    assert np.array_equal(run.params, clean.params)
+
+
+@pytest.mark.filterwarnings("ignore:k=3 ranks share")  # three ranks on two cores: slower, and no timing is checked
+def test_survivors_carry_on_and_a_newcomer_regrows_bit_identical():
+    k3 = record_unfailed(k=3, steps=STEPS)
+    run = record_carry_on(k=3, steps=STEPS, kill=(1, 4), regrow_at=8)
+    assert run.failures[0].named_rank == 1 and run.failures[0].lost_steps == 0
+    assert run.world_size.tolist() == [3] * 4 + [2] * 4 + [3] * 4
+    assert np.array_equal(run.loss[:4], k3.loss[:4])  # before the kill: the same run
+    assert not np.array_equal(run.loss[4:], k3.loss[4:])  # after: two shards a step, not three
+    assert np.all(np.isfinite(run.loss))
+    digests = {tuple(d) for d in run.joined_digests}
+    assert len(digests) == 1, f"the newcomer's θ or velocity differs from the survivors': {run.joined_digests}"
+
+
+def test_young_daly_interval_and_waste_by_hand():
+    assert theory.young_daly_interval(60.0, 4 * 3600.0) == pytest.approx(np.sqrt(2 * 60 * 14_400))  # 1,314.5 s
+    tau = np.linspace(10, 5000, 100_000)
+    waste = theory.waste_fraction(tau, 60.0, 14_400.0, restart_seconds=120.0)
+    assert tau[np.argmin(waste)] == pytest.approx(theory.young_daly_interval(60.0, 14_400.0), rel=1e-3)
+    at = theory.young_daly_interval(60.0, 14_400.0)
+    assert 60.0 / at == pytest.approx(at / 2 / 14_400.0)  # the two costs are equal at τ*
+    assert theory.lost_per_failure(100.0, 30.0) == 80.0
+    assert theory.expected_waste(16, 4, 0.5, 2.0, 1) == 3 * 2.0 + 4 * 0.5 / 2
+    with pytest.raises(ValueError, match="checkpoint_seconds"):
+        theory.young_daly_interval(0.0, 10.0)
+
+
+def test_kill_schedule_meets_the_same_arrivals_at_every_interval():
+    for every in (1, 4, 16):
+        kills = theory.kill_schedule(48, every, 12.0, 2, seed=3)
+        assert all(0 <= step < 48 and rank in (0, 1) for rank, step in kills)
+    assert theory.kill_schedule(48, 4, 12.0, 2, seed=3)[0] == theory.kill_schedule(48, 16, 12.0, 2, seed=3)[0]
+    assert 20 < len(theory.kill_schedule(4000, 10, 100.0, 2, seed=0)) < 80  # about 40 arrivals in 4,000 steps
+    with pytest.raises(ValueError, match="every must be small enough"):  # no checkpoint, failures 40× as often
+        theory.kill_schedule(4000, 4000, 100.0, 2, seed=0)
+
+
+def test_runs_at_several_intervals_measure_what_failures_cost():
+    check = record_young_daly(k=2, steps=16, every=(2, 8), mtbf_steps=6.0, failure_seed=1)
+    assert check.failures.tolist() == [len(theory.kill_schedule(16, e, 6.0, 2, seed=1)) for e in (2, 8)]
+    assert np.all(check.saves >= np.ceil(16 / check.every) - 1)
+    assert check.step_seconds > 0 and check.save_seconds > 0 and check.interval_steps() > 0
+    assert np.all(check.waste > 0)
+
+
+def test_diloco_outer_step_matches_numpy_and_sends_one_message_per_H_steps():
+    run = record_diloco(k=2, steps=16, H=4)
+    assert outer_step_error(run) < 1e-5
+    P = run.n_params
+    assert run.bytes_per_step == {"dp": 4 * P, "local": 4 * P / 4, "diloco": 4 * P / 4}
+    assert all(np.all(np.isfinite(run.full_loss[m])) for m in run.full_loss)
+    assert run.full_loss["diloco"][-1] < run.full_loss["diloco"][0]
+    # with η_out = 1 and μ = 0 the outer step is local SGD's average
+    plain = record_diloco(k=2, steps=8, H=4, outer_lr=1.0, outer_momentum=0.0)
+    assert np.abs(plain.after["local"] - plain.after["diloco"]).max() < 1e-6
+
+
+def test_a_checkpoint_killed_while_written_leaves_the_old_one_whole(tmp_path):
+    save_checkpoint(tmp_path, step=4, arrays={"params": np.arange(3, dtype=np.float32)})
+    code = ("import numpy as np, sys; from dpviz.staging.when_a_replica_fails.checkpoints import save_checkpoint; "
+            "save_checkpoint(sys.argv[1], step=8, arrays={'params': np.ones(60_000_000, np.float32)})")
+    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)])
+    try:
+        deadline = time.monotonic() + 60
+        while not any(p.stat().st_size > 0 for p in tmp_path.glob("checkpoint.npz.tmp-*")):
+            assert child.poll() is None, "the 240 MB save finished before it could be killed"
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.wait()
+    assert child.returncode == -signal.SIGKILL
+    ckpt = load_checkpoint(tmp_path)
+    assert ckpt["step"] == 4 and ckpt["params"].tolist() == [0.0, 1.0, 2.0]
+    assert leftovers(tmp_path) and remove_leftovers(tmp_path) and not leftovers(tmp_path)
+
+
+def test_bad_input_is_one_sentence_naming_the_argument():
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        FailureConfig(steps=8, checkpoint_every=9)
+    with pytest.raises(ValueError, match="a kill's rank"):
+        record_restarts(k=2, steps=8, kills=((2, 3),))
+    with pytest.raises(ValueError, match="regrow_at"):
+        record_carry_on(k=3, steps=8, kill=(1, 4), regrow_at=4)
+    with pytest.raises(ValueError, match="k must be at least 2"):
+        record_carry_on(k=1, steps=8)
+    with pytest.raises(ValueError, match="H"):
+        DilocoConfig(steps=8, H=0)
