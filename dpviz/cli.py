@@ -357,7 +357,8 @@ def _bench(args) -> None:
 
 def _add_figures(p) -> None:
     p.add_argument("--out", default="my_figures", help="folder for PNG, SVG, the manifest and records/ (default %(default)s; "
-                   "the chapters read my_figures/records instead of the shipped figures/records once it is there)")
+                   "a checkout's chapters then read its my_figures/records instead of the shipped records, and any "
+                   "install's chapters read the records folder that DPVIZ_RECORDS names)")
     p.add_argument("--quick", action="store_true", help="fewer bench points and repeats (for tests)")
     p.add_argument("--from-records", metavar="FOLDER", help="draw again from records saved by an earlier run; record nothing")
     p.set_defaults(func=_figures)
