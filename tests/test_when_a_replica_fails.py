@@ -19,7 +19,8 @@ from dpviz.staging.when_a_replica_fails.checkpoints import (leftovers, load_chec
                                                             save_checkpoint)
 from dpviz.staging.when_a_replica_fails.run_diloco import DilocoConfig, outer_step_error, record_diloco
 from dpviz.staging.when_a_replica_fails.run_failure import (FailureConfig, record_carry_on, record_restarts,
-                                                            record_unfailed, record_young_daly)
+                                                            record_torchrun_restart, record_unfailed,
+                                                            record_young_daly)
 
 STEPS = 12
 
@@ -40,6 +41,13 @@ def test_a_restart_from_the_last_checkpoint_equals_the_unfailed_run_bit_for_bit(
     assert np.array_equal(run.velocity, clean.velocity)
     assert np.array_equal(run.loss, clean.loss)
     assert len(run.checkpoint_seconds) >= 2  # saves at 4 (twice: once per start that reached it) and 8
+
+
+def test_torchruns_elastic_restart_resumes_from_the_checkpoint_bit_for_bit(clean):
+    run = record_torchrun_restart(k=2, steps=STEPS, checkpoint_every=4, kill=(1, 6))
+    assert [(f.rank, f.step, f.checkpoint_step, f.lost_steps) for f in run.failures] == [(1, 6, 4, 2)]
+    assert run.failures[0].restart_seconds > 0
+    assert np.array_equal(run.params, clean.params) and np.array_equal(run.loss, clean.loss)
 
 
 def test_a_kill_before_the_first_checkpoint_restarts_from_theta0(clean):

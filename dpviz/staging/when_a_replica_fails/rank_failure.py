@@ -171,12 +171,21 @@ def main(argv=None) -> None:
                       kill_step=spec["kill_step"] if restart == 0 else None, stop=config.steps,
                       shards=tuple(range(world_size)), lr=config.lr)
     torch.set_num_threads(1)
-    dist.init_process_group("gloo")
+    # The agent's store outlives a restart, and the keys the first attempt's gloo ranks published (their
+    # addresses) are still in it: a second init_process_group("gloo") read them and failed to connect to ranks
+    # that no longer listen (torch 2.13, "connectFullMesh failed ... Connection refused"). A prefix per attempt
+    # gives each attempt keys of its own.
+    agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size,
+                          is_master=rank == 0 and not agent_store)
+    dist.init_process_group("gloo", store=dist.PrefixStore(f"dpviz/attempt-{restart}", store), rank=rank,
+                            world_size=world_size)
     try:
         out = train(rank, world_size, config, attempt)
         if rank == 0:
             _save_state(os.path.join(folder, "result.npz"), out["start"], out["params"], out["velocity"], out["loss"])
-            _write_json(os.path.join(folder, f"attempt-{restart}.json"), {"start": out["start"], "restart": restart})
+            _write_json(os.path.join(folder, f"attempt-{restart}.json"), {"start": out["start"], "restart": restart,
+                                                                         "wall_start": out["wall_start"]})
     finally:
         dist.destroy_process_group()
 

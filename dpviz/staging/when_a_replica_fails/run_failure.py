@@ -323,3 +323,43 @@ def record_young_daly(config: FailureConfig | None = None, *, every=(1, 2, 4, 8)
         np.array([sum(f.lost_seconds for f in run.failures) for run in runs]),
         np.array([sum(f.notice_seconds + f.restart_seconds for f in run.failures) for run in runs]),
         float(np.median(seconds)), float(np.median(saves)) if len(saves) else float("nan"), runs)
+
+
+def record_torchrun_restart(config: FailureConfig | None = None, *, kill=(1, 6), timeout: float = 300.0,
+                            **overrides) -> Training:
+    """The same restart done by torchrun's elastic agent: ``python -m torch.distributed.run --standalone
+    --nproc-per-node k --max-restarts 1`` runs :mod:`dpviz.staging.when_a_replica_fails.rank_failure` as a script;
+    rank ``kill[0]`` SIGKILLs itself at step ``kill[1]`` in the first attempt, the agent sees it die, ends the
+    others and starts all k again; they resume from the last checkpoint. ``timeout`` (seconds) bounds the job.
+
+    torchrun starts its workers by spawning fresh interpreters, each importing torch (seconds each on a busy
+    machine), where dpviz's launcher forks them from a warm server: this is the slower, standard way."""
+    config = _config(config, overrides)
+    (victim, at), = _check_kills((kill,), config)
+    check_real("timeout", timeout, low=0, low_open=True)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="dpviz-torchrun-") as folder:
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump({"config": asdict(config), "kill_rank": victim, "kill_step": at}, f)
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={config.k}",
+                   "--max-restarts=1", "--monitor-interval=0.1", "-m",
+                   "dpviz.staging.when_a_replica_fails.rank_failure", folder]
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+        if done.returncode != 0:
+            raise RuntimeError(f"torchrun exited with code {done.returncode}:\n{done.stderr[-3000:]}")
+        with open(os.path.join(folder, "killed.json")) as f:
+            killed = json.load(f)
+        with open(os.path.join(folder, "attempt-1.json")) as f:
+            second = json.load(f)
+        with np.load(os.path.join(folder, "result.npz")) as z:
+            result = {name: z[name] for name in z.files}
+        saves = _saves(folder)
+        assert not leftovers(folder), f"a half-written checkpoint was left: {leftovers(folder)}"
+    # torchrun's agent names the rank in its log, not to us: the notice is not measured apart, and the restart's
+    # seconds run from the kill to the restarted ranks' first step
+    resumed = second["start"]
+    failure = Failure(victim, at, victim, float("nan"), resumed, at - resumed, killed["lost_seconds"],
+                      second["wall_start"] - killed["time"])
+    return Training(config, result["loss"], result["params"], result["velocity"], np.zeros(0), saves,
+                    time.perf_counter() - t0, [failure])

@@ -1,0 +1,19 @@
+"""When a replica fails: a killed rank, checkpoint and restart, the Young/Daly interval, carrying on with fewer
+ranks and regrowing, DiLoCo: the library code of the chapter ``when_a_replica_fails`` (staged here until it joins
+:mod:`dpviz.course`; then it moves to ``dpviz/topics/``).
+
+* ``checkpoints``: A checkpoint on disk, written all or nothing (a temporary file, flushed, renamed into place).
+* ``deck``: Self-check cards: what a dead rank does to the others, Young's interval, what a restart must restore,
+  a shrunk group's average, DiLoCo's bytes.
+* ``rank_diloco``: The rank side of ``run_diloco``: plain data parallelism, local SGD and DiLoCo from the same θ0 on
+  the same batches, in torch.
+* ``rank_failure``: The rank side of ``run_failure``: data-parallel SGD with momentum that checkpoints, is killed
+  (a real SIGKILL), resumes, shrinks and regrows, in torch; also a script for torchrun's elastic restart.
+* ``run_diloco``: Sync rarely: DiLoCo beside local SGD and plain data parallelism on real ranks, bytes per step, and
+  the numpy oracle of its outer step.
+* ``run_failure``: A real SIGKILL in one of k ranks; restart from the last checkpoint (dpviz's launcher, or
+  torchrun's ``--max-restarts``); carry on with k − 1 and regrow; runs at several checkpoint intervals meeting
+  failures at one rate (the Young/Daly check).
+* ``theory``: The Young/Daly interval √(2·δ·MTBF), the time a failure costs, and a Poisson schedule of failures
+  (numpy only).
+"""
