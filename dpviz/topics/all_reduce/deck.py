@@ -67,7 +67,8 @@ CARDS = (
         "Half true. The replicas match each other exactly: they start equal and apply the very same "
         "averaged gradient with the same η. A single device on the big batch adds the per-example "
         "gradients in another order, and since floating-point addition is not associative, its "
-        "parameters differ from the replicas' in the last bits.",
+        "parameters can differ from the replicas' in the last bits: in this chapter's run some steps' "
+        "gradients agree to the bit and others do not.",
         "true/false", HERE, f"{TOPIC}-tf-bit-identical",
     ),
     Card(

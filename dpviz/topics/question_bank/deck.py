@@ -78,8 +78,8 @@ _TRUE_FALSE = (
         "False in exact arithmetic: from the same start, applying the averaged gradient follows the "
         "big-batch path, which is the main point of synchronous SGD. In floating point, though, the "
         "sums run in another order, and floating-point addition is not associative, so the weights "
-        "differ in the last bits from the single device's (the replicas stay bit-identical to one "
-        "another).",
+        "can differ in the last bits from the single device's, and on some steps do not (the replicas "
+        "stay bit-identical to one another).",
         "true/false", HERE, f"{TOPIC}-tf-sync-sgd",
     ),
     Card(
