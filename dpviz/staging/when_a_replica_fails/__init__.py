@@ -3,7 +3,7 @@ ranks and regrowing, DiLoCo: the library code of the chapter ``when_a_replica_fa
 :mod:`dpviz.course`; then it moves to ``dpviz/topics/``).
 
 * ``checkpoints``: A checkpoint on disk, written all or nothing (a temporary file, flushed, renamed into place).
-* ``deck``: Self-check cards: what a dead rank does to the others, Young's interval, what a restart must restore,
+* ``deck.py.draft``: (``deck`` once the chapter is in the course) self-check cards: what a dead rank does to the others, Young's interval, what a restart must restore,
   a shrunk group's average, DiLoCo's bytes.
 * ``rank_diloco``: The rank side of ``run_diloco``: plain data parallelism, local SGD and DiLoCo from the same θ0 on
   the same batches, in torch.

@@ -26,6 +26,7 @@ import os
 import signal
 import sys
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -36,6 +37,7 @@ from dpviz.staging.when_a_replica_fails.checkpoints import load_checkpoint, save
 from dpviz.topics.ground_floor import rank_optim as optim
 from dpviz.topics.ground_floor.rank_models import build_model, flat_grad, set_flat_grad
 from dpviz.topics.ground_floor.rank_training import batch_indices, digest, load_data, mse
+from dpviz.topics.ground_floor.run_training import TrainConfig
 
 
 def _flat(tensors) -> torch.Tensor:
@@ -159,17 +161,19 @@ def failure_worker(rank: int, world_size: int, config, attempt) -> dict:
 
 def main(argv=None) -> None:
     """Under torchrun: ``<folder>`` holds config.json (the run) written by the front; rank 0 writes result.npz."""
-    from dpviz.staging.when_a_replica_fails.run_failure import FailureConfig, Attempt
-
     folder = (argv or sys.argv[1:])[0]
     with open(os.path.join(folder, "config.json")) as f:
-        spec = json.load(f)
-    config = FailureConfig(**spec["config"])
+        spec = json.load(f)  # a FailureConfig, checked by the front that wrote it
+    config = SimpleNamespace(**spec["config"])
+    config.train_config = lambda: TrainConfig(k=config.k, b=config.b, steps=config.steps, model="mlp",
+                                              width=config.width, depth=config.depth, d_in=config.d_in, lr=config.lr,
+                                              seed=config.seed, dataset_size=config.dataset_size)
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    attempt = Attempt(folder=folder, resume=True, kill_rank=spec["kill_rank"] if restart == 0 else None,
-                      kill_step=spec["kill_step"] if restart == 0 else None, stop=config.steps,
-                      shards=tuple(range(world_size)), lr=config.lr)
+    attempt = SimpleNamespace(folder=folder, resume=True, state=None, stop=config.steps, lr=config.lr,
+                              kill_rank=spec["kill_rank"] if restart == 0 else None,
+                              kill_step=spec["kill_step"] if restart == 0 else None,
+                              shards=tuple(range(world_size)), handoff=False, newcomers=0)
     torch.set_num_threads(1)
     # The agent's store outlives a restart, and the keys the first attempt's gloo ranks published (their
     # addresses) are still in it: a second init_process_group("gloo") read them and failed to connect to ranks
