@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from dpviz.staging.when_a_replica_fails import theory
+from dpviz.staging.when_a_replica_fails import claims, theory
 from dpviz.staging.when_a_replica_fails.checkpoints import (leftovers, load_checkpoint, remove_leftovers,
                                                             save_checkpoint)
 from dpviz.staging.when_a_replica_fails.run_diloco import DilocoConfig, outer_step_error, record_diloco
@@ -67,6 +67,11 @@ def test_survivors_carry_on_and_a_newcomer_regrows_bit_identical():
     assert np.all(np.isfinite(run.loss))
     digests = {tuple(d) for d in run.joined_digests}
     assert len(digests) == 1, f"the newcomer's θ or velocity differs from the survivors': {run.joined_digests}"
+    said = claims.carry_on_claims(run)
+    assert said.startswith("Rank 1 was SIGKILLed at step 4; 2 survivors carried on") and "steps 4 to 7" in said
+    run.joined_digests[2] = ["0" * 40, run.joined_digests[2][1]]
+    with pytest.raises(AssertionError, match="2 different states"):
+        claims.carry_on_claims(run)
 
 
 def test_young_daly_interval_and_waste_by_hand():
@@ -98,6 +103,7 @@ def test_runs_at_several_intervals_measure_what_failures_cost():
     assert np.all(check.saves >= np.ceil(16 / check.every) - 1)
     assert check.step_seconds > 0 and check.save_seconds > 0 and check.interval_steps() > 0
     assert np.all(check.waste > 0)
+    assert "Young's interval is τ*" in claims.young_daly_claims(check)
 
 
 def test_diloco_outer_step_matches_numpy_and_sends_one_message_per_H_steps():
@@ -143,3 +149,36 @@ def test_bad_input_is_one_sentence_naming_the_argument():
         record_carry_on(k=1, steps=8)
     with pytest.raises(ValueError, match="H"):
         DilocoConfig(steps=8, H=0)
+
+
+# --- claims: the sentence back from a real run, and the claim's words when one value is tampered with ----------
+
+
+def test_claims_say_what_the_runs_did_and_fail_on_a_tampered_value(clean):
+    run = record_restarts(k=2, steps=STEPS, checkpoint_every=4, kills=((1, 6),))
+    said = claims.restart_claims(run, clean)
+    assert said.startswith("Rank 1 was SIGKILLed at step 6, named by the launcher") and "bit for bit" in said
+    run.params = run.params.copy()
+    run.params[3] = np.nextafter(run.params[3], np.float32(np.inf))
+    with pytest.raises(AssertionError, match="params differ from the unfailed run's"):
+        claims.restart_claims(run, clean)
+    run.failures[0].named_rank = 0
+    with pytest.raises(AssertionError, match="the launcher named rank 0"):
+        claims.restart_claims(run, clean)
+
+    dil = record_diloco(k=2, steps=8, H=4)
+    assert "matches numpy's" in claims.diloco_claims(dil)
+    dil.after["diloco"] = dil.after["diloco"] + 1e-3
+    with pytest.raises(AssertionError, match="outer step differs from numpy's"):
+        claims.diloco_claims(dil)
+
+
+def test_young_daly_claim_never_raises_on_times():
+    from dpviz.staging.when_a_replica_fails.run_failure import YoungDalyCheck
+
+    config = FailureConfig(steps=48)
+    def check(waste):
+        return YoungDalyCheck(config, np.array([1, 4, 16]), 12.0, np.array([4, 4, 4]), np.array([47, 11, 2]),
+                              np.array(waste) / 2, np.array(waste) / 2, np.array([2.0, 2.0, 2.0]), 0.002, 0.002)
+    assert "lost least at C = 4, the interval nearest τ*" in claims.young_daly_claims(check([0.2, 0.05, 0.1]))
+    assert "not at C = 4" in claims.young_daly_claims(check([0.01, 0.05, 0.1]))  # a busy machine's result: said

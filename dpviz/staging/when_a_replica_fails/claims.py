@@ -1,0 +1,92 @@
+"""When a replica fails: what the chapter prints about its runs, asserted on them (numpy only).
+
+Correctness (the rank named is the rank killed, a restart equals the unfailed run bit for bit, a newcomer holds the
+survivors' bits, DiLoCo's outer step is what numpy computes) raises AssertionError naming the numbers. Time never
+raises: where a busy machine hides the Young/Daly lesson, the sentence says what the runs show.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpviz.staging.when_a_replica_fails import theory
+
+
+def _ms(seconds: float) -> str:
+    return f"{1e3 * seconds:.1f} ms"
+
+
+def restart_claims(run, clean) -> str:
+    """Each kill named by the launcher, and the restarted run equal to the unfailed one, bit for bit."""
+    if not run.failures:
+        raise AssertionError("the run met no failure, so there is no restart to check.")
+    for f in run.failures:
+        if f.named_rank != f.rank:
+            raise AssertionError(f"rank {f.rank} was killed at step {f.step}, but the launcher named rank {f.named_rank}.")
+    for name in ("params", "velocity", "loss"):
+        a, b = getattr(run, name), getattr(clean, name)
+        if a.shape != b.shape or not np.array_equal(a, b):
+            diff = np.flatnonzero(a != b) if a.shape == b.shape else [-1]
+            raise AssertionError(f"the restarted run's {name} differ from the unfailed run's "
+                                 f"({len(diff)} of {b.size} values, the first at index {diff[0]}).")
+    parts = []
+    for f in run.failures:
+        notice = "" if np.isnan(f.notice_seconds) else f", named by the launcher {_ms(f.notice_seconds)} later"
+        parts.append(f"rank {f.rank} was SIGKILLed at step {f.step}{notice}; the restart resumed from the checkpoint "
+                     f"of step {f.checkpoint_step} and did {f.lost_steps} steps again ({_ms(f.lost_seconds)} of work "
+                     f"lost), its first step {f.restart_seconds:.2f} s after the failure was known")
+    sentence = "; ".join(parts) + (f". Through the failures the run's {run.loss.size} losses, its parameters and its "
+                                   "velocity equal the unfailed run's bit for bit.")
+    return sentence[0].upper() + sentence[1:]
+
+
+def carry_on_claims(run) -> str:
+    """The group shrank and grew back, and the newcomer holds the survivors' θ and velocity bit for bit."""
+    digests = {tuple(d) for d in run.joined_digests}
+    if len(digests) != 1:
+        raise AssertionError(f"after the regrow the ranks hold {len(digests)} different states: {run.joined_digests}.")
+    sizes = run.world_size
+    k, fewer = int(sizes.max()), int(sizes.min())
+    shrunk = np.flatnonzero(sizes == fewer)
+    f = run.failures[0]
+    return (f"Rank {f.rank} was SIGKILLed at step {f.step}; {fewer} survivors carried on from the state they held "
+            f"(nothing redone), {_ms(f.notice_seconds)} to name the dead rank and {f.restart_seconds:.2f} s more to "
+            f"start the smaller group; they took steps {shrunk[0]} to {shrunk[-1]} on {fewer} of the {k} shards, then "
+            f"a newcomer joined with θ and the velocity bit-identical to the survivors'.")
+
+
+def young_daly_claims(check) -> str:
+    """τ* from this machine's measured save and step times, beside the interval whose runs lost least."""
+    tau = check.interval_steps()
+    best = int(check.every[np.argmin(check.waste)])
+    modeled = theory.expected_waste(check.config.steps, check.every, check.step_seconds, check.save_seconds,
+                                    check.failures, 0.0)
+    nearest = int(check.every[np.argmin(np.abs(np.log(check.every / tau)))])
+    where = (f"the runs lost least at C = {best}, the interval nearest τ*" if best == nearest else
+             f"the runs lost least at C = {best}, not at C = {nearest}, the interval nearest τ*: with saves of a few "
+             f"ms and failures a few steps apart, the differences are milliseconds, about what a busy machine's "
+             f"noise moves a save or a step")
+    restarts = float(np.mean(check.restart_seconds / np.maximum(check.failures, 1)))
+    return (f"Saves took δ = {_ms(check.save_seconds)} and steps {_ms(check.step_seconds)} here, with a failure "
+            f"every {check.mtbf_steps:g} steps of work: Young's interval is τ* = √(2·δ·MTBF) = {tau:.1f} steps. "
+            f"Measured, checkpoints and redone work cost {', '.join(_ms(w) for w in check.waste)} at C = "
+            f"{', '.join(str(int(e)) for e in check.every)} (modeled: {', '.join(_ms(w) for w in modeled)}); "
+            f"{where}. Each failure also cost {restarts:.2f} s to notice and restart, whatever C was.")
+
+
+def diloco_claims(run, *, tolerance: float = 1e-5) -> str:
+    """DiLoCo's outer step equals numpy's; its bytes per step are 1/H of plain data parallelism's."""
+    from dpviz.staging.when_a_replica_fails.run_diloco import outer_step_error
+
+    error = outer_step_error(run)
+    if not error <= tolerance:
+        raise AssertionError(f"DiLoCo's outer step differs from numpy's by {error:.2e} of |θ| (tolerance {tolerance:g}).")
+    sent = run.bytes_per_step
+    H, P = run.config.H, run.n_params
+    if sent["dp"] != 4 * P or sent["diloco"] != 4 * P * len(run.after["diloco"]) / run.config.steps:
+        raise AssertionError(f"bytes per step {sent} are not 4·P = {4 * P} for plain DP and 4·P per sync for DiLoCo.")
+    last = {m: float(run.full_loss[m][-1]) for m in run.full_loss}
+    return (f"DiLoCo's outer Nesterov step matches numpy's to {error:.1e} of |θ|. Per step each rank all-reduced "
+            f"{sent['dp']:,.0f} bytes in plain data parallelism and {sent['diloco']:,.1f} in local SGD and DiLoCo "
+            f"(H = {H}); after {run.config.steps} steps the whole data set's loss was {last['dp']:.4f} (plain), "
+            f"{last['local']:.4f} (local SGD) and {last['diloco']:.4f} (DiLoCo).")
