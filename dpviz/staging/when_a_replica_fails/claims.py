@@ -33,7 +33,7 @@ def restart_claims(run, clean) -> str:
     for f in run.failures:
         notice = "" if np.isnan(f.notice_seconds) else f", named by the launcher {_ms(f.notice_seconds)} later"
         parts.append(f"rank {f.rank} was SIGKILLed at step {f.step}{notice}; the restart resumed from the checkpoint "
-                     f"of step {f.checkpoint_step} and did {f.lost_steps} steps again ({_ms(f.lost_seconds)} of work "
+                     f"of step {f.checkpoint_step} and did {f.lost_steps} step{'' if f.lost_steps == 1 else 's'} again ({_ms(f.lost_seconds)} of work "
                      f"lost), its first step {f.restart_seconds:.2f} s after the failure was known")
     sentence = "; ".join(parts) + (f". Through the failures the run's {run.loss.size} losses, its parameters and its "
                                    "velocity equal the unfailed run's bit for bit.")

@@ -208,13 +208,24 @@ def record_restarts(config: FailureConfig | None = None, *, kills=((1, 10),), **
                     results[0]["step_seconds"], saves, time.perf_counter() - t0, failures)
 
 
+HANDOFF_TRIES = 3  # runs of the failing group, when the launcher ended a survivor before it handed its state over
+
+
+class HandoffLost(RuntimeError):
+    """A survivor was ended (the launcher reaps every rank 0.3 s after naming the dead one) before it saved."""
+
+
 def _survivors_state(folder: str, survivors: list) -> dict:
     """The state the survivors handed over, checked to be the same on every survivor."""
     states = []
     for rank in survivors:
         path = os.path.join(folder, f"survivor-{rank}.npz")
         if not os.path.exists(path):
-            raise RuntimeError(f"survivor rank {rank} was ended before it could hand over its state; run again.")
+            for other in survivors:  # the next try starts from a clean folder
+                if os.path.exists(os.path.join(folder, f"survivor-{other}.npz")):
+                    os.remove(os.path.join(folder, f"survivor-{other}.npz"))
+            raise HandoffLost(f"survivor rank {rank} was ended before it could hand over its state "
+                              f"({HANDOFF_TRIES} tries); run again on a less busy machine.")
         with np.load(path) as z:
             states.append({name: z[name] for name in z.files})
     for rank, state in zip(survivors[1:], states[1:]):
@@ -231,6 +242,10 @@ def record_carry_on(config: FailureConfig | None = None, *, kill=(1, 8), regrow_
     """Train k ranks; SIGKILL rank ``kill[0]`` at step ``kill[1]``; k − 1 survivors carry on from the state they hold
     (no checkpoint, nothing redone), the dead rank's shard of each batch dropped, until step ``regrow_at``, where a
     newcomer joins from a survivor's θ and velocity (broadcast) and k ranks finish the run.
+
+    The survivors hand their state over as their all-reduce fails; dpviz's launcher ends them soon after it names
+    the dead rank (torchft would keep them running and rebuild the group in place). On a machine so busy that a
+    survivor is ended before it saves, the failing run is started again, up to ``HANDOFF_TRIES`` times.
 
     ``lr_rule`` is the learning rate while the group is smaller: "linear" scales η by (k − 1)/k with the batch
     (:func:`dpviz.topics.bigger_batch` taught why), "same" keeps it."""
@@ -250,12 +265,18 @@ def record_carry_on(config: FailureConfig | None = None, *, kill=(1, 8), regrow_
     with tempfile.TemporaryDirectory(prefix="dpviz-carry-on-") as folder:
         whole = Attempt(folder=folder, kill_rank=victim, kill_step=at, stop=config.steps, shards=tuple(range(k)),
                         lr=config.lr, handoff=True)
-        try:
-            _launch(config, whole, k)
-            raise AssertionError(f"rank {victim} was to be killed at step {at}, and the run finished.")
-        except launcher.RankError as e:
-            killed = _failed(folder, e, time.time())
-        state = _survivors_state(folder, survivors)
+        for tries in range(1, HANDOFF_TRIES + 1):
+            try:
+                _launch(config, whole, k)
+                raise AssertionError(f"rank {victim} was to be killed at step {at}, and the run finished.")
+            except launcher.RankError as e:
+                killed = _failed(folder, e, time.time())
+            try:
+                state = _survivors_state(folder, survivors)
+                break
+            except HandoffLost:
+                if tries == HANDOFF_TRIES:
+                    raise
         fewer = Attempt(state=state, stop=regrow_at, shards=tuple(survivors), lr=smaller_lr)
         shrunk = _launch(config, fewer, k - 1)
         state = {name: shrunk[0][name] for name in ("params", "velocity", "loss")} | {"step": regrow_at}
