@@ -161,7 +161,15 @@ def failure_worker(rank: int, world_size: int, config, attempt) -> dict:
 
 def main(argv=None) -> None:
     """Under torchrun: ``<folder>`` holds config.json (the run) written by the front; rank 0 writes result.npz."""
-    folder = (argv or sys.argv[1:])[0]
+    if "RANK" not in os.environ or "MASTER_PORT" not in os.environ:
+        raise SystemExit("this script runs under torchrun, which sets RANK, WORLD_SIZE and MASTER_PORT: "
+                         "python -m torch.distributed.run --standalone --nproc-per-node 2 --max-restarts 1 -m "
+                         "dpviz.staging.when_a_replica_fails.rank_failure <folder>")
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1 or not os.path.isfile(os.path.join(args[0], "config.json")):
+        raise SystemExit(f"folder must be one folder holding config.json (written by record_torchrun_restart); "
+                         f"got {args!r}.")
+    folder = args[0]
     with open(os.path.join(folder, "config.json")) as f:
         spec = json.load(f)  # a FailureConfig, checked by the front that wrote it
     config = SimpleNamespace(**spec["config"])

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -366,9 +367,17 @@ def record_torchrun_restart(config: FailureConfig | None = None, *, kill=(1, 6),
                    "--max-restarts=1", "--monitor-interval=0.1", "-m",
                    "dpviz.staging.when_a_replica_fails.rank_failure", folder]
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
-        if done.returncode != 0:
-            raise RuntimeError(f"torchrun exited with code {done.returncode}:\n{done.stderr[-3000:]}")
+        # a session of its own, so that on a timeout torchrun and every worker it spawned end together
+        job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                               start_new_session=True)
+        try:
+            _, stderr = job.communicate(timeout=timeout)
+        except BaseException:
+            os.killpg(job.pid, signal.SIGKILL)
+            job.wait()
+            raise
+        if job.returncode != 0:
+            raise RuntimeError(f"torchrun exited with code {job.returncode}:\n{stderr[-3000:]}")
         with open(os.path.join(folder, "killed.json")) as f:
             killed = json.load(f)
         with open(os.path.join(folder, "attempt-1.json")) as f:
