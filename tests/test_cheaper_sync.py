@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -465,3 +466,16 @@ def test_chapter_14_titles_hold_on_the_committed_records_and_fail_when_tampered(
         titles.drift_title(local)
     with pytest.raises(AssertionError, match="buys more on a slower link"):
         titles.priced_title(dict(reversed(list(rows.items()))), k=8)
+
+
+@pytest.mark.parametrize("move", [{"r": 64}, {"H": 64}, {"g": 8}, {"link": "10 Gb Ethernet"}])
+def test_the_sliders_frame_is_a_full_draw_of_the_same_setting(move):
+    """Every move's blitted frame against full draws: the bars start on the left spine, which is redrawn over them."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from widget_checks import assert_blit_is_right
+
+    from dpviz.topics.cheaper_sync.widget import cheaper_sync_widget
+
+    sf = cheaper_sync_widget()
+    sf.set(**move)
+    assert_blit_is_right(sf, str(move))

@@ -64,7 +64,7 @@ class CheaperSyncFigure:
                  f"(M = {compression.PRICED_M / 1e9:.2f} GB), T_compute = {compression.PRICED_T_COMPUTE:g} s on one device",
                  ha="left", va="top", fontsize=fontsize + 1, color=INK, weight="bold")
         self.headline = fig.text(0.01, 0.9, "", ha="left", va="top", fontsize=fontsize, color=INK)
-        animate(*self.bars, *self.values, *self.names, self.headline)
+        animate(*self.bars, *self.values, *self.names, self.headline, ax.spines["left"])  # the spine over the bars
 
     def update(self, *, r: int, H: int, g: int, link: str) -> None:
         r = check_int("r", r, low=1, high=max(RANKS))
