@@ -110,7 +110,9 @@ def test_diloco_outer_step_matches_numpy_and_sends_one_message_per_H_steps():
     run = record_diloco(k=2, steps=16, H=4)
     assert outer_step_error(run) < 1e-5
     P = run.n_params
-    assert run.bytes_per_step == {"dp": 4 * P, "local": 4 * P / 4, "diloco": 4 * P / 4}
+    assert run.bytes_per_step == {"dp": 4 * P, "local": 4 * P / 4, "diloco": 4 * P / 4, "streaming": 4 * P / 4}
+    assert run.largest_message["streaming"] == 4 * ((P + 1) // 2)  # F = 2 fragments: half of θ, rounded
+    assert run.fragment.tolist() == [0, 1] * 4  # one fragment every H/F = 2 steps, in turn
     assert all(np.all(np.isfinite(run.full_loss[m])) for m in run.full_loss)
     assert run.full_loss["diloco"][-1] < run.full_loss["diloco"][0]
     # with η_out = 1 and μ = 0 the outer step is local SGD's average
@@ -149,6 +151,8 @@ def test_bad_input_is_one_sentence_naming_the_argument():
         record_carry_on(k=1, steps=8)
     with pytest.raises(ValueError, match="H"):
         DilocoConfig(steps=8, H=0)
+    with pytest.raises(ValueError, match="fragments must divide H=4"):
+        DilocoConfig(steps=8, H=4, fragments=3)
 
 
 # --- claims: the sentence back from a real run, and the claim's words when one value is tampered with ----------
@@ -167,9 +171,14 @@ def test_claims_say_what_the_runs_did_and_fail_on_a_tampered_value(clean):
         claims.restart_claims(run, clean)
 
     dil = record_diloco(k=2, steps=8, H=4)
-    assert "matches numpy's" in claims.diloco_claims(dil)
+    assert "match numpy's" in claims.diloco_claims(dil)
     dil.after["diloco"] = dil.after["diloco"] + 1e-3
     with pytest.raises(AssertionError, match="outer step differs from numpy's"):
+        claims.diloco_claims(dil)
+    dil.after["diloco"] = dil.after["diloco"] - 1e-3
+    dil.after["streaming"] = dil.after["streaming"].copy()
+    dil.after["streaming"][0, -1] += 1.0  # the first sync (fragment 0) touched the last parameter, in fragment 1
+    with pytest.raises(AssertionError, match="outer step differs from numpy's by inf"):
         claims.diloco_claims(dil)
 
 

@@ -75,7 +75,8 @@ def young_daly_claims(check) -> str:
 
 
 def diloco_claims(run, *, tolerance: float = 1e-5) -> str:
-    """DiLoCo's outer step equals numpy's; its bytes per step are 1/H of plain data parallelism's."""
+    """DiLoCo's outer step (and streaming DiLoCo's) equals numpy's; its bytes per step are 1/H of plain data
+    parallelism's."""
     from dpviz.staging.when_a_replica_fails.run_diloco import outer_step_error
 
     error = outer_step_error(run)
@@ -86,7 +87,11 @@ def diloco_claims(run, *, tolerance: float = 1e-5) -> str:
     if sent["dp"] != 4 * P or sent["diloco"] != 4 * P * len(run.after["diloco"]) / run.config.steps:
         raise AssertionError(f"bytes per step {sent} are not 4·P = {4 * P} for plain DP and 4·P per sync for DiLoCo.")
     last = {m: float(run.full_loss[m][-1]) for m in run.full_loss}
-    return (f"DiLoCo's outer Nesterov step matches numpy's to {error:.1e} of |θ|. Per step each rank all-reduced "
-            f"{sent['dp']:,.0f} bytes in plain data parallelism and {sent['diloco']:,.1f} in local SGD and DiLoCo "
-            f"(H = {H}); after {run.config.steps} steps the whole data set's loss was {last['dp']:.4f} (plain), "
-            f"{last['local']:.4f} (local SGD) and {last['diloco']:.4f} (DiLoCo).")
+    F, biggest = run.config.fragments, run.largest_message
+    return (f"DiLoCo's outer Nesterov step, and streaming DiLoCo's fragment by fragment, match numpy's to "
+            f"{error:.1e} of |θ|. Per step each rank all-reduced {sent['dp']:,.0f} bytes in plain data parallelism "
+            f"and {sent['diloco']:,.1f} in local SGD and DiLoCo (H = {H}); streaming DiLoCo sent "
+            f"{sent['streaming']:,.1f}, in messages of at most {biggest['streaming']:,} bytes instead of "
+            f"{biggest['diloco']:,} (F = {F}). After {run.config.steps} steps the whole data set's loss was "
+            f"{last['dp']:.4f} (plain), {last['local']:.4f} (local SGD), {last['diloco']:.4f} (DiLoCo) and "
+            f"{last['streaming']:.4f} (streaming, rank 0's θ).")

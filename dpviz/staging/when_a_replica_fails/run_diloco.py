@@ -2,11 +2,12 @@
 
     from dpviz.staging.when_a_replica_fails.run_diloco import record_diloco
     run = record_diloco(k=2, steps=48, H=8)
-    run.bytes_per_step        # {"dp": 4P, "local": 4P/H, "diloco": 4P/H}: the message each sync all-reduces
+    run.bytes_per_step        # {"dp": 4P, "local": 4P/H, "diloco": 4P/H, "streaming": 4P/H}: counted in the ranks
+    run.largest_message       # streaming DiLoCo's is 1/F of the others'
     run.full_loss["diloco"]   # the whole data set's loss at each synced θ
 
-The three trainings start from the same θ0 and take the same batches. The oracle is a numpy recomputation
-(:func:`outer_step_error`): from the parameters every rank held before each sync, it recomputes the average and
+Plain DP, local SGD, DiLoCo and streaming DiLoCo (one fragment of θ at a time) start from the same θ0 and take
+the same batches. The oracle is a numpy recomputation (:func:`outer_step_error`): from the parameters every rank held before each sync, it recomputes the average and
 DiLoCo's outer Nesterov step, and compares with what the ranks set. (torchft's DiLoCo, the issue's other oracle,
 needs its Manager and a Lighthouse server; it is not wired here.)
 
@@ -23,7 +24,7 @@ from dpviz.engine import launch as launcher
 from dpviz.engine.checks import check_int, check_lr, check_real, check_timeout
 from dpviz.topics.ground_floor.run_training import TrainConfig
 
-MODES = ("dp", "local", "diloco")
+MODES = ("dp", "local", "diloco", "streaming")
 
 
 def diloco_worker(rank: int, world_size: int, config) -> dict:
@@ -45,6 +46,7 @@ class DilocoConfig:
     lr: float = 0.05            # inner learning rate η
     outer_lr: float = 0.7       # η_out, DiLoCo's outer learning rate
     outer_momentum: float = 0.9  # μ, its Nesterov momentum
+    fragments: int = 2          # F: streaming DiLoCo syncs one of F fragments of θ every H/F steps
     seed: int = 0               # seeds the data, the model and every batch draw
     dataset_size: int = 512     # examples in the data set
     stall_timeout: float = 60.0  # seconds a rank may go without progress
@@ -56,6 +58,10 @@ class DilocoConfig:
         check_lr("lr", self.lr)
         self.outer_lr = check_real("outer_lr", self.outer_lr, low=0, high=10, low_open=True)
         self.outer_momentum = check_real("outer_momentum", self.outer_momentum, low=0, high=0.999)
+        self.fragments = check_int("fragments", self.fragments, low=1, high=self.H)
+        if self.H % self.fragments:
+            raise ValueError(f"fragments must divide H={self.H}, so that one fragment syncs every H/F steps; "
+                             f"got fragments={self.fragments}.")
         check_timeout("stall_timeout", self.stall_timeout)
         self.train_config()
 
@@ -73,27 +79,35 @@ class DilocoRun:
     after: dict           # mode -> (syncs, P) the θ every rank holds after each sync
     theta0: np.ndarray    # (P,)
     n_params: int
+    sent: dict            # mode -> bytes each rank all-reduced in the whole run, counted in the ranks
+    fragment: np.ndarray  # (syncs,) streaming: the fragment each sync sent
+    edges: np.ndarray     # (F + 1,) streaming: fragment f is θ[edges[f]:edges[f + 1]]
 
     @property
     def bytes_per_step(self) -> dict:
-        """Bytes of the message each rank all-reduces, per inner step, averaged over the run."""
-        M = 4 * self.n_params
-        syncs = {mode: (self.config.steps if mode == "dp" else len(self.after[mode])) for mode in MODES}
-        return {mode: M * syncs[mode] / self.config.steps for mode in MODES}
+        """Bytes each rank all-reduced per inner step, averaged over the run."""
+        return {mode: self.sent[mode] / self.config.steps for mode in MODES}
+
+    @property
+    def largest_message(self) -> dict:
+        """The bytes of the largest single all-reduce of each mode."""
+        P = self.n_params
+        return {"dp": 4 * P, "local": 4 * P, "diloco": 4 * P, "streaming": 4 * int(np.diff(self.edges).max())}
 
 
 def record_diloco(config: DilocoConfig | None = None, **overrides) -> DilocoRun:
     """Launch k ranks that train plain DP, local SGD and DiLoCo at H; return what each did."""
     config = DilocoConfig(**{**(asdict(config) if config else {}), **overrides})
     results = launcher.launch(diloco_worker, config.k, args=(config,), backend="gloo", threads=1,
-                              stall_timeout=config.stall_timeout, total_steps=3 * config.steps)
+                              stall_timeout=config.stall_timeout, total_steps=len(MODES) * config.steps)
     return DilocoRun(
         config,
         {m: np.mean([r[m]["loss"] for r in results], axis=0) for m in MODES},
         {m: results[0][m]["full_loss"] for m in MODES},
         {m: np.stack([r[m]["before"] for r in results], axis=1) for m in MODES if m != "dp"},
         {m: results[0][m]["after"] for m in MODES if m != "dp"},
-        results[0]["theta0"], int(results[0]["theta0"].size))
+        results[0]["theta0"], int(results[0]["theta0"].size), {m: results[0][m]["sent"] for m in MODES},
+        results[0]["streaming"]["fragment"], results[0]["streaming"]["edges"])
 
 
 def outer_step_error(run: DilocoRun) -> float:
@@ -113,4 +127,15 @@ def outer_step_error(run: DilocoRun) -> float:
                 theta = theta - cfg.outer_lr * (delta + cfg.outer_momentum * v)
             worst = max(worst, float(np.abs(after - theta).max() / np.abs(theta).max()))
             theta = after.astype(np.float64)  # go on from what the ranks held, so errors do not compound
+    # streaming: fragment by fragment, each with its own outer θ slice and velocity
+    outer, velocities = run.theta0.astype(np.float64), {}
+    for f, before, after in zip(run.fragment, run.before["streaming"], run.after["streaming"]):
+        lo, hi = run.edges[f], run.edges[f + 1]
+        delta = outer[lo:hi] - before[:, lo:hi].astype(np.float64).mean(axis=0)
+        v = velocities[f] = delta if f not in velocities else cfg.outer_momentum * velocities[f] + delta
+        expected = outer[lo:hi] - cfg.outer_lr * (delta + cfg.outer_momentum * v)
+        worst = max(worst, float(np.abs(after[lo:hi] - expected).max() / np.abs(expected).max()))
+        if not np.array_equal(after[:lo], before[0, :lo]) or not np.array_equal(after[hi:], before[0, hi:]):
+            return float("inf")  # a sync changed what lies outside its fragment
+        outer[lo:hi] = after[lo:hi]
     return worst
