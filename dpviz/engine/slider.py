@@ -387,6 +387,18 @@ def find(ax, gid: str):
     return found[0]
 
 
+def log_slider(description: str, value: float, exponents: tuple) -> widgets.FloatLogSlider:
+    """A slider over 10**exponents[0] .. 10**exponents[1] in twentieths of a decade, set on release."""
+    return widgets.FloatLogSlider(value=value, base=10, min=exponents[0], max=exponents[1], step=0.05,
+                                  description=description, readout_format=".3g", continuous_update=False,
+                                  style={"description_width": "initial"})
+
+
+def clip_to_range(value: float, exponents: tuple) -> float:
+    """``value`` kept inside a log slider's range (a fitted β can be infinite, a fitted α zero)."""
+    return float(np.clip(value, 10.0 ** exponents[0], 10.0 ** exponents[1]))
+
+
 def animate(*artists) -> None:
     """Mark ``artists`` as the ones an update changes: redrawn on every move over the cached background."""
     for artist in artists:

@@ -31,7 +31,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, LogLocator, NullLocator
 
 from dpviz.engine.checks import check_choice
-from dpviz.engine.slider import SliderFigure, animate, rate_readout, seconds_readout
+from dpviz.engine.slider import SliderFigure, animate, clip_to_range, log_slider, rate_readout, seconds_readout
 from dpviz.engine.style import (BAND_GREY, GREY, GRID_LINE, INK, MEASURED_NOTE, MODELED_NOTE, RED, SLATE, open_frame)
 from dpviz.topics.ground_floor import costmodel
 from dpviz.topics.measuring.hand_fit import FittedPoints, fitted_points
@@ -196,7 +196,7 @@ class AlphaBetaFigure:
     def pair_of(self, key) -> tuple[float, float]:
         """The fitted (α, β) of (sweep, formula), inside the sliders' reach."""
         fit = self.fits[key]
-        return _clip(fit.alpha, self.alpha_range), _clip(fit.beta, self.beta_range)
+        return clip_to_range(fit.alpha, self.alpha_range), clip_to_range(fit.beta, self.beta_range)
 
     def at_fit(self, values: dict) -> bool:
         alpha, beta = self.pair_of((values["times"], values["formula"]))
@@ -306,8 +306,8 @@ def alpha_beta_widget(bench, fresh=None, *, formula: str = "ring") -> SliderFigu
         "times": widgets.ToggleButtons(options=list(sweeps), value=times, description="times"),
         "formula": widgets.ToggleButtons(options=list(FORMULAS), value=formula, description="formula"),
         "pair": widgets.ToggleButtons(options=[("the fit", FIT), ("by hand", HAND)], value=FIT, description="α, β"),
-        "alpha": _log_slider("α latency", alpha, figure.alpha_range),
-        "beta": _log_slider("β bandwidth", beta, figure.beta_range),
+        "alpha": log_slider("α latency", alpha, figure.alpha_range),
+        "beta": log_slider("β bandwidth", beta, figure.beta_range),
     }
     hand = {}  # the pair last set by hand, for the toggle to come back to
     going_to = []  # the pair a reset is moving the sliders to, until both are there
@@ -340,16 +340,6 @@ def _ranges(fits) -> tuple[tuple[int, int], tuple[int, int]]:
     betas = [f.beta for f in fits if np.isfinite(f.beta)] or [1e9]
     return ((int(np.floor(np.log10(min(alphas)))) - DECADES, int(np.ceil(np.log10(max(alphas)))) + DECADES),
             (int(np.floor(np.log10(min(betas)))) - DECADES, int(np.ceil(np.log10(max(betas)))) + DECADES))
-
-
-def _log_slider(description: str, value: float, exponents: tuple) -> widgets.FloatLogSlider:
-    return widgets.FloatLogSlider(value=value, base=10, min=exponents[0], max=exponents[1], step=0.05,
-                                  description=description, readout_format=".3g", continuous_update=False,
-                                  style={"description_width": "initial"})
-
-
-def _clip(value: float, exponents: tuple) -> float:
-    return float(np.clip(value, 10.0 ** exponents[0], 10.0 ** exponents[1]))
 
 
 def _close(a: float, b: float) -> bool:

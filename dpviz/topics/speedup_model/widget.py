@@ -41,7 +41,10 @@ from dpviz.topics.speedup_model.records import BenchRecord
 from dpviz.topics.ground_floor.records import Run
 from dpviz.topics.ground_floor import costmodel, timing
 from dpviz.topics.ground_floor.links import PRESETS, SPEED_ORDER, Link
-from dpviz.engine.slider import SliderFigure, TimeTicks, animate, bytes_readout, find, rate_readout, seconds_readout
+from dpviz.engine.slider import (
+    SliderFigure, TimeTicks, animate, bytes_readout, clip_to_range, find, log_slider, rate_readout,
+    seconds_readout,
+)
 
 MACHINE = "this machine, fitted"
 YOURS = "your α, β"
@@ -165,7 +168,7 @@ class CostsFigure:
     def on_preset(self, *, alpha: float, beta: float, formula: str, preset: str) -> bool:
         """True while α and β still hold the chosen preset's numbers (as far as the sliders reach)."""
         link = self.link_for(preset, formula)
-        return _close(alpha, _clip(link.alpha, ALPHA_RANGE)) and _close(beta, _clip(link.beta, BETA_RANGE))
+        return _close(alpha, clip_to_range(link.alpha, ALPHA_RANGE)) and _close(beta, clip_to_range(link.beta, BETA_RANGE))
 
     def update(self, *, k: int, alpha: float, beta: float, M: float, t_compute: float, formula: str,
                preset: str) -> None:
@@ -344,11 +347,11 @@ def costs_widget(
     start = figure.link_for(preset, formula)
     controls = {  # three rows: the workload, the link, the formula
         "k": widgets.IntSlider(value=k, min=1, max=k_max, description="k", continuous_update=False),
-        "t_compute": _log_slider("T_compute", t_compute, T_COMPUTE_RANGE),
-        "M": _log_slider("M gradient", M, M_RANGE),
+        "t_compute": log_slider("T_compute", t_compute, T_COMPUTE_RANGE),
+        "M": log_slider("M gradient", M, M_RANGE),
         "preset": widgets.Dropdown(options=figure.presets, value=preset, description="link"),
-        "alpha": _log_slider("α latency", _clip(start.alpha, ALPHA_RANGE), ALPHA_RANGE),
-        "beta": _log_slider("β bandwidth", _clip(start.beta, BETA_RANGE), BETA_RANGE),
+        "alpha": log_slider("α latency", clip_to_range(start.alpha, ALPHA_RANGE), ALPHA_RANGE),
+        "beta": log_slider("β bandwidth", clip_to_range(start.beta, BETA_RANGE), BETA_RANGE),
         "formula": widgets.Dropdown(options=list(costmodel.FORMULAS), value=formula, description="formula"),
     }
 
@@ -356,7 +359,7 @@ def costs_widget(
         """The preset menu (and the formula, for the fitted preset) moves α and β to that link's numbers."""
         if name == "preset" or (name == "formula" and values["preset"] == MACHINE):
             link = figure.link_for(values["preset"], values["formula"])
-            return {"alpha": _clip(link.alpha, ALPHA_RANGE), "beta": _clip(link.beta, BETA_RANGE)}
+            return {"alpha": clip_to_range(link.alpha, ALPHA_RANGE), "beta": clip_to_range(link.beta, BETA_RANGE)}
         return {}
 
     # The sliders hold SI values (s, B/s, B), which update() takes; their readouts are in the units people read.
@@ -410,14 +413,3 @@ def _ratio(t_compute: float, t_comm: float) -> str:
 
 def _machine_words(meta: dict) -> str:
     return f"{meta.get('host', '?')}, {meta.get('cores', '?')} cores, {meta.get('backend', '?')}"
-
-
-def _log_slider(description: str, value: float, exponents: tuple) -> widgets.FloatLogSlider:
-    return widgets.FloatLogSlider(value=value, base=10, min=exponents[0], max=exponents[1], step=0.05,
-                                  description=description, readout_format=".3g", continuous_update=False,
-                                  style={"description_width": "initial"})
-
-
-def _clip(value: float, exponents: tuple) -> float:
-    """A value kept inside a log slider's range (a fitted β can be infinite, a fitted α zero)."""
-    return float(np.clip(value, 10.0 ** exponents[0], 10.0 ** exponents[1]))
