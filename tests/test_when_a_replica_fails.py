@@ -145,6 +145,8 @@ def test_bad_input_is_one_sentence_naming_the_argument():
         FailureConfig(steps=8, checkpoint_every=9)
     with pytest.raises(ValueError, match="a kill's rank"):
         record_restarts(k=2, steps=8, kills=((2, 3),))
+    with pytest.raises(ValueError, match="the next kill's step must be from 4 to 7; got 3"):
+        record_restarts(k=2, steps=8, checkpoint_every=4, kills=((1, 5), (0, 3)))
     with pytest.raises(ValueError, match="regrow_at"):
         record_carry_on(k=3, steps=8, kill=(1, 4), regrow_at=4)
     with pytest.raises(ValueError, match="k must be at least 2"):

@@ -181,6 +181,12 @@ def record_restarts(config: FailureConfig | None = None, *, kills=((1, 10),), **
     that saved it, the rest from the last attempt. Each kill's cost is measured (:class:`Failure`)."""
     config = _config(config, overrides)
     kills = _check_kills(kills, config)
+    for (_, before), (_, after) in zip(kills, kills[1:]):
+        resumed = (before // config.checkpoint_every) * config.checkpoint_every
+        if after < resumed:
+            raise ValueError(f"kills must come in the order the run meets them: after a kill at step {before} the "
+                             f"run resumes at step {resumed}, so the next kill's step must be from {resumed} to "
+                             f"{config.steps - 1}; got {after}.")
     failures, killed_runs = [], []
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="dpviz-ckpt-") as folder:
