@@ -51,6 +51,7 @@ and the errors, are importable from here too.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -99,7 +100,21 @@ __all__ = [
     "BACKENDS", "STALL_TIMEOUT", "START_TIMEOUT", "START_METHODS", "FORK_SERVER_PRELOAD", "FORK_SERVER_IDLE",
     "WATCH_INTERVAL", "RankError", "RankTimeout", "launch", "report_progress", "resolve_backend", "threads_per_rank",
     "cpu_count", "gpu_count", "warm_up", "start_fork_server", "fork_server_pid", "stop_fork_server", "is_helper_process",
+    "SharingCores", "sharing_cores_said_elsewhere",
 ]
+
+
+class SharingCores(UserWarning):
+    """Warned when a gloo run has more ranks than cores: its times include the ranks' turns on the CPU."""
+
+
+@contextlib.contextmanager
+def sharing_cores_said_elsewhere():
+    """Silence :class:`SharingCores` inside the block: for runs that are not timed, or whose records and figures say
+    how many cores there were (every record keeps ``cores``)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SharingCores)
+        yield
 
 
 def cpu_count() -> int:
@@ -234,7 +249,7 @@ def launch(
     if backend == "gloo" and k > cores:
         warnings.warn(
             f"k={k} ranks share {cores} cores: ranks take turns on the CPU, so measured times include that oversubscription.",
-            stacklevel=2,
+            SharingCores, stacklevel=2,
         )
     try:
         payload = pickle.dumps((worker, args), protocol=pickle.HIGHEST_PROTOCOL)

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import ast
 import pickle
-import warnings
 
 import numpy as np
 
@@ -104,13 +103,12 @@ def check_many(candidates, *, k: int = K, stall_timeout: float = STALL_TIMEOUT) 
 
     import dpviz.exercises.rank_exercises as ranks  # torch: only now that ranks will run
     from dpviz.engine.supervise import RankError, RankTimeout
-    from dpviz.engine.launch import launch
+    from dpviz.engine.launch import launch, sharing_cores_said_elsewhere
 
     call_limit = min(CALL_LIMIT, stall_timeout * 2 / 3)  # a loop is stopped and named before the launch stalls
     reference = _reference(k)
     try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r"k=\d+ ranks share")  # nothing here is timed
+        with sharing_cores_said_elsewhere():  # nothing here is timed
             results = launch(ranks.exercise_worker, k, args=(tasks, call_limit), backend="gloo", threads=1,
                              stall_timeout=stall_timeout)
     except RankTimeout as e:
@@ -151,10 +149,9 @@ def _reference(k: int) -> list:
     """Each rank's real answers for k ranks, from a launch that runs no reader's code (kept after the first)."""
     if k not in _REFERENCES:
         import dpviz.exercises.rank_exercises as ranks
-        from dpviz.engine.launch import launch
+        from dpviz.engine.launch import launch, sharing_cores_said_elsewhere
 
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r"k=\d+ ranks share")
+        with sharing_cores_said_elsewhere():
             _REFERENCES[k] = launch(ranks.reference_worker, k, backend="gloo", threads=1)
     return _REFERENCES[k]
 

@@ -28,7 +28,6 @@ saves for the backward pass are added up, each storage once and the parameters l
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -155,9 +154,8 @@ def record_accumulation(configs, *, progress: bool = False) -> list[Accumulation
     runs = {}
     for world, plan in plans.items():
         backend = launcher.resolve_backend("gloo", world)
-        with warnings.catch_warnings():
-            # more ranks than cores: the runs that use them say so (AccumulationRun.oversubscribed)
-            warnings.filterwarnings("ignore", message=r"k=\d+ ranks share")
+        # more ranks than cores: the runs that use them say so (AccumulationRun.oversubscribed)
+        with launcher.sharing_cores_said_elsewhere():
             results = launcher.launch(
                 accumulation_worker, world, args=(plan,), backend=backend, threads=THREADS,
                 total_steps=sum(c.steps for c in plan), progress=progress,

@@ -25,7 +25,6 @@ step t. Along the way each run records
 from __future__ import annotations
 
 import math
-import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -169,8 +168,7 @@ def record_lr_grid(config: LrGridConfig | None = None, *, progress: bool = False
                 twins[position] = histories[partner][::k][: steps + 1]
             if config.model == "line" or (k == 1 and warmup == 0 and multiplier in partners):
                 keep.add(position)
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r"k=\d+ ranks share")  # nothing here is timed
+        with launcher.sharing_cores_said_elsewhere():  # nothing here is timed
             results[k] = launcher.launch(
                 lr_worker, k, args=(config, runs, twins, keep, DIVERGE_FACTOR), backend=launcher.resolve_backend(config.backend, k),
                 threads=config.threads, stall_timeout=config.stall_timeout, total_steps=steps * len(runs),
@@ -248,8 +246,7 @@ def record_bigger_batch_plan(*, quick: bool = False, progress: bool = True) -> d
     its k = 1 launch keeps one core busy, so two grids together fill two.
     """
     settings = FIGURE_PLAN.settings_for(quick=quick)
-    with warnings.catch_warnings():  # the grids' own catch_warnings, entered from two threads, restore out of order
-        warnings.filterwarnings("ignore", message=r"k=\d+ ranks share")
+    with launcher.sharing_cores_said_elsewhere():  # the grids' own catch_warnings, entered from two threads, restore out of order
         with ThreadPoolExecutor(max_workers=len(settings)) as pool:
             grids = {stem: pool.submit(record_lr_grid, progress=False, **values) for stem, values in settings.items()}
             return {stem: grid.result() for stem, grid in grids.items()}

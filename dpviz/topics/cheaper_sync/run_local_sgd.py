@@ -25,7 +25,6 @@ This module is the torch-free front; the ranks run :mod:`dpviz.topics.cheaper_sy
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -125,9 +124,8 @@ def record_cheaper_sync_plan(*, quick: bool = False, progress: bool = False) -> 
     ``quick`` shortens it.
     """
     settings = FIGURE_PLAN.settings_for(quick=quick)
-    with warnings.catch_warnings():
-        # k = 4 ranks on fewer cores only slow the two-level run down; its claims and figure say so
-        warnings.filterwarnings("ignore", message=r"k=\d+ ranks share")
+    # k = 4 ranks on fewer cores only slow the two-level run down; its claims and figure say so
+    with launcher.sharing_cores_said_elsewhere():
         return {
             "cheaper_sync_compression": record_compression(progress=progress, **settings["cheaper_sync_compression"]),
             "cheaper_sync_local_sgd": record_local_sgd(progress=progress, **settings["cheaper_sync_local_sgd"]),

@@ -8,10 +8,10 @@ What is recorded, and the loaders, live in :mod:`dpviz.topics.one_group_per_devi
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 from dpviz import course
+from dpviz.engine.launch import sharing_cores_said_elsewhere
 from dpviz.engine.fronts import record_shipped
 from dpviz.engine.paths import SHIPPED_DIR
 from dpviz.topics.one_group_per_device.shipped import planned
@@ -27,9 +27,8 @@ def regenerate(out_dir=SHIPPED_DIR, *, progress: bool = True) -> list[Path]:
     with tqdm(planned(), desc="shipped runs", disable=not progress) as bar:
         for name, settings in bar:
             bar.set_postfix_str(name)
-            with warnings.catch_warnings():
-                # k above the core count only slows the run down here; these runs are not timed.
-                warnings.filterwarnings("ignore", message=r"k=\d+ ranks share")
+            # k above the core count only slows the run down here; these runs are not timed.
+            with sharing_cores_said_elsewhere():
                 run = record_run(**settings)
             if run.meta["all_reduce"]:
                 run.check()

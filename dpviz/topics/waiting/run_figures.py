@@ -17,7 +17,6 @@ What is recorded:
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 from dpviz import course
@@ -75,9 +74,8 @@ def record_waiting_plan(*, quick: bool = False, progress: bool = False) -> dict:
     A few seconds each; ``quick`` shortens them.
     """
     settings = FIGURE_PLAN.settings_for(quick=quick)
-    with warnings.catch_warnings():
-        # 4 processes (a server and 3 workers) on fewer cores only slow the run down; the figures say so
-        warnings.filterwarnings("ignore", message=r"k=\d+ ranks share")
+    # 4 processes (a server and 3 workers) on fewer cores only slow the run down; the figures say so
+    with launcher.sharing_cores_said_elsewhere():
         return {
             "waiting_straggler": record_straggler(progress=progress, **settings["waiting_straggler"]),
             "waiting_overlap": record_overlap(progress=progress, **settings["waiting_overlap"]),
@@ -90,9 +88,8 @@ def regenerate(out_dir=SHIPPED_DIR, *, progress: bool = True) -> list[Path]:
     """Record the shipped straggler sweeps and the async/sync pair afresh under ``out_dir``; returns the stems written."""
     out_dir = Path(out_dir)
     written = []
-    with warnings.catch_warnings():
-        # k = 3, 4 ranks on fewer cores take turns on the CPU; the records say how many cores there were
-        warnings.filterwarnings("ignore", message=r"k=\d+ ranks share")
+    # k = 3, 4 ranks on fewer cores take turns on the CPU; the records say how many cores there were
+    with launcher.sharing_cores_said_elsewhere():
         for k in SHIPPED_KS:
             sweep = record_straggler(k=k, delays=DELAYS, slow_ranks=tuple(range(k)), steps=6, progress=progress)
             print(sweep.check())
