@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SHARED_FIXTURE = {"test_browser.py": "wheel", "test_wheel.py": "wheel"}  # wheel_python: one wheel built
 LONGEST_FIRST = ("wheel", "tests/test_colab_versions.py", "tests/test_rerecorded.py", "tests/test_grading.py",
                  "tests/test_book.py", "tests/test_classroom.py", "tests/test_launch.py", "tests/test_figure_text.py",
-                 "tests/test_figures.py", "tests/test_busy_machine.py", "tests/test_cluster.py", "tests/test_slurm.py")
+                 "tests/test_figures.py", "tests/test_busy_machine.py", "tests/test_cluster.py", "tests/test_slurm.py",
+                 "tests/test_hub.py")
 # Written by the modules that share a session fixture; the controller prints them, which the workers cannot.
 WORKER_SUMMARIES = {"browser test (test-output/browser/)": ROOT / "test-output" / "browser" / "timing.txt",
                     "book (test-output/book/)": ROOT / "test-output" / "book" / "summary.txt"}
