@@ -75,6 +75,8 @@ COURSE: tuple[Chapter, ...] = (
     Chapter("cheaper_sync", "cheaper_sync", "a cheaper sync: compression, local SGD, two levels",
             records=("records_compression", "records_local_sgd", "records_hierarchical"), figures=True,
             recipe=("cheaper_sync", "run_local_sgd:record_cheaper_sync_plan")),
+    Chapter("when_a_replica_fails", "when_a_replica_fails", "when a replica fails: restart, carry on, sync rarely",
+            records=("records",)),
     Chapter("question_bank", "question_bank", "the question bank"),
 )
 

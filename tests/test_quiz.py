@@ -322,6 +322,16 @@ def _expect_two_levels(p):
     return {"machines": G, "flat_gb": flat / 1e9, "two_gb": two / 1e9, "ratio": flat / two}
 
 
+def _expect_young_daly(p):
+    delta, mtbf = p["delta_s"], p["mtbf_h"] * 3600.0
+    tau = (2 * delta * mtbf) ** 0.5  # Young: √(2·δ·M) seconds
+    return {"tau_min": tau / 60, "waste_pct": 100 * (delta / tau + tau / (2 * mtbf))}
+
+
+def _expect_diloco_bytes(p):
+    return {"dp_gb": 4 * p["P"] / 1e9, "diloco_mb": 4 * p["P"] / p["H"] / 1e6}  # float32 every step, or per H steps
+
+
 EXPECTED = {  # in chapter order
     "all_reduce-num-notes-vs-ring": _expect_notes_vs_ring,
     "speedup_model-num-best-k": _expect_best_k,
@@ -343,6 +353,8 @@ EXPECTED = {  # in chapter order
     "sharding-num-step-bytes": _expect_stage_bytes,
     "cheaper_sync-num-powersgd": _expect_powersgd,
     "cheaper_sync-num-two-levels": _expect_two_levels,
+    "when_a_replica_fails-num-young-daly": _expect_young_daly,
+    "when_a_replica_fails-num-diloco-bytes": _expect_diloco_bytes,
     "question_bank-num-half": _expect_half,
     "question_bank-num-k1": _expect_k1,
     "question_bank-num-fraction": _expect_fraction,

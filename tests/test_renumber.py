@@ -44,10 +44,10 @@ def inserted(tmp_path, monkeypatch):
     for path in NOTEBOOKS.glob("*.ipynb"):
         shutil.copy(path, folder / path.name)
     shutil.copy(ROOT / "README.md", tmp_path / "README.md")
-    new = course.Chapter("when_a_replica_fails", "when_a_replica_fails", "when a replica fails")
+    new = course.Chapter("a_new_chapter", "a_new_chapter", "a new chapter")
     at = course.chapter("measuring").number
     monkeypatch.setattr(course, "COURSE", course.COURSE[:int(at)] + (new,) + course.COURSE[int(at):])
-    shutil.copy(NOTEBOOKS / "01_one_step.ipynb", folder / "99_when_a_replica_fails.ipynb")
+    shutil.copy(NOTEBOOKS / "01_one_step.ipynb", folder / "99_a_new_chapter.ipynb")
     return tmp_path, at
 
 
@@ -58,36 +58,38 @@ def _mentions(texts, number: str) -> int:
 def test_inserting_a_chapter_renames_what_follows_and_rewrites_its_number(inserted):
     root, at = inserted
     after_at = f"{int(at) + 1:02d}"
+    bank = next(NOTEBOOKS.glob("*_question_bank.ipynb")).name[:2]  # the last chapter, before the insert
+    bank_after = f"{int(bank) + 1:02d}"
     before = {p.name: _markdown(p) for p in (root / "notebooks").glob("*.ipynb")}
     mentions = _mentions(before.values(), at)
     assert mentions > 0  # the measuring chapter is named in other chapters' prose: the rewrite has work to do
 
     dry = renumber.renumber(root / "notebooks", root / "README.md", dry_run=True)
-    assert dry["numbers"][at] == after_at and dry["numbers"]["15"] == "16"
+    assert dry["numbers"][at] == after_at and dry["numbers"][bank] == bank_after
     assert (f"{at}_measuring_an_all_reduce.ipynb", f"{after_at}_measuring_an_all_reduce.ipynb") in dry["renamed"]
     assert {p.name: _markdown(p) for p in (root / "notebooks").glob("*.ipynb")} == before  # a dry run writes nothing
 
     done = renumber.renumber(root / "notebooks", root / "README.md")
     names = sorted(p.name for p in (root / "notebooks").glob("*.ipynb"))
     assert names == sorted(c.stem + ".ipynb" for c in course.COURSE) and renumber.plan(root / "notebooks") == {}
-    assert "16_question_bank.ipynb" in done["rerun"] and f"{after_at}_measuring_an_all_reduce.ipynb" in done["rerun"]
+    assert f"{bank_after}_question_bank.ipynb" in done["rerun"] and f"{after_at}_measuring_an_all_reduce.ipynb" in done["rerun"]
     after = {p.name: _markdown(p) for p in (root / "notebooks").glob("*.ipynb")}
     # every "chapter 07" that was there now says 08; the new chapter's own copy of a notebook is left out
-    old_texts = [t for name, t in before.items() if "when_a_replica" not in name]
-    new_texts = [t for name, t in after.items() if "when_a_replica" not in name]
+    old_texts = [t for name, t in before.items() if "a_new_chapter" not in name]
+    new_texts = [t for name, t in after.items() if "a_new_chapter" not in name]
     assert _mentions(new_texts, after_at) == _mentions(old_texts, at) and _mentions(new_texts, at) == 0
     # the chapters before the insert keep their numbers, in prose and on disk
     assert _mentions(new_texts, "06") == _mentions(old_texts, "06") and "06_speedup_model.ipynb" in after
     readme = (root / "README.md").read_text(encoding="utf-8")
-    assert "`16_question_bank`" in readme and "`15_question_bank`" not in readme
+    assert f"`{bank_after}_question_bank`" in readme and f"`{bank}_question_bank`" not in readme
 
 
 def test_a_notebook_the_course_does_not_list_or_a_chapter_without_one_is_refused(inserted):
     root, _ = inserted
-    (root / "notebooks" / "99_when_a_replica_fails.ipynb").rename(root / "notebooks" / "01_when_a_replica_fails.ipynb")
+    (root / "notebooks" / "99_a_new_chapter.ipynb").rename(root / "notebooks" / "01_a_new_chapter.ipynb")
     with pytest.raises(renumber.RenumberError, match="carry the same number"):
         renumber.plan(root / "notebooks")
-    (root / "notebooks" / "01_when_a_replica_fails.ipynb").unlink()
+    (root / "notebooks" / "01_a_new_chapter.ipynb").unlink()
     with pytest.raises(renumber.RenumberError, match="has no notebook for it"):
         renumber.plan(root / "notebooks")
     shutil.copy(NOTEBOOKS / "01_one_step.ipynb", root / "notebooks" / "99_not_a_chapter.ipynb")

@@ -14,11 +14,11 @@ import time
 import numpy as np
 import pytest
 
-from dpviz.staging.when_a_replica_fails import claims, theory
-from dpviz.staging.when_a_replica_fails.checkpoints import (leftovers, load_checkpoint, remove_leftovers,
+from dpviz.topics.when_a_replica_fails import claims, theory
+from dpviz.topics.when_a_replica_fails.checkpoints import (leftovers, load_checkpoint, remove_leftovers,
                                                             save_checkpoint)
-from dpviz.staging.when_a_replica_fails.run_diloco import DilocoConfig, outer_step_error, record_diloco
-from dpviz.staging.when_a_replica_fails.run_failure import (FailureConfig, record_carry_on, record_restarts,
+from dpviz.topics.when_a_replica_fails.run_diloco import DilocoConfig, outer_step_error, record_diloco
+from dpviz.topics.when_a_replica_fails.run_failure import (FailureConfig, record_carry_on, record_restarts,
                                                             record_torchrun_restart, record_unfailed,
                                                             record_young_daly)
 
@@ -122,7 +122,7 @@ def test_diloco_outer_step_matches_numpy_and_sends_one_message_per_H_steps():
 
 def test_a_checkpoint_killed_while_written_leaves_the_old_one_whole(tmp_path):
     save_checkpoint(tmp_path, step=4, arrays={"params": np.arange(3, dtype=np.float32)})
-    code = ("import numpy as np, sys; from dpviz.staging.when_a_replica_fails.checkpoints import save_checkpoint; "
+    code = ("import numpy as np, sys; from dpviz.topics.when_a_replica_fails.checkpoints import save_checkpoint; "
             "save_checkpoint(sys.argv[1], step=8, arrays={'params': np.ones(60_000_000, np.float32)})")
     child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)])
     try:
@@ -185,7 +185,7 @@ def test_claims_say_what_the_runs_did_and_fail_on_a_tampered_value(clean):
 
 
 def test_young_daly_claim_never_raises_on_times():
-    from dpviz.staging.when_a_replica_fails.run_failure import YoungDalyCheck
+    from dpviz.topics.when_a_replica_fails.run_failure import YoungDalyCheck
 
     config = FailureConfig(steps=48)
     def check(waste):
@@ -193,3 +193,81 @@ def test_young_daly_claim_never_raises_on_times():
                               np.array(waste) / 2, np.array(waste) / 2, np.array([2.0, 2.0, 2.0]), 0.002, 0.002)
     assert "lost least at C = 4, the interval nearest τ*" in claims.young_daly_claims(check([0.2, 0.05, 0.1]))
     assert "not at C = 4" in claims.young_daly_claims(check([0.01, 0.05, 0.1]))  # a busy machine's result: said
+
+
+# --- the chapter's shipped records, figures and slider ------------------------------------------------------------
+
+
+def test_a_restart_record_saves_loads_and_gives_back_what_the_claims_read(clean, tmp_path):
+    from dpviz.engine.schema import load
+    from dpviz.engine.where import where_it_ran
+    from dpviz.topics.when_a_replica_fails.records import RestartRecord
+
+    run = record_restarts(k=2, steps=STEPS, checkpoint_every=4, kills=((1, 6),))
+    record = RestartRecord.of(run, clean, where_it_ran(RestartRecord, backend="gloo", threads_per_rank=1))
+    back = load(record.save(tmp_path / "restart"))
+    assert back.check().startswith("1 failure(s)")
+    again, unfailed = back.trainings()
+    assert claims.restart_claims(again, unfailed) == claims.restart_claims(run, clean)
+
+
+def test_the_shipped_records_check_and_say_what_the_chapter_prints():
+    from dpviz.topics.when_a_replica_fails.run_shipped import shipped
+
+    restart, young_daly, diloco = shipped()
+    assert restart.check() and restart.kill_step.tolist() == [10, 17] and restart.lost_steps.tolist() == [2, 1]
+    assert "bit for bit" in claims.restart_claims(*restart.trainings())
+    assert "Young's interval is τ*" in claims.young_daly_claims(young_daly.young_daly_check())
+    assert young_daly.every.tolist() == [1, 2, 4, 8] and np.all(young_daly.failures > 0)
+    said = claims.diloco_claims(diloco.diloco_run())
+    P = diloco.meta["n_params"]
+    assert f"{4 * P:,} bytes in plain data parallelism and {4 * P / 8:,.1f} in local SGD and DiLoCo" in said
+    assert diloco.bytes_per_step() == {"dp": 4 * P, "local": 4 * P / 8, "diloco": 4 * P / 8, "streaming": 4 * P / 8}
+
+
+def test_a_tampered_shipped_record_fails_its_check_and_its_titles():
+    from dpviz.topics.when_a_replica_fails.run_shipped import shipped
+
+    restart, young_daly, diloco = shipped()
+    restart.arrays["named_rank"] = restart.named_rank[::-1].copy()
+    with pytest.raises(AssertionError, match="the launcher named ranks"):
+        restart.check()
+    restart.arrays["loss_restarted"] = restart.loss_restarted.copy()
+    restart.arrays["loss_restarted"][12] += 1e-3
+    with pytest.raises(AssertionError, match=r"differ from the unfailed run's at steps \[12\]"):
+        claims.restart_title(restart)
+    diloco.arrays["sent"] = diloco.sent * np.array([1, 1, 2, 1])
+    with pytest.raises(AssertionError, match="DiLoCo sent"):
+        claims.diloco_title(diloco)
+    # a time never raises: where the least waste is not nearest τ*, the title says what the runs show
+    young_daly.arrays["checkpoint_seconds"] = np.array([0.0, 1.0, 1.0, 1.0])
+    young_daly.arrays["lost_seconds"] = np.zeros(4)
+    assert "Least lost at C = 1, not at C =" in claims.young_daly_title(young_daly)
+
+
+def test_the_figures_draw_from_the_shipped_records_with_titles_from_the_claims():
+    from dpviz.engine.layout import title_of
+    from dpviz.topics.when_a_replica_fails import figures
+    from dpviz.topics.when_a_replica_fails.run_shipped import shipped
+
+    restart, young_daly, diloco = shipped()
+    for fig, record, title in ((figures.figure_restart(restart), restart, claims.restart_title(restart)),
+                               (figures.figure_young_daly(young_daly), young_daly, claims.young_daly_title(young_daly)),
+                               (figures.figure_diloco(diloco), diloco, claims.diloco_title(diloco))):
+        assert title_of(fig, fig.axes[0]) == title and title in fig.alt
+        assert fig.caption.startswith(f"Measured: {record.describe()}")
+    every, modeled, tau = figures.young_daly_model(young_daly)
+    assert tau / 2 <= every[np.argmin(modeled)] <= 2 * tau  # whole saves only: the least near τ*, not at it
+
+
+def test_the_slider_moves_the_optimum_to_young_daly_and_the_curve_to_the_theory():
+    from dpviz.topics.when_a_replica_fails.run_shipped import shipped
+    from dpviz.topics.when_a_replica_fails.widget import young_daly_widget
+
+    record = shipped()[1]
+    sf = young_daly_widget(record)
+    view, t = sf.view, record.meta["step_seconds"]
+    sf.set(delta_ms=10.0, mtbf_steps=200.0)
+    assert view.optimum.get_xdata()[0] == pytest.approx(np.sqrt(2 * 0.010 * 200 * t) / t)
+    assert view.curve.get_ydata() == pytest.approx(0.010 / (view.every * t) + view.every * t / (2 * 200 * t))
+    assert "τ* = √(2·δ·MTBF)" in sf.said()

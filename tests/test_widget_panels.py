@@ -100,6 +100,12 @@ def cheaper_sync():
     return cheaper_sync_widget()
 
 
+def young_daly():
+    from dpviz.topics.when_a_replica_fails.run_shipped import shipped
+    from dpviz.topics.when_a_replica_fails.widget import young_daly_widget
+    return young_daly_widget(shipped()[1])
+
+
 PANELS = {
     "speedup_widget": speedup,
     "eta_widget": eta,
@@ -116,6 +122,7 @@ PANELS = {
     "pipeline_widget": pipeline,
     "sharding_widget": sharding,
     "cheaper_sync_widget": cheaper_sync,
+    "young_daly_widget": young_daly,
 }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpviz.staging.when_a_replica_fails import theory
+from dpviz.topics.when_a_replica_fails import theory
 
 
 def _ms(seconds: float) -> str:
@@ -77,7 +77,7 @@ def young_daly_claims(check) -> str:
 def diloco_claims(run, *, tolerance: float = 1e-5) -> str:
     """DiLoCo's outer step (and streaming DiLoCo's) equals numpy's; its bytes per step are 1/H of plain data
     parallelism's."""
-    from dpviz.staging.when_a_replica_fails.run_diloco import outer_step_error
+    from dpviz.topics.when_a_replica_fails.run_diloco import outer_step_error
 
     error = outer_step_error(run)
     if not error <= tolerance:
@@ -95,3 +95,47 @@ def diloco_claims(run, *, tolerance: float = 1e-5) -> str:
             f"{biggest['diloco']:,} (F = {F}). After {run.config.steps} steps the whole data set's loss was "
             f"{last['dp']:.4f} (plain), {last['local']:.4f} (local SGD), {last['diloco']:.4f} (DiLoCo) and "
             f"{last['streaming']:.4f} (streaming, rank 0's θ).")
+
+
+# --- the figures' titles, each checked on the record it names -------------------------------------------------
+
+
+def restart_title(record) -> str:
+    """The restart figure's title: where the ranks died, and the losses through the failures equal the unfailed
+    run's (raises where one differs)."""
+    if not np.array_equal(record.loss_restarted, record.loss_unfailed):
+        differ = np.flatnonzero(record.loss_restarted != record.loss_unfailed)
+        raise AssertionError(f"the restarted run's losses differ from the unfailed run's at steps {differ.tolist()}.")
+    kills = " and ".join(str(int(s)) for s in record.kill_step)
+    return (f"Ranks killed at steps {kills}, each restart from the last checkpoint: all {record.loss_restarted.size} "
+            f"losses equal the unfailed run's, bit for bit")
+
+
+def young_daly_best(record) -> tuple:
+    """(the C whose run lost least, the recorded C nearest Young/Daly's τ*, τ* in steps)."""
+    check = record.young_daly_check()
+    tau = check.interval_steps()
+    best = int(record.every[np.argmin(record.waste)])
+    nearest = int(record.every[np.argmin(np.abs(np.log(record.every / tau)))])
+    return best, nearest, tau
+
+
+def young_daly_title(record) -> str:
+    """The Young/Daly figure's title: whether the runs lost least near τ*; where they did not, what they show."""
+    best, nearest, tau = young_daly_best(record)
+    if best == nearest:
+        return f"Least lost at C = {best}, the interval nearest Young/Daly's τ* = {tau:.1f} steps"
+    return (f"Least lost at C = {best}, not at C = {nearest} nearest τ* = {tau:.1f} steps: on this machine the "
+            f"differences are milliseconds, the size of its noise")
+
+
+def diloco_title(record) -> str:
+    """The DiLoCo figure's title: its bytes per step against plain data parallelism's (raises where they are not
+    1/H of them), and where each loss ended."""
+    sent = record.bytes_per_step()
+    H = record.meta["H"]
+    if not np.isclose(sent["diloco"] * H, sent["dp"]):
+        raise AssertionError(f"DiLoCo sent {sent['diloco']:,.1f} bytes a step, not 1/{H} of plain DP's {sent['dp']:,.0f}.")
+    last = record.full_loss[:, -1]
+    return (f"DiLoCo all-reduces 1/{H} of plain data parallelism's bytes; after {record.meta['steps']} steps its loss "
+            f"is {last[2]:.4f} against {last[0]:.4f}")

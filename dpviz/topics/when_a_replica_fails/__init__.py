@@ -1,11 +1,10 @@
 """When a replica fails: a killed rank, checkpoint and restart, the Young/Daly interval, carrying on with fewer
-ranks and regrowing, DiLoCo: the library code of the chapter ``when_a_replica_fails`` (staged here until it joins
-:mod:`dpviz.course`; then it moves to ``dpviz/topics/``).
+ranks and regrowing, DiLoCo: the library code of the chapter ``when_a_replica_fails``.
 
 * ``claims``: What the chapter prints about a restart, a shrink and regrow, the Young/Daly check and DiLoCo,
   asserted on the runs (numpy only).
 * ``checkpoints``: A checkpoint on disk, written all or nothing (a temporary file, flushed, renamed into place).
-* ``deck.py.draft``: ``deck`` once the chapter is in the course: self-check cards on what a dead rank does to the
+* ``deck``: self-check cards on what a dead rank does to the
   others, Young's interval, what a restart must restore, a shrunk group's average, DiLoCo's bytes.
 * ``rank_diloco``: The rank side of ``run_diloco``: plain data parallelism, local SGD and DiLoCo from the same θ0 on
   the same batches, in torch.

@@ -1,4 +1,4 @@
-"""The rank side of :mod:`dpviz.staging.when_a_replica_fails.run_diloco`: plain data parallelism, local SGD and
+"""The rank side of :mod:`dpviz.topics.when_a_replica_fails.run_diloco`: plain data parallelism, local SGD and
 DiLoCo from the same θ0 on the same batches, in torch.
 
 DiLoCo (Douillard et al., 2023) keeps a global θ. Each rank takes H inner SGD steps from it on its own shard; then

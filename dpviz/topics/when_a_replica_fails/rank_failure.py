@@ -1,4 +1,4 @@
-"""The rank side of :mod:`dpviz.staging.when_a_replica_fails.run_failure`: data-parallel SGD with momentum that
+"""The rank side of :mod:`dpviz.topics.when_a_replica_fails.run_failure`: data-parallel SGD with momentum that
 checkpoints, can be killed, resumes, shrinks and regrows, in torch.
 
 One loop, :func:`train`, serves every run of the chapter:
@@ -15,7 +15,7 @@ One loop, :func:`train`, serves every run of the chapter:
   velocity by ``dist.broadcast`` from rank 0; every rank's digest after the broadcast is returned.
 
 Run under torchrun as a script (``python -m torch.distributed.run --nproc-per-node 2 --max-restarts 1 -m
-dpviz.staging.when_a_replica_fails.rank_failure <folder>``) it reads RANK and WORLD_SIZE from the environment,
+dpviz.topics.when_a_replica_fails.rank_failure <folder>``) it reads RANK and WORLD_SIZE from the environment,
 kills its victim only in the first attempt (TORCHELASTIC_RESTART_COUNT 0), and rank 0 writes the result.
 """
 
@@ -33,7 +33,7 @@ import torch
 import torch.distributed as dist
 
 from dpviz.engine import launch as launcher
-from dpviz.staging.when_a_replica_fails.checkpoints import load_checkpoint, save_checkpoint
+from dpviz.topics.when_a_replica_fails.checkpoints import load_checkpoint, save_checkpoint
 from dpviz.topics.ground_floor import rank_optim as optim
 from dpviz.topics.ground_floor.rank_models import build_model, flat_grad, set_flat_grad
 from dpviz.topics.ground_floor.rank_training import batch_indices, digest, load_data, mse
@@ -164,7 +164,7 @@ def main(argv=None) -> None:
     if "RANK" not in os.environ or "MASTER_PORT" not in os.environ:
         raise SystemExit("this script runs under torchrun, which sets RANK, WORLD_SIZE and MASTER_PORT: "
                          "python -m torch.distributed.run --standalone --nproc-per-node 2 --max-restarts 1 -m "
-                         "dpviz.staging.when_a_replica_fails.rank_failure <folder>")
+                         "dpviz.topics.when_a_replica_fails.rank_failure <folder>")
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or not os.path.isfile(os.path.join(args[0], "config.json")):
         raise SystemExit(f"folder must be one folder holding config.json (written by record_torchrun_restart); "

@@ -1,6 +1,6 @@
 """Sync rarely: DiLoCo, local SGD with an outer optimizer, beside local SGD and plain data parallelism, on real ranks.
 
-    from dpviz.staging.when_a_replica_fails.run_diloco import record_diloco
+    from dpviz.topics.when_a_replica_fails.run_diloco import record_diloco
     run = record_diloco(k=2, steps=48, H=8)
     run.bytes_per_step        # {"dp": 4P, "local": 4P/H, "diloco": 4P/H, "streaming": 4P/H}: counted in the ranks
     run.largest_message       # streaming DiLoCo's is 1/F of the others'
@@ -11,7 +11,7 @@ the same batches. The oracle is a numpy recomputation (:func:`outer_step_error`)
 DiLoCo's outer Nesterov step, and compares with what the ranks set. (torchft's DiLoCo, the issue's other oracle,
 needs its Manager and a Lighthouse server; it is not wired here.)
 
-This module is the torch-free front; the ranks run :mod:`dpviz.staging.when_a_replica_fails.rank_diloco`.
+This module is the torch-free front; the ranks run :mod:`dpviz.topics.when_a_replica_fails.rank_diloco`.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ MODES = ("dp", "local", "diloco", "streaming")
 
 
 def diloco_worker(rank: int, world_size: int, config) -> dict:
-    """Runs in each rank: :func:`dpviz.staging.when_a_replica_fails.rank_diloco.diloco_worker` (with torch)."""
-    from dpviz.staging.when_a_replica_fails.rank_diloco import diloco_worker
+    """Runs in each rank: :func:`dpviz.topics.when_a_replica_fails.rank_diloco.diloco_worker` (with torch)."""
+    from dpviz.topics.when_a_replica_fails.rank_diloco import diloco_worker
 
     return diloco_worker(rank, world_size, config)
 

@@ -1,15 +1,11 @@
 """Self-check cards for when a replica fails: a killed rank, checkpoint and restart, the Young/Daly interval,
-carrying on with fewer ranks, DiLoCo.
-
-This file is ``deck.py`` once the folder moves to ``dpviz/topics/`` and the chapter has its line in
-:mod:`dpviz.course`: until then ``course.number_of(__name__)`` cannot place it, and ``tests/test_layers.py`` imports
-every ``.py`` of the package, so it waits here under another suffix."""
+carrying on with fewer ranks, DiLoCo."""
 
 from __future__ import annotations
 
 from dpviz import course
 from dpviz.engine.cards import Card
-from dpviz.staging.when_a_replica_fails import theory
+from dpviz.topics.when_a_replica_fails import theory
 
 HERE = course.number_of(__name__)  # this chapter's number, from its place in dpviz.course
 TOPIC = course.topic_of(__name__)  # the first word of its cards' keys, the same whatever the number

@@ -1,6 +1,6 @@
 """When a replica fails: a real SIGKILL in one of k ranks, checkpoint and restart, carrying on with fewer.
 
-    from dpviz.staging.when_a_replica_fails.run_failure import record_restarts, record_unfailed
+    from dpviz.topics.when_a_replica_fails.run_failure import record_restarts, record_unfailed
     clean = record_unfailed(k=2, steps=24)
     run = record_restarts(k=2, steps=24, checkpoint_every=4, kills=((1, 10),))   # rank 1 dies at step 10
     run.notice_seconds, run.lost_steps          # measured: until the launcher named the dead rank; work redone
@@ -18,7 +18,7 @@ SIGKILL after its backward pass, before the all-reduce its peers are already wai
   velocity from a survivor by broadcast.
 * :func:`record_torchrun_restart`: the same restart done by torchrun's elastic agent (``--max-restarts``).
 
-This module is the torch-free front; the ranks run :mod:`dpviz.staging.when_a_replica_fails.rank_failure`.
+This module is the torch-free front; the ranks run :mod:`dpviz.topics.when_a_replica_fails.rank_failure`.
 """
 
 from __future__ import annotations
@@ -36,13 +36,13 @@ import numpy as np
 
 from dpviz.engine import launch as launcher
 from dpviz.engine.checks import check_int, check_lr, check_real, check_timeout
-from dpviz.staging.when_a_replica_fails.checkpoints import leftovers, load_checkpoint, remove_leftovers
+from dpviz.topics.when_a_replica_fails.checkpoints import leftovers, load_checkpoint, remove_leftovers
 from dpviz.topics.ground_floor.run_training import TrainConfig
 
 
 def failure_worker(rank: int, world_size: int, config, attempt) -> dict:
-    """Runs in each rank: :func:`dpviz.staging.when_a_replica_fails.rank_failure.failure_worker` (with torch)."""
-    from dpviz.staging.when_a_replica_fails.rank_failure import failure_worker
+    """Runs in each rank: :func:`dpviz.topics.when_a_replica_fails.rank_failure.failure_worker` (with torch)."""
+    from dpviz.topics.when_a_replica_fails.rank_failure import failure_worker
 
     return failure_worker(rank, world_size, config, attempt)
 
@@ -321,7 +321,7 @@ class YoungDalyCheck:
 
     def interval_steps(self) -> float:
         """Young/Daly's τ* in steps, from this machine's measured δ and step time."""
-        from dpviz.staging.when_a_replica_fails.theory import young_daly_interval
+        from dpviz.topics.when_a_replica_fails.theory import young_daly_interval
 
         return young_daly_interval(self.save_seconds, self.mtbf_steps * self.step_seconds) / self.step_seconds
 
@@ -329,9 +329,9 @@ class YoungDalyCheck:
 def record_young_daly(config: FailureConfig | None = None, *, every=(1, 2, 4, 8), mtbf_steps: float = 12.0,
                       failure_seed: int = 0, **overrides) -> YoungDalyCheck:
     """Train once per checkpoint interval C in ``every``, failures injected at one per ``mtbf_steps`` steps of work
-    (:func:`dpviz.staging.when_a_replica_fails.theory.kill_schedule`, the same arrivals for every C), and measure
+    (:func:`dpviz.topics.when_a_replica_fails.theory.kill_schedule`, the same arrivals for every C), and measure
     what each run lost."""
-    from dpviz.staging.when_a_replica_fails.theory import kill_schedule
+    from dpviz.topics.when_a_replica_fails.theory import kill_schedule
 
     config = _config(config, overrides)
     every = tuple(check_int("every entries", e, low=1, high=config.steps) for e in every)
@@ -356,7 +356,7 @@ def record_young_daly(config: FailureConfig | None = None, *, every=(1, 2, 4, 8)
 def record_torchrun_restart(config: FailureConfig | None = None, *, kill=(1, 6), timeout: float = 300.0,
                             **overrides) -> Training:
     """The same restart done by torchrun's elastic agent: ``python -m torch.distributed.run --standalone
-    --nproc-per-node k --max-restarts 1`` runs :mod:`dpviz.staging.when_a_replica_fails.rank_failure` as a script;
+    --nproc-per-node k --max-restarts 1`` runs :mod:`dpviz.topics.when_a_replica_fails.rank_failure` as a script;
     rank ``kill[0]`` SIGKILLs itself at step ``kill[1]`` in the first attempt, the agent sees it die, ends the
     others and starts all k again; they resume from the last checkpoint. ``timeout`` (seconds) bounds the job.
 
@@ -371,7 +371,7 @@ def record_torchrun_restart(config: FailureConfig | None = None, *, kill=(1, 6),
             json.dump({"config": asdict(config), "kill_rank": victim, "kill_step": at}, f)
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={config.k}",
                    "--max-restarts=1", "--monitor-interval=0.1", "-m",
-                   "dpviz.staging.when_a_replica_fails.rank_failure", folder]
+                   "dpviz.topics.when_a_replica_fails.rank_failure", folder]
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
         # a session of its own, so that on a timeout torchrun and every worker it spawned end together
         job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,

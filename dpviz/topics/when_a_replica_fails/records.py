@@ -1,0 +1,271 @@
+"""The records of the chapter's runs: a restart through failures beside the unfailed run, the Young/Daly check, and
+DiLoCo beside local SGD and plain data parallelism.
+
+Written by :mod:`dpviz.topics.when_a_replica_fails.run_shipped` (``python -m
+dpviz.topics.when_a_replica_fails.run_shipped``) into the shipped runs. Each record gives back the object the
+chapter's claims read (:meth:`RestartRecord.trainings`, :meth:`YoungDalyRecord.young_daly_check`,
+:meth:`DilocoRecord.diloco_run`), so that a sentence printed from a record is checked on that record.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dpviz.engine.schema import Array, Kind, Meta, RankRecord, ran_on, register
+
+MODES = ("dp", "local", "diloco", "streaming")  # the order of the DiLoCo record's rows
+MODE_NAMES = {"dp": "plain data parallelism", "local": "local SGD", "diloco": "DiLoCo", "streaming": "streaming DiLoCo"}
+RESTART_STEM = "replica_restart"
+YOUNG_DALY_STEM = "replica_young_daly"
+DILOCO_STEM = "replica_diloco"
+
+_MODEL = (
+    Meta("k", "int", "ranks"),
+    Meta("b", "int", "examples per rank per step"),
+    Meta("steps", "int", "SGD steps"),
+    Meta("width", "int", "hidden units per layer of the MLP"),
+    Meta("depth", "int", "hidden layers"),
+    Meta("d_in", "int", "input features"),
+    Meta("lr", "float", "learning rate η"),
+    Meta("seed", "int", "seeds the data, the model and every batch draw"),
+    Meta("dataset_size", "int", "examples in the data set"),
+)
+
+RESTART = Kind(
+    name="replica_restart",
+    version=1,
+    doc="k ranks trained an MLP with SGD and momentum, checkpointing every C steps; ranks were SIGKILLed at chosen "
+        "steps and the job restarted from the last checkpoint; beside it the same training without a failure.",
+    arrays=(
+        Array("loss_unfailed", ("steps",), "float32", "each step's loss (mean over ranks), the run with no failure"),
+        Array("loss_restarted", ("steps",), "float32", "each step's loss kept through the failures and restarts"),
+        Array("params_unfailed", ("P",), "float32", "rank 0's θ at the end, no failure"),
+        Array("params_restarted", ("P",), "float32", "rank 0's θ at the end, through the failures"),
+        Array("velocity_unfailed", ("P",), "float32", "rank 0's momentum velocity at the end, no failure"),
+        Array("velocity_restarted", ("P",), "float32", "rank 0's momentum velocity at the end, through the failures"),
+        Array("kill_rank", ("failures",), "int64", "the rank SIGKILLed, one per failure"),
+        Array("kill_step", ("failures",), "int64", "the step it died in"),
+        Array("named_rank", ("failures",), "int64", "the rank the launcher named as dead"),
+        Array("checkpoint_step", ("failures",), "int64", "the step the restart resumed from"),
+        Array("lost_steps", ("failures",), "int64", "steps done since that checkpoint, done again"),
+        Array("notice_seconds", ("failures",), "float64", "seconds from the kill until the launcher named the rank"),
+        Array("lost_seconds", ("failures",), "float64", "seconds the undone steps had taken"),
+        Array("restart_seconds", ("failures",), "float64",
+              "seconds from the launcher's error until the restarted ranks began their first step"),
+        Array("checkpoint_seconds", ("saves",), "float64", "seconds of every completed save"),
+    ),
+    meta=(*_MODEL,
+          Meta("momentum", "float", "μ, the momentum the velocity carries"),
+          Meta("checkpoint_every", "int", "C, steps between two checkpoints"),
+          Meta("wall_seconds", "float", "the whole training through its failures and restarts, measured"),
+          *ran_on("backend", "threads_per_rank", "torch_version", "host", "cores", "date")),
+)
+
+YOUNG_DALY = Kind(
+    name="replica_young_daly",
+    version=1,
+    doc="One training per checkpoint interval C, each meeting failures drawn at one rate (the same arrivals for "
+        "every C), restarted from its last checkpoint: what the checkpoints, the redone work and the restarts cost.",
+    arrays=(
+        Array("every", ("N",), "int64", "C, steps between checkpoints, one training each"),
+        Array("failures", ("N",), "int64", "failures each training met"),
+        Array("saves", ("N",), "int64", "checkpoints each training completed"),
+        Array("checkpoint_seconds", ("N",), "float64", "measured: all its saves together"),
+        Array("lost_seconds", ("N",), "float64", "measured: the work its failures undid"),
+        Array("restart_seconds", ("N",), "float64", "measured: noticing and restarting, all its failures together"),
+    ),
+    meta=(*_MODEL,
+          Meta("momentum", "float", "μ, the momentum the velocity carries"),
+          Meta("mtbf_steps", "float", "mean steps of work between two failures"),
+          Meta("failure_seed", "int", "seeds the failures' arrivals"),
+          Meta("step_seconds", "float", "measured: the median step"),
+          Meta("save_seconds", "float", "measured: the median save, δ"),
+          *ran_on("backend", "threads_per_rank", "torch_version", "host", "cores", "date")),
+)
+
+DILOCO = Kind(
+    name="replica_diloco",
+    version=1,
+    doc="k ranks trained one MLP from the same θ0 on the same batches as plain data parallelism, local SGD, DiLoCo "
+        "and streaming DiLoCo; every loss, the whole data set's loss after each H steps, every rank's θ just before "
+        "and after each sync, and the bytes each rank all-reduced, counted in the ranks.",
+    arrays=(
+        Array("loss", (4, "steps"), "float32", "each step's mean training loss, one row per mode (dp, local, diloco, "
+                                                "streaming)"),
+        Array("full_loss", (4, "syncs"), "float32", "the whole data set's loss every H steps, one row per mode"),
+        Array("theta0", ("P",), "float32", "the parameters every mode started from"),
+        Array("before_local", ("syncs", "k", "P"), "float32", "every rank's θ just before each local-SGD average"),
+        Array("after_local", ("syncs", "P"), "float32", "the θ every rank held after each local-SGD average"),
+        Array("before_diloco", ("syncs", "k", "P"), "float32", "every rank's θ just before each DiLoCo sync"),
+        Array("after_diloco", ("syncs", "P"), "float32", "the θ after each DiLoCo outer step"),
+        Array("before_streaming", ("fsyncs", "k", "P"), "float32", "every rank's θ before each fragment's sync"),
+        Array("after_streaming", ("fsyncs", "P"), "float32", "rank 0's θ after each fragment's sync"),
+        Array("fragment", ("fsyncs",), "int64", "streaming: the fragment each sync sent"),
+        Array("edges", ("F+1",), "int64", "streaming: fragment f is θ[edges[f]:edges[f + 1]]"),
+        Array("sent", (4,), "int64", "bytes each rank all-reduced in the whole run, one per mode, counted in the ranks"),
+    ),
+    meta=(*_MODEL,
+          Meta("H", "int", "inner steps between two syncs"),
+          Meta("outer_lr", "float", "η_out, DiLoCo's outer learning rate"),
+          Meta("outer_momentum", "float", "μ, its Nesterov momentum"),
+          Meta("fragments", "int", "F: streaming DiLoCo's fragments of θ"),
+          Meta("n_params", "int", "P, the model's parameter count"),
+          *ran_on("backend", "threads_per_rank", "torch_version", "host", "cores", "date")),
+)
+
+
+def _config_meta(config, names) -> dict:
+    return {name: getattr(config, name) for name in names}
+
+
+_MODEL_NAMES = tuple(m.name for m in _MODEL)
+
+
+@register
+class RestartRecord(RankRecord):
+    """A restart through failures beside the unfailed run; every array of :data:`RESTART` is an attribute."""
+
+    KIND = RESTART
+
+    @classmethod
+    def of(cls, run, clean, where: dict) -> RestartRecord:
+        """The record of ``run`` (a :class:`~dpviz.topics.when_a_replica_fails.run_failure.Training` through
+        failures) and ``clean`` (the same without one)."""
+        f = run.failures
+        meta = {**_config_meta(run.config, _MODEL_NAMES + ("momentum", "checkpoint_every")),
+                "wall_seconds": float(run.wall_seconds), **where}
+        arrays = {
+            "loss_unfailed": clean.loss, "loss_restarted": run.loss, "params_unfailed": clean.params,
+            "params_restarted": run.params, "velocity_unfailed": clean.velocity, "velocity_restarted": run.velocity,
+            "kill_rank": np.array([x.rank for x in f], np.int64), "kill_step": np.array([x.step for x in f], np.int64),
+            "named_rank": np.array([x.named_rank for x in f], np.int64),
+            "checkpoint_step": np.array([x.checkpoint_step for x in f], np.int64),
+            "lost_steps": np.array([x.lost_steps for x in f], np.int64),
+            "notice_seconds": np.array([x.notice_seconds for x in f], np.float64),
+            "lost_seconds": np.array([x.lost_seconds for x in f], np.float64),
+            "restart_seconds": np.array([x.restart_seconds for x in f], np.float64),
+            "checkpoint_seconds": np.asarray(run.checkpoint_seconds, np.float64),
+        }
+        return cls(meta, arrays)
+
+    def describe(self) -> str:
+        m = self.meta
+        return (f"restart run, k={m['k']}, MLP {m['depth']}×{m['width']}, b={m['b']}, {m['steps']} steps, checkpoint "
+                f"every {m['checkpoint_every']}, {len(self.kill_step)} kill(s), {m['backend']}, {m['host']}, "
+                f"{m['cores']} cores, {m['date'][:10]}")
+
+    def check(self) -> str:
+        """What holds of every restart record: each kill named, each restart from the checkpoint before the kill."""
+        if not np.array_equal(self.named_rank, self.kill_rank):
+            raise AssertionError(f"the launcher named ranks {self.named_rank.tolist()}; killed were "
+                                 f"{self.kill_rank.tolist()}.")
+        C = self.meta["checkpoint_every"]
+        if not np.array_equal(self.checkpoint_step, (self.kill_step // C) * C):
+            raise AssertionError(f"restarts resumed at steps {self.checkpoint_step.tolist()}, not at the last "
+                                 f"checkpoint before kills at {self.kill_step.tolist()} (C = {C}).")
+        if not np.array_equal(self.lost_steps, self.kill_step - self.checkpoint_step):
+            raise AssertionError(f"lost steps {self.lost_steps.tolist()} are not the kills' steps minus the checkpoints'.")
+        return f"{len(self.kill_step)} failure(s), each named and restarted from the checkpoint before it."
+
+    def trainings(self) -> tuple:
+        """(the run through failures, the unfailed run) as the claims read them."""
+        from dpviz.topics.when_a_replica_fails.run_failure import Failure, FailureConfig, Training
+
+        config = FailureConfig(**_config_meta(self, _MODEL_NAMES + ("momentum", "checkpoint_every")))
+        failures = [Failure(int(r), int(s), int(n), float(t), int(c), int(lost), float(ls), float(rs)) for
+                    r, s, n, t, c, lost, ls, rs in zip(self.kill_rank, self.kill_step, self.named_rank,
+                                                       self.notice_seconds, self.checkpoint_step, self.lost_steps,
+                                                       self.lost_seconds, self.restart_seconds)]
+        run = Training(config, self.loss_restarted, self.params_restarted, self.velocity_restarted, np.zeros(0),
+                       self.checkpoint_seconds, float(self.meta["wall_seconds"]), failures)
+        clean = Training(config, self.loss_unfailed, self.params_unfailed, self.velocity_unfailed, np.zeros(0),
+                         np.zeros(0), float("nan"))
+        return run, clean
+
+
+@register
+class YoungDalyRecord(RankRecord):
+    """Trainings at several checkpoint intervals meeting failures at one rate; arrays of :data:`YOUNG_DALY`."""
+
+    KIND = YOUNG_DALY
+
+    @classmethod
+    def of(cls, check, where: dict, *, failure_seed: int) -> YoungDalyRecord:
+        """The record of a :class:`~dpviz.topics.when_a_replica_fails.run_failure.YoungDalyCheck` whose failures
+        ``failure_seed`` drew."""
+        meta = {**_config_meta(check.config, _MODEL_NAMES + ("momentum",)), "mtbf_steps": float(check.mtbf_steps),
+                "failure_seed": int(failure_seed), "step_seconds": float(check.step_seconds),
+                "save_seconds": float(check.save_seconds), **where}
+        arrays = {"every": np.asarray(check.every, np.int64), "failures": np.asarray(check.failures, np.int64),
+                  "saves": np.asarray(check.saves, np.int64),
+                  **{name: np.asarray(getattr(check, name), np.float64)
+                     for name in ("checkpoint_seconds", "lost_seconds", "restart_seconds")}}
+        return cls(meta, arrays)
+
+    def describe(self) -> str:
+        m = self.meta
+        every = ", ".join(map(str, self.every.tolist()))
+        return (f"Young/Daly check, k={m['k']}, {m['steps']} steps, C = {every}, a failure per {m['mtbf_steps']:g} "
+                f"steps, {m['backend']}, {m['host']}, {m['cores']} cores, {m['date'][:10]}")
+
+    @property
+    def waste(self) -> np.ndarray:
+        """(N,) measured seconds lost to checkpoints and redone work at each C."""
+        return self.checkpoint_seconds + self.lost_seconds
+
+    def young_daly_check(self):
+        """The :class:`~dpviz.topics.when_a_replica_fails.run_failure.YoungDalyCheck` the claims read."""
+        from dpviz.topics.when_a_replica_fails.run_failure import FailureConfig, YoungDalyCheck
+
+        config = FailureConfig(**_config_meta(self, _MODEL_NAMES + ("momentum",)))
+        return YoungDalyCheck(config, self.every, float(self.meta["mtbf_steps"]), self.failures, self.saves,
+                              self.checkpoint_seconds, self.lost_seconds, self.restart_seconds,
+                              float(self.meta["step_seconds"]), float(self.meta["save_seconds"]))
+
+
+@register
+class DilocoRecord(RankRecord):
+    """Plain DP, local SGD, DiLoCo and streaming DiLoCo on the same batches; arrays of :data:`DILOCO`."""
+
+    KIND = DILOCO
+
+    @classmethod
+    def of(cls, run, where: dict) -> DilocoRecord:
+        """The record of a :class:`~dpviz.topics.when_a_replica_fails.run_diloco.DilocoRun`."""
+        c = run.config
+        meta = {**_config_meta(c, _MODEL_NAMES + ("H", "outer_lr", "outer_momentum", "fragments")),
+                "n_params": int(run.n_params), **where}
+        arrays = {"loss": np.stack([run.loss[m] for m in MODES]).astype(np.float32),
+                  "full_loss": np.stack([run.full_loss[m] for m in MODES]).astype(np.float32),
+                  "theta0": run.theta0, "fragment": np.asarray(run.fragment, np.int64),
+                  "edges": np.asarray(run.edges, np.int64),
+                  "sent": np.array([run.sent[m] for m in MODES], np.int64)}
+        for m in ("local", "diloco", "streaming"):
+            arrays[f"before_{m}"], arrays[f"after_{m}"] = run.before[m], run.after[m]
+        return cls(meta, arrays)
+
+    def describe(self) -> str:
+        m = self.meta
+        return (f"DiLoCo run, k={m['k']}, MLP {m['depth']}×{m['width']} ({m['n_params']:,} parameters), b={m['b']}, "
+                f"{m['steps']} steps, H = {m['H']}, F = {m['fragments']}, {m['backend']}, {m['host']}, "
+                f"{m['cores']} cores, {m['date'][:10]}")
+
+    def bytes_per_step(self) -> dict:
+        """Bytes each rank all-reduced per inner step, by mode."""
+        return {m: int(self.sent[i]) / self.meta["steps"] for i, m in enumerate(MODES)}
+
+    def synced_steps(self) -> np.ndarray:
+        """(syncs,) the steps after which the whole data set's loss was measured: H, 2H, ..."""
+        return self.meta["H"] * np.arange(1, self.full_loss.shape[1] + 1)
+
+    def diloco_run(self):
+        """The :class:`~dpviz.topics.when_a_replica_fails.run_diloco.DilocoRun` the claims read."""
+        from dpviz.topics.when_a_replica_fails.run_diloco import DilocoConfig, DilocoRun
+
+        config = DilocoConfig(**_config_meta(self, _MODEL_NAMES + ("H", "outer_lr", "outer_momentum", "fragments")))
+        rows = dict(zip(MODES, range(len(MODES))))
+        return DilocoRun(config, {m: self.loss[i] for m, i in rows.items()},
+                         {m: self.full_loss[i] for m, i in rows.items()},
+                         {m: getattr(self, f"before_{m}") for m in MODES[1:]},
+                         {m: getattr(self, f"after_{m}") for m in MODES[1:]}, self.theta0, int(self.meta["n_params"]),
+                         {m: int(self.sent[i]) for m, i in rows.items()}, self.fragment, self.edges)
