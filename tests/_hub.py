@@ -334,8 +334,8 @@ c.JupyterHub.load_roles = [{{"name": "dpviz-test", "services": ["dpviz-test"],
         env = {**os.environ, "DPVIZ_HUB_RECORDS": str(self.records), "DPVIZ_HUB_EXCHANGE": str(self.exchange)}
         env.pop("DPVIZ_RECORDS", None)
         log = open(self.log_path, "w")
-        hub = subprocess.Popen(self.reach.wrap([str(ENV_BIN / "jupyterhub"), "-f", str(config)], self.folder), cwd=self.folder, env=env,
-                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        hub = subprocess.Popen(self.reach.wrap([str(ENV_BIN / "jupyterhub"), "-f", str(config)], self.folder),
+                               cwd=self.folder, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         self.processes.append(hub)
         url = f"http://127.0.0.1:{port}"

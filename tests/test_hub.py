@@ -224,7 +224,8 @@ def classroom():
         _instructor(course, "release_assignment", ASSIGNMENT, timings=timings)
 
         # 2. the class, all at once
-        probe_paths = [str(solutions_dir / "solutions.py"), str(course_dir / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")]
+        probe_paths = [str(solutions_dir / "solutions.py"),
+                       str(course_dir / "source" / ASSIGNMENT / f"{ASSIGNMENT}.ipynb")]
         state["uids"] = {s.name: s.uid for s in course.students}
         watcher = Watcher(course)
         watcher.start()
@@ -278,7 +279,8 @@ def classroom():
             page = course_dir / "feedback" / s.name / ASSIGNMENT / f"{ASSIGNMENT}.html"
             if page.exists():
                 state["feedback"][s.name] = " ".join(html.unescape(re.sub(r"<[^>]+>", "", page.read_text())).split())
-        autograded = course_dir / "autograded" / course.students[2].name / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
+        looping = course.students[2].name  # s03, whose answer never returns
+        autograded = course_dir / "autograded" / looping / ASSIGNMENT / f"{ASSIGNMENT}.ipynb"
         state["looping_check"] = next(
             (c for c in json.loads(autograded.read_text())["cells"]
              if c["metadata"].get("nbgrader", {}).get("grade_id") == "check_average_gradients"), None) \
@@ -287,7 +289,8 @@ def classroom():
     finally:
         solutions_dir.chmod(solutions_mode)
         OUTPUT.mkdir(parents=True, exist_ok=True)
-        shutil.copy(course.log_path, OUTPUT / "hub.log") if course.log_path.exists() else None
+        if course.log_path.exists():
+            shutil.copy(course.log_path, OUTPUT / "hub.log")
         uids = course.users.uids()
         state["left_at_close"] = course.close()
         state["left_after_close"] = [p.pid for p in _hub.processes_of(uids)]
@@ -316,7 +319,7 @@ def test_every_student_logs_in_starts_a_server_and_fetches_the_release(classroom
     results = classroom["results"]
     assert len(results) == STUDENTS
     failed = {name: r["error"] for name, r in results.items() if r["error"]}
-    assert not failed, f"{failed}\n{classroom['course'].log_tail()}"
+    assert not failed, f"{failed} (the hub's log: test-output/hub/hub.log)"
     assert all(r["fetched"] for r in results.values())
 
 
@@ -391,8 +394,9 @@ def test_the_feedback_carries_the_checkers_sentence(classroom):
 
 
 def test_the_looping_answer_ends_at_the_checkers_limit(classroom):
+    """Graded 0 by the checker's own limit on a rank's call, with its verdict; not by nbgrader's cell timeout."""
     check = classroom["looping_check"]
-    printed = " ".join("".join(o.get("text", "")) for o in check["outputs"] if o["output_type"] == "stream").split()
-    assert "look for a loop that never ends" in " ".join(printed)
+    printed = " ".join(" ".join("".join(o.get("text", "")) for o in check["outputs"]
+                                if o["output_type"] == "stream").split())
+    assert "after the 10 s a rank gives one call: look for a loop that never ends" in printed
     assert [o["ename"] for o in check["outputs"] if o["output_type"] == "error"] == ["AssertionError"]
-    assert classroom["timings"][f"nbgrader autograde {ASSIGNMENT} (instructor)"] < 5 * grading.CELL_TIMEOUT
