@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.figure import Figure
 
-from dpviz.engine.layout import WIDTH, caption, measured_lines, new_figure, title_of, wrap_titles
+from dpviz.engine.layout import WIDTH, caption, legend_below, measured_lines, new_figure, title_of, wrap_titles
 from dpviz.topics.when_a_replica_fails import claims, theory
 from dpviz.topics.when_a_replica_fails.plots import (plot_diloco_bytes, plot_diloco_loss, plot_restart_loss,
                                                      plot_young_daly)
@@ -18,10 +18,11 @@ from dpviz.topics.when_a_replica_fails.records import MODE_NAMES, MODES
 
 def figure_restart(record) -> Figure:
     """The loss of every step through the failures over the unfailed run's; the redone steps shaded."""
-    fig, ax = new_figure((WIDTH, 3.6))
+    fig, ax = new_figure((WIDTH, 4.2))
     plot_restart_loss(record, ax=ax)
     ax.set_title(claims.restart_title(record), fontsize=11, loc="left")
-    fig.subplots_adjust(left=0.1, right=0.98, top=0.8, bottom=0.15)
+    fig.subplots_adjust(left=0.1, right=0.98, top=0.82, bottom=0.3)
+    legend_below(ax, gap=0.5, ncol=2)  # the kills' lines run the Axes' height: no room for a legend inside
     kills = "; ".join(f"Rank {int(r)} killed at step {int(s)}, restarted from step {int(c)} ({int(n)} "
                       f"step{'' if n == 1 else 's'} redone)"
                       for r, s, c, n in zip(record.kill_rank, record.kill_step, record.checkpoint_step,
@@ -32,9 +33,9 @@ def figure_restart(record) -> Figure:
 
 
 def young_daly_model(record) -> tuple:
-    """(C from 1 to the run's steps, the modeled ms lost at each, τ* in steps), from the record's measured δ, step
+    """(C from 1 to twice the largest recorded C, the modeled ms lost at each, τ* in steps), from the record's measured δ, step
     time and mean failures per run (:func:`dpviz.topics.when_a_replica_fails.theory.expected_waste`)."""
-    every = np.arange(1, record.meta["steps"] + 1)
+    every = np.arange(1, min(2 * int(record.every.max()), record.meta["steps"]) + 1)  # up to twice the largest C run
     seconds = theory.expected_waste(record.meta["steps"], every, record.meta["step_seconds"],
                                     record.meta["save_seconds"], float(np.mean(record.failures)))
     return every, 1e3 * seconds, record.young_daly_check().interval_steps()
@@ -43,10 +44,11 @@ def young_daly_model(record) -> tuple:
 def figure_young_daly(record) -> Figure:
     """Measured milliseconds lost to checkpoints and redone work at each C, beside the model and τ*."""
     every, modeled, tau = young_daly_model(record)
-    fig, ax = new_figure((WIDTH, 4.0))
+    fig, ax = new_figure((WIDTH, 4.6))
     plot_young_daly(record, every, modeled, tau, ax=ax)
     ax.set_title(claims.young_daly_title(record), fontsize=11, loc="left")
-    fig.subplots_adjust(left=0.14, right=0.98, top=0.8, bottom=0.14)
+    fig.subplots_adjust(left=0.14, right=0.98, top=0.82, bottom=0.3)
+    legend_below(ax, gap=0.55, ncol=2)  # τ* may fall anywhere along the axis
     lost = ", ".join(f"C = {int(e)}: {1e3 * w:.1f} ms" for e, w in zip(record.every, record.waste))
     alt = (f"Stacked bars, one per checkpoint interval C, of the milliseconds lost to checkpoints and to work done "
            f"again: {lost}; a dashed modeled curve beside them and a vertical line at Young/Daly's τ* = {tau:.1f} "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dpviz.engine.style import (BAND_GREY, CORAL, IDEAL_STYLE, INK, LAVENDER, MINT_SHADES, MODELED_NOTE, ORANGE,
+from dpviz.engine.style import (BAND_GREY, CORAL, INK, LAVENDER, MODELED_NOTE, ORANGE,
                                 PURPLE, REPLICA, SLATE, TEAL, get_ax, open_frame)
 from dpviz.topics.when_a_replica_fails.records import MODE_NAMES, MODES
 
@@ -44,9 +44,10 @@ def plot_young_daly(record, modeled_every, modeled_ms, tau_steps: float, *, ax=N
            edgecolor=INK, linewidth=0.6, label="measured: checkpoints")
     ax.bar(record.every, 1e3 * record.lost_seconds, bottom=1e3 * record.checkpoint_seconds,
            width=0.35 * record.every, color=CORAL, edgecolor=INK, linewidth=0.6, label="measured: work done again")
-    ax.axvline(tau_steps, color=MINT_SHADES[2], linewidth=2, label=f"Young/Daly τ* = {tau_steps:.1f} steps")
+    ax.axvline(tau_steps, color=INK, linewidth=2, label=f"Young/Daly τ* = {tau_steps:.1f} steps")
     ax.set_xscale("log", base=2)
-    ax.set_xticks(record.every, [str(int(e)) for e in record.every])
+    ticks = 2 ** np.arange(int(np.log2(max(modeled_every))) + 1)
+    ax.set_xticks(ticks, [str(int(t)) for t in ticks])
     ax.set_xlabel("C, steps between checkpoints (log scale)", fontsize=fontsize)
     ax.set_ylabel("ms lost to checkpoints\nand redone work", fontsize=fontsize)
     ax.tick_params(labelsize=fontsize - 1)

@@ -18,12 +18,17 @@ from matplotlib.figure import Figure
 
 from dpviz.engine.checks import check_real
 from dpviz.engine.slider import SliderFigure, animate, clip_to_range, log_slider
-from dpviz.engine.style import CORAL, GRID_LINE, INK, MINT_SHADES, MODELED_NOTE, SLATE, open_frame
+from dpviz.engine.style import CORAL, GRID_LINE, INK, MODELED_NOTE, SLATE, open_frame
 from dpviz.topics.when_a_replica_fails import theory
 
 DELTA_EXPONENTS = (-1, 2)  # δ from 0.1 ms to 100 ms
 MTBF_EXPONENTS = (0, 3)    # a failure every 1 to 1,000 steps of work
 C_MAX = 1000               # steps between checkpoints on the x axis
+
+
+def _number(x: float) -> str:
+    """Three significant digits, with no exponent for the slider's largest values: 0.135, 3.68, 361, 1,000."""
+    return f"{x:,.0f}" if x >= 100 else f"{x:.3g}"
 
 
 class YoungDalyFigure:
@@ -44,10 +49,11 @@ class YoungDalyFigure:
                                            f"every {mtbf:g} steps")
         (self.curve,) = ax.plot(self.every, np.ones_like(self.every), color=SLATE, linestyle="--", linewidth=2,
                                 label=f"{MODELED_NOTE}: δ/τ + τ/(2·MTBF), at the sliders' δ and MTBF")
-        self.optimum = ax.axvline(1.0, color=MINT_SHADES[2], linewidth=2, label="Young/Daly τ* = √(2·δ·MTBF)")
+        # from above the legend up: a τ* far along the axis never runs through the legend's words
+        self.optimum = ax.axvline(1.0, ymin=0.3, color=INK, linewidth=2, label="Young/Daly τ* = √(2·δ·MTBF)")
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlim(1, C_MAX)
+        ax.set_xlim(0.8, C_MAX)  # room for the dot at C = 1
         ax.set_ylim(1e-3, 1e2)
         ax.grid(True, which="major", color=GRID_LINE, linewidth=0.8)
         ax.set_axisbelow(True)
@@ -69,8 +75,9 @@ class YoungDalyFigure:
         self.curve.set_ydata(theory.waste_fraction(self.every * self.step_seconds, delta, mtbf))
         self.optimum.set_xdata([tau / self.step_seconds] * 2)
         least = float(theory.waste_fraction(tau, delta, mtbf))
-        self.headline.set_text(f"δ = {1e3 * delta:.3g} ms, a failure every {mtbf_steps:.3g} steps: τ* = "
-                               f"{tau / self.step_seconds:.3g} steps, losing {100 * least:.3g} % of the time there")
+        self.headline.set_text(f"δ = {_number(1e3 * delta)} ms, a failure every {_number(mtbf_steps)} steps: τ* = "
+                               f"{_number(tau / self.step_seconds)} steps, losing {_number(100 * least)} % of the time "
+                               "there")
         self.status_line = (f"Modeled: δ/τ + τ/(2·MTBF), least at τ* = √(2·δ·MTBF) = {1e3 * tau:.3g} ms of work; "
                             "restarts cost the same at every C and are left out; the dots were measured")
 
