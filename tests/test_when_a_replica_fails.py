@@ -271,3 +271,22 @@ def test_the_slider_moves_the_optimum_to_young_daly_and_the_curve_to_the_theory(
     assert view.optimum.get_xdata()[0] == pytest.approx(np.sqrt(2 * 0.010 * 200 * t) / t)
     assert view.curve.get_ydata() == pytest.approx(0.010 / (view.every * t) + view.every * t / (2 * 200 * t))
     assert "τ* = √(2·δ·MTBF)" in sf.said()
+
+
+def test_the_shipped_carry_on_record_shrinks_regrows_and_fails_when_tampered():
+    from dpviz.engine.layout import title_of
+    from dpviz.topics.when_a_replica_fails import figures
+    from dpviz.topics.when_a_replica_fails.run_shipped import shipped_carry_on
+
+    record = shipped_carry_on()
+    assert record.world_size.tolist() == [3] * 8 + [2] * 8 + [3] * 8 and record.named_rank == record.kill_rank == 1
+    said = claims.carry_on_claims(record.training())
+    assert said.startswith("Rank 1 was SIGKILLed at step 8; 2 survivors carried on") and "steps 8 to 15" in said
+    fig = figures.figure_carry_on(record)
+    assert title_of(fig, fig.axes[0]) == claims.carry_on_title(record) and "bit-identical" in fig.alt
+    record.arrays["joined_digests"] = record.joined_digests.copy()
+    record.arrays["joined_digests"][2, 0] = "0" * 40
+    with pytest.raises(AssertionError, match="different θ or velocities"):
+        claims.carry_on_title(record)
+    with pytest.raises(AssertionError, match="2 different states"):
+        claims.carry_on_claims(record.training())

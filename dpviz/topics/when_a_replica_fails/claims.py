@@ -139,3 +139,17 @@ def diloco_title(record) -> str:
     last = record.full_loss[:, -1]
     return (f"DiLoCo all-reduces 1/{H} of plain data parallelism's bytes; after {record.meta['steps']} steps its loss "
             f"is {last[2]:.4f} against {last[0]:.4f}")
+
+
+def carry_on_title(record) -> str:
+    """The carry-on figure's title: the run equals the unfailed one until the kill, and the newcomer holds the
+    survivors' bits (raises where either fails)."""
+    m = record.meta
+    at = m["kill_step"]
+    if not np.array_equal(record.loss_carry_on[:at], record.loss_unfailed[:at]):
+        raise AssertionError(f"before the kill at step {at} the run's losses differ from the unfailed run's.")
+    if len({tuple(row) for row in record.joined_digests.tolist()}) != 1:
+        raise AssertionError(f"after the regrow at step {m['regrow_at']} the ranks hold different θ or velocities: "
+                             f"{record.joined_digests.tolist()}.")
+    return (f"Rank {m['kill_rank']} killed at step {at}: {m['k'] - 1} ranks carried on from their own state, "
+            f"nothing redone; a newcomer joined at step {m['regrow_at']}, bit-identical to them")

@@ -1,5 +1,5 @@
 """The chapter's figures, drawn from its shipped records (:mod:`dpviz.topics.when_a_replica_fails.run_shipped`):
-the loss through failures and restarts beside the unfailed run; what each checkpoint interval lost, measured,
+the loss through failures and restarts beside the unfailed run; the loss of a group that shrank and regrew; what each checkpoint interval lost, measured,
 beside the model and Young/Daly's τ*; DiLoCo's loss and bytes beside local SGD's and plain data parallelism's.
 
 The chapter's notebook calls each ``figure_*`` once; every title is a claim checked on the record it draws."""
@@ -11,8 +11,8 @@ from matplotlib.figure import Figure
 
 from dpviz.engine.layout import WIDTH, caption, legend_below, measured_lines, new_figure, title_of, wrap_titles
 from dpviz.topics.when_a_replica_fails import claims, theory
-from dpviz.topics.when_a_replica_fails.plots import (plot_diloco_bytes, plot_diloco_loss, plot_restart_loss,
-                                                     plot_young_daly)
+from dpviz.topics.when_a_replica_fails.plots import (plot_carry_on_loss, plot_diloco_bytes, plot_diloco_loss,
+                                                     plot_restart_loss, plot_young_daly)
 from dpviz.topics.when_a_replica_fails.records import MODE_NAMES, MODES
 
 
@@ -72,4 +72,18 @@ def figure_diloco(record) -> Figure:
                        for i, m in enumerate(MODES))
            + ". Bars of bytes per step: " + ", ".join(f"{MODE_NAMES[m]} {sent[m]:,.1f}" for m in MODES)
            + f". {title_of(fig, top)}")
+    return caption(wrap_titles(fig), measured_lines([record]), alt=alt)
+
+
+def figure_carry_on(record) -> Figure:
+    """The loss of every step through the shrink and the regrow over the unfailed run's; the smaller group shaded."""
+    fig, ax = new_figure((WIDTH, 4.2))
+    plot_carry_on_loss(record, ax=ax)
+    ax.set_title(claims.carry_on_title(record), fontsize=11, loc="left")
+    fig.subplots_adjust(left=0.1, right=0.98, top=0.82, bottom=0.3)
+    legend_below(ax, gap=0.5, ncol=3)
+    m = record.meta
+    alt = (f"Line chart of the loss at each of {m['steps']} steps: {m['k']} ranks without a failure as a line, the "
+           f"run through the failure as dots, equal to it up to step {m['kill_step'] - 1}; steps {m['kill_step']} to "
+           f"{m['regrow_at'] - 1} taken by {m['k'] - 1} ranks, shaded, then {m['k']} again. {title_of(fig, ax)}")
     return caption(wrap_titles(fig), measured_lines([record]), alt=alt)

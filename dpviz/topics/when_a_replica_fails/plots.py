@@ -88,3 +88,24 @@ def plot_diloco_bytes(record, *, ax=None, fontsize: float = 10):
     ax.tick_params(labelsize=fontsize - 1)
     open_frame(ax)
     return ax
+
+
+def plot_carry_on_loss(record, *, ax=None, fontsize: float = 10):
+    """Each step's loss through the shrink and the regrow (markers) over the unfailed run's (line); the steps taken
+    by k − 1 ranks shaded, the kill and the newcomer's arrival marked."""
+    ax = get_ax(ax)
+    m = record.meta
+    steps = np.arange(m["steps"])
+    fewer = np.flatnonzero(record.world_size < m["k"])
+    ax.axvspan(fewer[0] - 0.5, fewer[-1] + 0.5, color=BAND_GREY, zorder=0, label=f"{m['k'] - 1} ranks carry on")
+    ax.axvline(m["kill_step"] - 0.5, color=CORAL, linewidth=1.5, zorder=1, label=f"rank {m['kill_rank']} SIGKILLed")
+    ax.axvline(m["regrow_at"] - 0.5, color=INK, linewidth=1.5, linestyle=":", zorder=1, label="a newcomer joins")
+    ax.plot(steps, record.loss_unfailed, color=SLATE, linewidth=2, label=f"{m['k']} ranks, no failure", zorder=2)
+    ax.plot(steps, record.loss_carry_on, linestyle="none", marker="o", markersize=4.5, color=REPLICA,
+            label="through the failure", zorder=3)
+    ax.set_xlabel("step", fontsize=fontsize)
+    ax.set_ylabel("loss (mean over ranks)", fontsize=fontsize)
+    ax.tick_params(labelsize=fontsize - 1)
+    ax.legend(fontsize=fontsize - 1, frameon=False)
+    open_frame(ax)
+    return ax

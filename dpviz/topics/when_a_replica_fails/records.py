@@ -1,10 +1,10 @@
 """The records of the chapter's runs: a restart through failures beside the unfailed run, the Young/Daly check, and
-DiLoCo beside local SGD and plain data parallelism.
+DiLoCo beside local SGD and plain data parallelism, and a group that carried on with fewer ranks and regrew.
 
 Written by :mod:`dpviz.topics.when_a_replica_fails.run_shipped` (``python -m
 dpviz.topics.when_a_replica_fails.run_shipped``) into the shipped runs. Each record gives back the object the
 chapter's claims read (:meth:`RestartRecord.trainings`, :meth:`YoungDalyRecord.young_daly_check`,
-:meth:`DilocoRecord.diloco_run`), so that a sentence printed from a record is checked on that record.
+:meth:`DilocoRecord.diloco_run`, :meth:`CarryOnRecord.training`), so that a sentence printed from a record is checked on that record.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ MODE_NAMES = {"dp": "plain data parallelism", "local": "local SGD", "diloco": "D
 RESTART_STEM = "replica_restart"
 YOUNG_DALY_STEM = "replica_young_daly"
 DILOCO_STEM = "replica_diloco"
+CARRY_ON_STEM = "replica_carry_on"
 
 _MODEL = (
     Meta("k", "int", "ranks"),
@@ -269,3 +270,67 @@ class DilocoRecord(RankRecord):
                          {m: getattr(self, f"before_{m}") for m in MODES[1:]},
                          {m: getattr(self, f"after_{m}") for m in MODES[1:]}, self.theta0, int(self.meta["n_params"]),
                          {m: int(self.sent[i]) for m, i in rows.items()}, self.fragment, self.edges)
+
+
+CARRY_ON = Kind(
+    name="replica_carry_on",
+    version=1,
+    doc="k ranks trained an MLP with SGD and momentum; one was SIGKILLed, the k − 1 survivors carried on from the "
+        "state they held (its shard dropped), and later a newcomer joined by broadcast; beside it the same training "
+        "with no failure.",
+    arrays=(
+        Array("loss_unfailed", ("steps",), "float32", "each step's loss (mean over ranks), k ranks, no failure"),
+        Array("loss_carry_on", ("steps",), "float32", "each step's loss through the shrink and the regrow"),
+        Array("world_size", ("steps",), "int64", "ranks that took each step"),
+        Array("joined_digests", ("k", 2), "str", "per rank of the regrown group: digests of θ and of the velocity"),
+    ),
+    meta=(*_MODEL,
+          Meta("momentum", "float", "μ, the momentum the velocity carries"),
+          Meta("kill_rank", "int", "the rank SIGKILLed"),
+          Meta("kill_step", "int", "the step it died in"),
+          Meta("named_rank", "int", "the rank the launcher named as dead"),
+          Meta("regrow_at", "int", "the step the newcomer joined at"),
+          Meta("lr_rule", "str", "the learning rate while the group was smaller: linear ((k − 1)/k of η) or same"),
+          Meta("notice_seconds", "float", "seconds from the kill until the launcher named the rank"),
+          Meta("restart_seconds", "float", "seconds from then until the smaller group began its first step"),
+          *ran_on("backend", "threads_per_rank", "torch_version", "host", "cores", "date")),
+)
+
+
+@register
+class CarryOnRecord(RankRecord):
+    """A group that shrank and regrew, beside the unfailed run; arrays of :data:`CARRY_ON`."""
+
+    KIND = CARRY_ON
+
+    @classmethod
+    def of(cls, run, clean, where: dict, *, regrow_at: int, lr_rule: str) -> CarryOnRecord:
+        """The record of ``run`` (:func:`~dpviz.topics.when_a_replica_fails.run_failure.record_carry_on`'s) and
+        ``clean`` (the same k ranks without a failure)."""
+        f = run.failures[0]
+        meta = {**_config_meta(run.config, _MODEL_NAMES + ("momentum",)), "kill_rank": int(f.rank),
+                "kill_step": int(f.step), "named_rank": int(f.named_rank), "regrow_at": int(regrow_at),
+                "lr_rule": lr_rule, "notice_seconds": float(f.notice_seconds),
+                "restart_seconds": float(f.restart_seconds), **where}
+        arrays = {"loss_unfailed": clean.loss, "loss_carry_on": run.loss,
+                  "world_size": np.asarray(run.world_size, np.int64),
+                  "joined_digests": np.array(run.joined_digests, dtype=str)}
+        return cls(meta, arrays)
+
+    def describe(self) -> str:
+        m = self.meta
+        return (f"carry-on run, k={m['k']}, MLP {m['depth']}×{m['width']}, b={m['b']}, {m['steps']} steps, rank "
+                f"{m['kill_rank']} killed at step {m['kill_step']}, a newcomer at step {m['regrow_at']}, "
+                f"{m['backend']}, {m['host']}, {m['cores']} cores, {m['date'][:10]}")
+
+    def training(self):
+        """The :class:`~dpviz.topics.when_a_replica_fails.run_failure.Training` the claims read."""
+        from dpviz.topics.when_a_replica_fails.run_failure import Failure, FailureConfig, Training
+
+        m = self.meta
+        config = FailureConfig(**_config_meta(self, _MODEL_NAMES + ("momentum",)))
+        failure = Failure(m["kill_rank"], m["kill_step"], m["named_rank"], m["notice_seconds"], m["kill_step"], 0,
+                          0.0, m["restart_seconds"])
+        return Training(config, self.loss_carry_on, np.zeros(0, np.float32), np.zeros(0, np.float32), np.zeros(0),
+                        np.zeros(0), float("nan"), [failure], self.world_size,
+                        [list(d) for d in self.joined_digests.tolist()])
