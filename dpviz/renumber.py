@@ -7,8 +7,8 @@ The library asks :mod:`dpviz.course` for every number, but a notebook's prose is
 "chapters NN to MM", a link to ``NN_measuring_an_all_reduce.ipynb``. This reads the numbers the notebook files carry
 now (``notebooks/NN_<name>.ipynb``), compares them with each chapter's place in the course, and then
 
-1. rewrites, in every notebook's Markdown cells and in ``README.md``, each chapter number that changed: after
-   "chapter"/"chapters" (with the lists and ranges that follow: "NN and MM", "NN to MM") and in notebook stems
+1. rewrites, in every notebook's Markdown cells and in ``README.md``, each chapter number that changed: in a
+   chapter's heading ("# NN · Title"), after "chapter"/"chapters" (with the lists and ranges that follow: "NN and MM", "NN to MM") and in notebook stems
    (``NN_measuring_an_all_reduce``), all at once, so that n → n + 1 and n + 1 → n + 2 never run into each other;
 2. renames the notebook files;
 3. lists the renamed notebooks and those whose saved outputs print a number that changed: run those again
@@ -75,6 +75,9 @@ def rewrite(text: str, numbers: dict[str, str]) -> str:
         return match.group(1) + re.sub(r"\d\d", lambda n: numbers.get(n.group(0), n.group(0)), match.group(2))
 
     text = CHAPTERS.sub(in_list, text)
+    # a chapter's own heading, "# NN · Title"
+    text = re.sub(r"^(#+ )(\d\d)( · )", lambda m: m.group(1) + numbers.get(m.group(2), m.group(2)) + m.group(3), text,
+                  flags=re.M)
     return re.sub(rf"\b(\d\d)_({names})\b", lambda m: numbers.get(m.group(1), m.group(1)) + "_" + m.group(2), text)
 
 

@@ -34,6 +34,8 @@ def test_rewrite_moves_every_number_at_once_lists_and_ranges_included():
     assert renumber.rewrite(text, numbers) == (
         "Chapter 08 measures it; chapters 08 and 09 differ; chapters 01 to 08; see 09_whole_picture.ipynb "
         "and `08_measuring_an_all_reduce`; chapter 06 stays; 07 alone is not a chapter.")
+    assert renumber.rewrite("# 07 · Measuring an all-reduce\n\nText with 07 · in it.", numbers) == \
+        "# 08 · Measuring an all-reduce\n\nText with 07 · in it."  # a chapter's heading moves with it
 
 
 @pytest.fixture
@@ -80,6 +82,9 @@ def test_inserting_a_chapter_renames_what_follows_and_rewrites_its_number(insert
     assert _mentions(new_texts, after_at) == _mentions(old_texts, at) and _mentions(new_texts, at) == 0
     # the chapters before the insert keep their numbers, in prose and on disk
     assert _mentions(new_texts, "06") == _mentions(old_texts, "06") and "06_speedup_model.ipynb" in after
+    for name, text in after.items():  # each chapter's own heading carries its new number
+        if "a_new_chapter" not in name:
+            assert re.search(rf"^# {name[:2]} · ", text, re.M), f"{name}: its heading kept an old number"
     readme = (root / "README.md").read_text(encoding="utf-8")
     assert f"`{bank_after}_question_bank`" in readme and f"`{bank}_question_bank`" not in readme
 
