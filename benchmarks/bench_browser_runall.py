@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests"))
 from machine import describe, keep_if_asked, load  # noqa: E402
-from bench_browser_sliders import HEIGHT, START_TIMEOUT, WIDTH, one_kernel, start_lab  # noqa: E402
+from bench_browser_sliders import HEIGHT, START_TIMEOUT, WIDTH, one_kernel, open_notebook, start_lab  # noqa: E402
 
 TARGET = 10.0  # s for one chapter's Run All, as a student measures it (DESIGN.md)
 TARGET_LOAD = 4.0  # ... at a load average of at most this
@@ -52,21 +52,6 @@ STATE_JS = """(root) => {
           raised: [...panel.querySelectorAll('.jp-OutputArea-output')].some(o => (o.textContent || '').includes('Traceback')),
           dialog: document.querySelector('.jp-Dialog')?.textContent || ''};
 }"""
-
-
-def open_chapter(page, url: str, token: str, name: str, timeout: float) -> tuple[str, str]:
-    """Opens notebook ``name``; returns its panel's widget id and a CSS selector of its panel."""
-    page.evaluate("(path) => { window.jupyterapp.commands.execute('docmanager:open', {path, factory: 'Notebook'}); }",
-                  name)
-    widget = page.wait_for_function(
-        """(path) => {
-             const app = window.jupyterapp;
-             const w = [...app.shell.widgets('main')].find(w => w.context && w.context.path === path);
-             if (!w || !w.context.isReady) return null;
-             app.shell.activateById(w.id);
-             return w.id;
-           }""", arg=name, timeout=timeout * 1000).json_value()
-    return widget, f".jp-NotebookPanel[id='{widget}']"
 
 
 def run_all(page, widget: str, root: str, timeout: float) -> tuple[float, dict]:
@@ -130,7 +115,7 @@ def measure(chromium: str, base: Path, names: list[str], timeout: float = START_
                 row = {"chapter": Path(name).stem, "kernel": None, "run_all": None, "outcome": ""}
                 try:
                     begin = time.perf_counter()
-                    widget, root = open_chapter(page, url, token, name, timeout)
+                    widget, root = open_notebook(page, name, timeout)
                     one_kernel(url, token, timeout)
                     page.wait_for_selector(f"{root} .jp-Notebook-ExecutionIndicator[data-status='idle']",
                                            timeout=timeout * 1000)

@@ -166,12 +166,9 @@ def start_lab(folder: Path, base: Path, timeout: float = START_TIMEOUT):
     return server, f"http://127.0.0.1:{port}", token
 
 
-def open_and_run(page, url: str, token: str, name: str, panels: int, timeout: float = START_TIMEOUT) -> str:
-    """Opens notebook ``name`` in JupyterLab, runs all its cells, waits until ``panels`` slider panels show; each
-    step may take ``timeout`` s (building the panels four times that)."""
-    page.goto(f"{url}/lab/workspaces/bench-sliders?token={token}", timeout=timeout * 1000)
-    page.wait_for_function("() => !!window.jupyterapp", timeout=timeout * 1000)
-    page.evaluate("async () => { await window.jupyterapp.restored; }")
+def open_notebook(page, name: str, timeout: float) -> tuple[str, str]:
+    """Opens notebook ``name`` in the JupyterLab on ``page`` and makes it the active tab; returns its panel's widget
+    id and a CSS selector of its panel."""
     page.evaluate("(path) => { window.jupyterapp.commands.execute('docmanager:open', {path, factory: 'Notebook'}); }",
                   name)
     widget = page.wait_for_function(
@@ -182,7 +179,16 @@ def open_and_run(page, url: str, token: str, name: str, panels: int, timeout: fl
              app.shell.activateById(w.id);
              return w.id;
            }""", arg=name, timeout=timeout * 1000).json_value()
-    root = f".jp-NotebookPanel[id='{widget}']"
+    return widget, f".jp-NotebookPanel[id='{widget}']"
+
+
+def open_and_run(page, url: str, token: str, name: str, panels: int, timeout: float = START_TIMEOUT) -> str:
+    """Opens notebook ``name`` in JupyterLab, runs all its cells, waits until ``panels`` slider panels show; each
+    step may take ``timeout`` s (building the panels four times that)."""
+    page.goto(f"{url}/lab/workspaces/bench-sliders?token={token}", timeout=timeout * 1000)
+    page.wait_for_function("() => !!window.jupyterapp", timeout=timeout * 1000)
+    page.evaluate("async () => { await window.jupyterapp.restored; }")
+    widget, root = open_notebook(page, name, timeout)
     one_kernel(url, token, timeout)
     page.wait_for_selector(f"{root} .jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=timeout * 1000)
     started = ("(root) => [...document.querySelectorAll(root + ' .jp-InputPrompt')]"
