@@ -14,6 +14,15 @@ MODE_STYLE = {"dp": dict(color=INK, marker="o"), "local": dict(color=TEAL, marke
               "diloco": dict(color=ORANGE, marker="^"), "streaming": dict(color=PURPLE, marker="v")}
 
 
+def _finish(ax, fontsize: float, *, legend: bool = True):
+    """What every plot here ends with: tick labels a size under the text, the legend without a frame, an open frame."""
+    ax.tick_params(labelsize=fontsize - 1)
+    if legend:
+        ax.legend(fontsize=fontsize - 1, frameon=False)
+    open_frame(ax)
+    return ax
+
+
 def plot_restart_loss(record, *, ax=None, fontsize: float = 10):
     """Each step's loss through the failures (markers) over the unfailed run's (line); each failure's redone steps
     shaded from the checkpoint it resumed from to the step it died in."""
@@ -28,10 +37,7 @@ def plot_restart_loss(record, *, ax=None, fontsize: float = 10):
             label="restarted from the last checkpoint", zorder=3)
     ax.set_xlabel("step", fontsize=fontsize)
     ax.set_ylabel("loss (mean over ranks)", fontsize=fontsize)
-    ax.tick_params(labelsize=fontsize - 1)
-    ax.legend(fontsize=fontsize - 1, frameon=False)
-    open_frame(ax)
-    return ax
+    return _finish(ax, fontsize)
 
 
 def plot_young_daly(record, modeled_every, modeled_ms, tau_steps: float, *, ax=None, fontsize: float = 10):
@@ -50,10 +56,7 @@ def plot_young_daly(record, modeled_every, modeled_ms, tau_steps: float, *, ax=N
     ax.set_xticks(ticks, [str(int(t)) for t in ticks])
     ax.set_xlabel("C, steps between checkpoints (log scale)", fontsize=fontsize)
     ax.set_ylabel("ms lost to checkpoints\nand redone work", fontsize=fontsize)
-    ax.tick_params(labelsize=fontsize - 1)
-    ax.legend(fontsize=fontsize - 1, frameon=False)
-    open_frame(ax)
-    return ax
+    return _finish(ax, fontsize)
 
 
 def plot_diloco_loss(record, *, ax=None, fontsize: float = 10):
@@ -66,10 +69,7 @@ def plot_diloco_loss(record, *, ax=None, fontsize: float = 10):
     ax.set_xticks(steps)
     ax.set_xlabel(f"inner step (a sync every H = {record.meta['H']})", fontsize=fontsize)
     ax.set_ylabel("whole data set's loss", fontsize=fontsize)
-    ax.tick_params(labelsize=fontsize - 1)
-    ax.legend(fontsize=fontsize - 1, frameon=False)
-    open_frame(ax)
-    return ax
+    return _finish(ax, fontsize)
 
 
 def plot_diloco_bytes(record, *, ax=None, fontsize: float = 10):
@@ -85,9 +85,7 @@ def plot_diloco_bytes(record, *, ax=None, fontsize: float = 10):
     ax.set_ylim(len(MODES) - 0.5, -0.5)
     ax.set_xlim(0, 1.3 * max(values))
     ax.set_xlabel("bytes each rank all-reduced per inner step (counted in the ranks)", fontsize=fontsize)
-    ax.tick_params(labelsize=fontsize - 1)
-    open_frame(ax)
-    return ax
+    return _finish(ax, fontsize, legend=False)
 
 
 def plot_carry_on_loss(record, *, ax=None, fontsize: float = 10):
@@ -105,7 +103,4 @@ def plot_carry_on_loss(record, *, ax=None, fontsize: float = 10):
             label="through the failure", zorder=3)
     ax.set_xlabel("step", fontsize=fontsize)
     ax.set_ylabel("loss (mean over ranks)", fontsize=fontsize)
-    ax.tick_params(labelsize=fontsize - 1)
-    ax.legend(fontsize=fontsize - 1, frameon=False)
-    open_frame(ax)
-    return ax
+    return _finish(ax, fontsize)
