@@ -19,6 +19,7 @@ no topic (``tests/test_layers.py``).
   its runs.
 * ``paths``: Where records live: ``dpviz/records/``, the package's data folder (records only, no code).
 * ``plan``: A figure plan: the records one chapter's published figures are drawn from, by stem, with their settings.
+* ``predict``: Predict, then run: a question the reader answers before a real run, and the run's answer after it.
 * ``quiz``: Self-check cards: a question, a hidden answer, and a button that reveals it.
 * ``rank``: The rank side of a launch: what runs inside each of the k processes :func:`dpviz.engine.launch.launch`
   starts.
