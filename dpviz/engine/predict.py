@@ -60,7 +60,7 @@ class Prediction(widgets.VBox):
         )
 
     @classmethod
-    def choice(cls, question: str, choices: list[str]) -> "Prediction":
+    def choice(cls, question: str, choices: list[str]) -> Prediction:
         if len(choices) < 2:
             raise ValueError(f"choices must hold at least 2 answers, got {len(choices)}")
         control = widgets.RadioButtons(options=list(choices), value=None, description="",
@@ -68,7 +68,7 @@ class Prediction(widgets.VBox):
         return cls(question, control, kind="choice", choices=tuple(choices))
 
     @classmethod
-    def number(cls, question: str, *, low: float, high: float, step: float, unit: str = "") -> "Prediction":
+    def number(cls, question: str, *, low: float, high: float, step: float, unit: str = "") -> Prediction:
         if not (math.isfinite(low) and math.isfinite(high) and low < high):
             raise ValueError(f"low must be below high, both finite; got low={low}, high={high}")
         if not 0 < step <= high - low:
@@ -115,7 +115,7 @@ class Prediction(widgets.VBox):
             return abs(self.value - measured) <= close * abs(measured)
         return self.value == measured
 
-    def answer(self, measured, *, said: str | None = None, why: str = "", close: float = 0.2) -> "Answer":
+    def answer(self, measured, *, said: str | None = None, why: str = "", close: float = 0.2) -> Answer:
         """What the run says against what was predicted; ``said`` is how to write ``measured`` (its record's
         number, as the chapter prints it), ``why`` the reason this machine gave it, shown when they differ."""
         if self.kind == "choice" and measured not in self.choices:
