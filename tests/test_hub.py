@@ -43,6 +43,7 @@ import psutil
 import pytest
 
 import _hub
+import _procevents
 from dpviz import grading
 
 pytestmark = pytest.mark.timeout(1800)  # the class on 2 busy cores; the fixture counts toward the first test
@@ -107,36 +108,46 @@ def _answer(nb: dict, number: int) -> dict:
 
 
 class Watcher(threading.Thread):
-    """Samples, every 0.3 s while the chapters run: rank processes, their TCP peers on this machine, /tmp."""
+    """Every rank a student's server starts, from the kernel's process events (none is missed, however short
+    its life; tests/_procevents.py), and, sampled every 0.3 s while the chapters run: the ranks' TCP peers on
+    this machine and what the students make in /tmp."""
 
     def __init__(self, course: _hub.Course):
         super().__init__(daemon=True)
         self.course = course
         self.uids = {s.uid for s in course.students}
         self.stop = threading.Event()
-        self.ranks: dict[int, tuple[int, bool]] = {}  # pid -> (uid, whether its ancestors hold its user's server)
+        self.events = _procevents.ProcessEvents(prefix="dpviz-rank-")
+        self.servers: dict[int, int] = {}  # a student's server pid -> its uid, every one seen
+        self.sampled: set[int] = set()  # rank pids the sampling saw as well (a check on the events)
         self.peers: list[tuple[int, int, str]] = []  # (a rank's uid, the other end's uid, what the other end is)
         self.tmp: dict[str, tuple[int, int]] = {}  # /tmp entry -> (owner uid, mode)
 
+    @property
+    def ranks(self) -> dict[int, tuple[int, bool]]:
+        """Each student rank's pid -> (its uid, whether its ancestors hold its user's server)."""
+        return {pid: (uid, any(self.servers.get(a) == uid for a in ancestors))
+                for pid, (uid, ancestors) in self.events.named.items() if uid in self.uids}
+
     def run(self):
+        self.events.start()
         while not self.stop.is_set():
             try:
                 self.sample()
             except Exception:  # a process ending between two looks: the next sample sees the rest
                 pass
             self.stop.wait(0.3)
+        self.servers.update({p.pid: uid for uid, p in self.course.server_processes().items()})
+        self.events.stop()
 
     def sample(self):
-        servers = {p.pid: uid for uid, p in self.course.server_processes().items()}
+        self.servers.update({p.pid: uid for uid, p in self.course.server_processes().items()})
         rank_pids = {}
         for p in psutil.process_iter(["name", "uids"]):
             try:
                 if p.info["name"].startswith("dpviz-rank-") and p.info["uids"].real in self.uids:
-                    uid = p.info["uids"].real
-                    rank_pids[p.pid] = uid
-                    if p.pid not in self.ranks:
-                        own = any(servers.get(a.pid) == uid for a in p.parents())
-                        self.ranks[p.pid] = (uid, own)
+                    rank_pids[p.pid] = p.info["uids"].real
+                    self.sampled.add(p.pid)
             except psutil.Error:
                 continue
         if rank_pids:
@@ -198,7 +209,7 @@ def _instructor(course: _hub.Course, *args: str, timings: dict) -> None:
 
 @pytest.fixture(scope="module")
 def classroom():
-    reason = _hub.why_not()
+    reason = _hub.why_not() or _procevents.why_not()
     if reason:
         pytest.skip(reason)
     begin = time.perf_counter()
@@ -342,8 +353,11 @@ def test_each_students_ranks_are_their_own(classroom):
     machine (gloo's pairs, the rendezvous) ends at a process of the same student."""
     watcher = classroom["watcher"]
     uids = set(classroom["uids"].values())
+    assert not watcher.events.lost, "the kernel dropped process events: the ranks seen may be incomplete"
+    missed = watcher.sampled - set(watcher.events.named)
+    assert not missed, f"ranks the sampling saw but the kernel's events did not report: {sorted(missed)}"
     seen = {uid for uid, _ in watcher.ranks.values()}
-    assert seen == uids, "some student's ranks were never seen"
+    assert seen == uids, f"students none of whose ranks started: uids {sorted(uids - seen)}"
     strays = [pid for pid, (uid, own) in watcher.ranks.items() if not own]
     assert not strays, f"ranks that descend from no server of their own user: {strays}"
     assert watcher.peers, "no rank connection was seen"
