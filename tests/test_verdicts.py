@@ -537,3 +537,15 @@ def gc_right(y_block, world_size):
 def test_a_correct_answer_still_passes_on_ranks(fn, no_rank_left):
     verdict = CHECK[fn.__name__[:3]](fn)
     assert verdict.status == PASSED, verdict
+
+
+def test_voila_hides_the_code_so_an_unanswered_check_does_not_point_at_it(monkeypatch):
+    from dpviz.engine.verdict import NOT_ATTEMPTED, not_attempted
+
+    monkeypatch.delenv("VOILA_KERNEL_ID", raising=False)
+    monkeypatch.delenv("VOILA_BASE_URL", raising=False)
+    monkeypatch.delenv("VOILA_PREHEAT", raising=False)
+    assert "write the function above" in not_attempted("speedup")
+    monkeypatch.setenv("VOILA_BASE_URL", "/")
+    said = not_attempted("speedup")
+    assert said.status == NOT_ATTEMPTED and "above" not in said and "without its code" in said
