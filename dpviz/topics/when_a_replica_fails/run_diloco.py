@@ -8,8 +8,10 @@
 
 Plain DP, local SGD, DiLoCo and streaming DiLoCo (one fragment of θ at a time) start from the same θ0 and take
 the same batches. The oracle is a numpy recomputation (:func:`outer_step_error`): from the parameters every rank held before each sync, it recomputes the average and
-DiLoCo's outer Nesterov step, and compares with what the ranks set. (torchft's DiLoCo, the issue's other oracle,
-needs its Manager and a Lighthouse server; it is not wired here.)
+DiLoCo's outer Nesterov step, and compares with what the ranks set. Where torchft is installed,
+``tests/test_ch15_torchft.py`` also runs ``torchft.local_sgd.DiLoCo`` in two replica groups joined by a real
+Lighthouse server and torchft's quorum-based gloo group, on the same θ0 and batches, and holds dpviz's θ after
+every outer step to it within 1.5e-7.
 
 This module is the torch-free front; the ranks run :mod:`dpviz.topics.when_a_replica_fails.rank_diloco`.
 """
