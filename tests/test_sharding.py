@@ -382,8 +382,8 @@ def test_chapter_exercises_accept_the_reference_and_name_typical_mistakes():
     solutions = load_solutions()
     assert ex.check_owned_shard(solutions.owned_shard).passed
     assert ex.check_step_bytes(solutions.step_bytes).passed
-    wrong_chunk = ex.check_owned_shard(lambda layer, r, k: np.array_split(np.asarray(layer), k)[r])
-    assert not wrong_chunk.passed and "(r + 1) mod k" in wrong_chunk
+    unpadded = ex.check_owned_shard(lambda layer, r, k: np.array_split(np.asarray(layer), k)[r])
+    assert not unpadded.passed and "Pad the layer" in unpadded
     no_pad = ex.check_owned_shard(lambda layer, r, k: np.asarray(layer)[((r + 1) % k) * (len(layer) // k):
                                                                       ((r + 1) % k + 1) * (len(layer) // k)])
     assert not no_pad.passed and "Pad the layer" in no_pad

@@ -3,18 +3,21 @@
     print(check_owned_shard(owned_shard))   # the chunk of a layer rank r keeps under ZeRO-3
     print(check_step_bytes(step_bytes))     # the bytes one rank sends per step at each ZeRO stage
 
-Each case is one call with plain Python numbers or a numpy vector, compared with the library's answer to
-float rounding; all calls of one check together get :data:`dpviz.engine.sandbox.TIME_LIMIT` seconds.
+``check_step_bytes`` compares each call with the library's answer to float rounding. ``check_owned_shard`` asks every
+rank of each k and accepts any layout that gives the k ranks k different whole chunks (dpviz's ring keeps chunk
+(r + 1) mod k, torch's FSDP chunk r). All calls of one check together get :data:`dpviz.engine.sandbox.TIME_LIMIT`
+seconds.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+import dpviz.engine.sandbox as guard
 import dpviz.engine.verdict as v
 from dpviz.topics.sharding import theory
 
-SHARD_CASES = ((12, 0, 4), (12, 3, 4), (10, 1, 2), (10, 0, 2), (7, 2, 3), (9, 0, 1))  # (layer size, rank, k)
+LAYOUT_CASES = ((12, 4), (10, 2), (7, 3), (13, 4), (9, 1))  # (layer size, k): every rank of each k is asked
 STEP_CASES = ((4, 6080, 0), (4, 6080, 3), (2, 1e9, 1), (8, 1e9, 2), (8, 1e9, 3), (64, 1.5e10, 3), (1, 1e6, 3))  # (k, M, stage)
 
 
@@ -24,26 +27,110 @@ def _layer(n: int) -> np.ndarray:
 
 def check_owned_shard(owned_shard) -> v.Verdict:
     """``owned_shard(layer, rank, k)``: the chunk of a flat layer, padded with zeros to a multiple of k, that rank
-    ``rank`` keeps under ZeRO-3: chunk (rank + 1) mod k, the one the ring's reduce-scatter leaves complete on it."""
+    ``rank`` keeps under ZeRO-3.
+
+    Any layout in which the k ranks keep k different chunks is correct: dpviz's ring keeps chunk (rank + 1) mod k,
+    the one its reduce-scatter leaves complete on the rank (:func:`dpviz.topics.sharding.theory.owned_chunk`);
+    torch's FSDP keeps chunk ``rank``. So every rank of each k is asked, and the answers must be whole chunks of the
+    padded layer (no gap, no wrong length), one chunk per rank (no overlap). The verdict names the layout found.
+    """
     name = v.require_function("check_owned_shard", owned_shard)
-    cases = [v.Case((_layer(n), r, k), theory.shard_of(_layer(n), (n,), k, r).astype(np.float64),
-                    f"for a layer of {n} values 1 to {n} on rank {r} of k = {k}") for n, r, k in SHARD_CASES]
+    if v.is_stub(owned_shard):
+        return v.not_attempted(name)
+    found = v.definition(name, owned_shard)
+    if isinstance(found, v.Verdict):
+        return found
+    layouts = []
+    left, printed = float(guard.TIME_LIMIT), 0
+    with guard.FreshProcess(*found) as box:
+        for n, k in LAYOUT_CASES:
+            padded = theory.pad(_layer(n), (n,), k)
+            size = len(padded) // k
+            chunks = padded.reshape(k, size)
+            kept = []
+            for rank in range(k):
+                label = f"for a layer of {n} values 1 to {n} on rank {rank} of k = {k}"
+                call = f"{name}(<array of {n} values>, {rank}, {k})"
+                if left <= 0:
+                    return v.cut_short(name, guard.Outcome(timed_out=True), call)
+                outcome = box.call(_layer(n), rank, k, seconds=left, print_room=max(guard.PRINT_LIMIT - printed, 0))
+                left -= outcome.seconds
+                printed += outcome.printed
+                if outcome.kind == "NotImplementedError":
+                    return v.not_attempted(name)
+                verdict = v.cut_short(name, outcome, call)
+                if verdict:
+                    return verdict
+                if outcome.error is not None:
+                    return v.raised(name, outcome.error, call, outcome.kind)
+                value = outcome.value if isinstance(outcome.value, dict) else {}
+                got = value.get("array")
+                if got is None or got.ndim != 1:
+                    what = value.get("repr") or (f"an array of shape {v.shape_words(got.shape)}" if got is not None
+                                                 else f"numbers of shape {v.shape_words(value.get('shape', ()))}")
+                    return v.failed(name, f"{label}, it returned {what}", "It must return a vector, the rank's chunk.")
+                chunk = _which_chunk(got, chunks)
+                if chunk is None:
+                    zeros = f", then {len(padded) - n} zeros" if len(padded) > n else ""
+                    return v.failed(name, f"{label}, it returned {v.vec(got) if got.size <= 6 else f'{got.size} values'}"
+                                    f", which is none of the {k} chunks of {size} values of the padded layer "
+                                    f"(values 1 to {n}{zeros})", _layout_hint(got, padded, k, rank))
+                kept.append(chunk)
+            twice = [c for c in range(k) if kept.count(c) > 1]
+            if twice:
+                ranks = [r for r in range(k) if kept[r] == twice[0]]
+                orphans = [c for c in range(k) if c not in kept]
+                return v.failed(name, f"at k = {k}, ranks {_and(ranks)} {'both' if len(ranks) == 2 else 'all'} keep "
+                                f"chunk {twice[0]}, and no rank keeps chunk{'s' if len(orphans) > 1 else ''} "
+                                f"{_and(orphans)}",
+                                "Each rank must keep a different chunk, so that the k of them together hold the whole "
+                                "layer once: dpviz's ring keeps chunk (r + 1) mod k on rank r, torch's FSDP chunk r.")
+            layouts.append(kept)
+    return v.passed(name, f"every rank of k = {', '.join(str(k) for _, k in LAYOUT_CASES)} keeps a different chunk of "
+                          f"the padded layer, {_layout_words(layouts)}")
 
-    def chunk(layer, r, k, which):
-        padded = theory.pad(np.asarray(layer), (len(layer),), k)
-        c = len(padded) // k
-        return padded[which * c:(which + 1) * c]
 
-    mistakes = [
-        (lambda layer, r, k: chunk(layer, r, k, r),
-         "That is chunk r; the ring's reduce-scatter leaves chunk (r + 1) mod k complete on rank r, so that is the "
-         "one it keeps."),
-        (lambda layer, r, k: np.asarray(layer)[((r + 1) % k) * (len(layer) // k):((r + 1) % k + 1) * (len(layer) // k)],
-         "Pad the layer with zeros to a multiple of k first, so that every rank's chunk has the same length."),
-    ]
-    return v.run_cases(name, owned_shard, cases, mistakes=mistakes, returns="a vector, the rank's chunk",
-                       success=f"it gives the chunk dpviz's ZeRO-3 ranks keep in all {len(cases)} cases, a layer "
-                               "that needs padding and k = 1 included")
+def _which_chunk(got: np.ndarray, chunks: np.ndarray) -> int | None:
+    """The index of the chunk ``got`` equals (to float rounding), or None."""
+    if got.shape != chunks[0].shape:
+        return None
+    return next((c for c in range(len(chunks)) if v.close(got, chunks[c])), None)
+
+
+def _layout_hint(got: np.ndarray, padded: np.ndarray, k: int, rank: int) -> str:
+    """Why an answer is no chunk: unpadded, strided, or else what a chunk is."""
+    n = int(np.count_nonzero(padded))
+    size = len(padded) // k
+    unpadded = [part for part in np.array_split(padded[:n], k)] + [padded[:n][c * (n // k):(c + 1) * (n // k)]
+                                                                   for c in range(k)]
+    if got.size != size and any(got.shape == part.shape and v.close(got, part) for part in unpadded):
+        return "Pad the layer with zeros to a multiple of k first, so that every rank's chunk has the same length."
+    if any(got.shape == padded[c::k].shape and v.close(got, padded[c::k]) for c in range(k)):
+        return (f"That takes every {k}th value; a chunk is {size} values in a row: the padded layer cut into k equal "
+                "pieces, end to end.")
+    if got.size != size:
+        return (f"A chunk has {size} values, the {len(padded)} of the padded layer over k = {k}; this has {got.size}, "
+                "so chunks would overlap or leave gaps.")
+    return (f"Pad the layer with zeros to a multiple of k ({len(padded)} values here), cut it into k pieces of "
+            f"{size} in a row, and return one of them.")
+
+
+def _and(items) -> str:
+    words = [str(i) for i in items]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def _layout_words(layouts: list) -> str:
+    """How the accepted answers lay the chunks out over the ranks, in words."""
+    ks = [len(kept) for kept in layouts]
+    if all(kept == [(r + 1) % k for r in range(k)] for kept, k in zip(layouts, ks)):
+        return ("chunk (r + 1) mod k on rank r, the one dpviz's ring reduce-scatter leaves complete there (torch's "
+                "FSDP keeps chunk r, which works as well)")
+    if all(kept == list(range(k)) for kept, k in zip(layouts, ks)):
+        return ("chunk r on rank r, as torch's FSDP lays them out (dpviz's ring keeps chunk (r + 1) mod k, the one "
+                "its reduce-scatter leaves complete there, which works as well)")
+    return ("one chunk per rank in an order of your own; any order works as long as the reduce-scatter leaves each "
+            "rank the chunk it keeps (dpviz's ring: (r + 1) mod k; torch's FSDP: r)")
 
 
 def check_step_bytes(step_bytes) -> v.Verdict:

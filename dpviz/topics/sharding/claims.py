@@ -126,20 +126,77 @@ def bytes_claims(run) -> str:
 
 
 def step_time_claims(run) -> str:
-    """The median measured step time at each stage, described; oversubscribed runs say so."""
+    """The median measured step time at each stage, described beside the bytes and the ring collectives each stage
+    calls per step (:func:`dpviz.topics.sharding.theory.rings_per_step`); oversubscribed runs say so.
+
+    The bytes cannot explain the order: ZeRO-1 and ZeRO-2 send plain data parallelism's bytes and may still be
+    slower; what grows with the stage on this small model is the number of collectives, each paying the ring's
+    latency and Python's work whatever its size. The sentence compares the ratios of time with those of bytes, as
+    measured, and says what the 1.5× of ZeRO-3's bytes can explain: at most 1.5× of its communication."""
     medians = {stage: float(np.median(run.step_seconds[row])) for row, stage in enumerate(run.stage.tolist())}
     assert all(m > 0 for m in medians.values()), "a step took no time: the clock did not run"
+    layers = len(run.unit_size)
+    sent = {stage: int(run.sent()[row, 0, 0]) for row, stage in enumerate(run.stage.tolist())}
+    rings = {stage: theory.rings_per_step(stage, layers) for stage in medians}
+    plain = medians[0]
     line = (f"k = {run.k}, measured median step: "
-            + ", ".join(f"{STAGE_WORDS[s]} {medians[s] * 1e3:.1f} ms" for s in sorted(medians)))
-    slowest = max(medians, key=medians.get)
+            + ", ".join(f"{STAGE_WORDS[s]} {medians[s] * 1e3:.1f} ms" + ("" if s == 0 else f" ({medians[s] / plain:.2f}×)")
+                        for s in sorted(medians)))
     if run.oversubscribed:
         return line + (f"; {run.k} ranks shared {run.cores} cores, so these times include ranks waiting for a core, "
                        "and compare stages only roughly.")
-    if slowest == 3:
-        return line + ("; ZeRO-3 is the slowest: it sends 1.5 times the bytes, in three rings per layer where plain "
-                       "data parallelism runs two for the whole model.")
-    return line + (f"; here {STAGE_WORDS[slowest]} took longest: with {run.n_params:,} parameters the ring's "
-                   "latency and Python's work per layer weigh more than the bytes.")
+    same_bytes = [s for s in (1, 2) if s in sent and sent[s] == sent[0]]
+    slower = [s for s in same_bytes if medians[s] > plain]
+    parts = [line + "."]
+    if slower:
+        parts.append(f"{_and_words([STAGE_WORDS[s] for s in slower])} sent exactly plain data parallelism's "
+                     f"{sent[0]:,} B per step and still took "
+                     + _and_words([f"{medians[s] / plain:.2f}×" for s in slower]) + " as long: the bytes do not "
+                     "explain these times.")
+    parts.append("Ring collectives per step, by stage: " + ", ".join(f"{STAGE_WORDS[s]} {rings[s]}" for s in sorted(rings))
+                 + f" ({layers} layers): each pays the ring's latency and Python's work per call, whatever its size, "
+                 f"and with {run.n_params:,} parameters a call carries only a few KiB.")
+    if 3 in medians and run.traced:
+        spent = sum(end - start for _, _, start, end in run.rings(3, 0))
+        step = float(run.timeline(3, 0)["seconds"][-1])
+        parts.append(f"In the traced ZeRO-3 step rank 0 spent {spent * 1e3:.1f} ms of {step * 1e3:.1f} ms inside its "
+                     f"{len(run.rings(3, 0))} collectives.")
+    if 3 in medians:
+        parts.append(f"ZeRO-3's {sent[3] / sent[0]:g}× the bytes explains at most {sent[3] / sent[0]:g}× of its "
+                     f"communication, not its {medians[3] / plain:.2f}× of the step: bytes decide the time only where "
+                     "the model is large and the link slow, as priced above.")
+    return " ".join(parts)
+
+
+def _and_words(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def peaks_over_stages(runs) -> list[str]:
+    """One rank's peak (what it keeps at rest plus the layer it holds whole) at each stage and k, and whether it
+    fell from each stage to the next; where it rose, why: the gathered layer against the whole model. Asserted:
+    the peaks are the model's (:func:`memory_claims`)."""
+    runs = sorted(runs, key=lambda r: r.k)
+    lines = []
+    for run in runs:
+        memory_claims(run)
+        peak = {int(s): int(peak_by_category(run.memory[row, 0]).sum()) for row, s in enumerate(run.stage)}
+        rose = [s for s in (2, 3) if s in peak and peak[s] > peak[s - 1]]
+        head = (f"k = {run.k}, one rank's peak: " + ", ".join(f"{STAGE_WORDS[s]} {peak[s]:,} B" for s in sorted(peak)))
+        if not rose:
+            lines.append(head + ": lower at every stage than at the one before.")
+            continue
+        largest = int(theory.padded_sizes(run.unit_size, run.k).max())
+        total = int(theory.padded_sizes(run.unit_size, run.k).sum())
+        layer3 = int(run.memory[run.index(3), 0, :, 3].max())
+        rest = {s: int(run.memory[run.index(s), 0, 2, :3].sum()) for s in (1, 3)}
+        lines.append(head + f": it rises from {STAGE_WORDS[rose[0] - 1]} to "
+                     f"{_and_words([STAGE_WORDS[s] for s in rose])}. The largest layer holds {largest:,} of the "
+                     f"model's {total:,} parameters ({largest / total:.0%}). ZeRO-3 keeps {rest[3]:,} B at rest, "
+                     f"{rest[1] - rest[3]:,} B less than ZeRO-1, but in that layer's backward it holds {layer3:,} B more: "
+                     "the layer gathered with its full gradient. With many layers, each a small share of the model, "
+                     "that term would be a sliver.")
+    return lines
 
 
 def modeled_time_claims(run, *, n_params: int | None = None) -> str:
@@ -325,6 +382,7 @@ def sharding_claims(runs) -> list[str]:
             lines += timeline_claims(run)
     if len(runs) > 1:
         lines.append(memory_over_k(runs))
+    lines += peaks_over_stages(runs)
     lines.append(zero_paper_claim())
     return lines
 
@@ -390,3 +448,30 @@ def figure_claims(records: dict) -> str:
     if all(run.traced for run in runs):
         parts.append(timeline_title(runs) + ".")
     return "sharding: " + " ".join(parts)
+
+
+# --- the answers to the chapter's predictions (dpviz.engine.predict) ---------------------------------------------
+
+
+def adam_state_answer(run) -> dict:
+    """What a run answers to "what share of plain data parallelism's Adam state does one rank hold under ZeRO-3?":
+    ``{"measured", "said", "why"}`` for :meth:`dpviz.engine.predict.Prediction.answer`, in per cent, from the bytes
+    rank 0 held (asserted equal to the model's by :func:`memory_claims`)."""
+    memory_claims(run)
+    plain, zero3 = (int(run.memory[run.index(s), 0, 2, 2]) for s in (0, 3))
+    n = int(theory.padded_sizes(run.unit_size, run.k).sum())
+    return {"measured": 100 * zero3 / plain,
+            "said": f"{zero3:,} B of Adam's state under ZeRO-3 against {plain:,} B under plain data parallelism, "
+                    f"{zero3 / plain:.0%}",
+            "why": f"Adam keeps two running means, 8 B per parameter, and under ZeRO-3 each rank keeps them only for "
+                   f"its own 1/{run.k} of every layer: 8 × {n:,} / {run.k} = {zero3:,} B"}
+
+
+def lowest_peak_answer(run) -> dict:
+    """What a run answers to "at which stage is one rank's peak lowest?": ``{"measured", "said", "why"}``, the
+    stage's name as :data:`STAGE_WORDS` writes it, and why, from :func:`peaks_over_stages`."""
+    peak = {int(s): int(peak_by_category(run.memory[row, 0]).sum()) for row, s in enumerate(run.stage)}
+    lowest = min(peak, key=peak.get)
+    return {"measured": STAGE_WORDS[lowest],
+            "said": f"{STAGE_WORDS[lowest]} ({peak[lowest]:,} B at its peak)",
+            "why": peaks_over_stages([run])[0]}

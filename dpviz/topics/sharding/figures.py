@@ -33,9 +33,22 @@ def figure_sharding_memory(runs) -> Figure:
     fig.suptitle(claims.memory_title(runs), fontsize=12, x=0.01, y=0.995, ha="left", va="top")
     alt = [f"Stacked bars of the bytes one rank held at its peak, in KiB, for k = {' and '.join(str(r.k) for r in runs)}: "
            "for plain data parallelism, ZeRO-1, ZeRO-2 and ZeRO-3 a measured bar and a modeled, hatched bar of the "
-           "same height, stacking parameters, gradients, Adam state and the one layer held whole; each stage's bar "
-           "is lower than the one before, and lower again at the larger k", title_of(fig)]
+           "same height, stacking parameters, gradients, Adam state and the one layer held whole",
+           *_peak_words(runs), title_of(fig)]
     return caption(wrap_titles(fig), measured_lines(runs), alt=alt)
+
+
+def _peak_words(runs) -> list[str]:
+    """Per k, the bar heights (one rank's peak at each stage) and where they rise or fall, from the records."""
+    words = []
+    for run in runs:
+        peak = [int(claims.peak_by_category(run.memory[row, 0]).sum()) for row in range(len(run.stage))]
+        rises = [f"{claims.STAGE_WORDS[int(run.stage[i])]} to {claims.STAGE_WORDS[int(run.stage[i + 1])]}"
+                 for i in range(len(peak) - 1) if peak[i + 1] > peak[i]]
+        trend = ("each bar lower than the one before" if not rises else
+                 f"the bars rise from {', and from '.join(rises)}, as the layer held whole outweighs what sharding saved")
+        words.append(f"At k = {run.k} the peaks, plain to ZeRO-3, are " + ", ".join(f"{p:,}" for p in peak) + f" B: {trend}")
+    return words
 
 
 def figure_sharding_bytes(runs) -> Figure:

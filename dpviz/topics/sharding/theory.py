@@ -143,14 +143,22 @@ def t_comm_zero(k, M, alpha, beta, *, zero_stage: int, layers: int = 1):
     layer, so ``(k-1)`` latencies α per layer and pass; stage 0 all-reduces the whole gradient at once.
     """
     stage = check_choice("zero_stage", zero_stage, ZERO_STAGES)
-    layers = check_int("layers", layers, low=1)
     passes = RING_PASSES[stage]
-    rings = passes * (1 if stage == 0 else layers)
+    rings = rings_per_step(stage, layers)
     # t_comm_notes(k, M, 0, β) is one pass's bytes term, (k-1)/k · M / β; α is added per ring step
     bandwidth = passes * costmodel.t_comm_notes(k, M, 0.0, beta)
     latency = check_real("alpha", alpha, low=0) * rings * (np.asarray(k, dtype=float) - 1)
     total = latency + bandwidth
     return float(total) if np.ndim(total) == 0 else total
+
+
+def rings_per_step(zero_stage: int, layers: int = 1) -> int:
+    """Ring collectives one rank calls per step: plain data parallelism reduce-scatters and all-gathers the whole
+    gradient (2); ZeRO-1 and ZeRO-2 one reduce-scatter and one all-gather per layer (2 per layer); ZeRO-3 two
+    all-gathers and one reduce-scatter per layer (3 per layer)."""
+    stage = check_choice("zero_stage", zero_stage, ZERO_STAGES)
+    layers = check_int("layers", layers, low=1)
+    return RING_PASSES[stage] * (1 if stage == 0 else layers)
 
 
 def t_comm_zero_on_links(k, M, *, zero_stage: int, layers: int = 1) -> dict:
