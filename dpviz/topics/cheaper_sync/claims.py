@@ -631,3 +631,35 @@ def figure_claims(records: dict) -> str:
              + measured_speedup_claims(records["cheaper_sync_compression"], records["cheaper_sync_local_sgd"],
                                        records["cheaper_sync_local_sgd_k1"]))
     return "\n".join(lines)
+
+
+# --- the answer to the chapter's prediction (dpviz.engine.predict) ---------------------------------------------
+
+
+def powersgd_bytes_answer(rec: CompressionRecord, mode: str = "powersgd_r2") -> dict:
+    """What the compression run answers to "how many times fewer bytes than the float32 all-reduce will PowerSGD
+    send?": ``{"measured", "said", "why"}`` for :meth:`dpviz.engine.predict.Prediction.answer`, the ratio counted at
+    the run's compressed steps (asserted equal to the hook's rule by :func:`compression_claims`), and why, from the
+    record's parameter shapes: the factors of the matrices it compresses, the tensors it leaves whole."""
+    rec = _require(rec, CompressionRecord, "rec")
+    compression_claims(rec)
+    i, on = rec.index(mode), rec.compressed_steps(mode)
+    r = int(rec.powersgd_rank[i])
+    if r < 1 or not on.any():
+        raise ValueError(f"mode must be a PowerSGD hook of the record that compressed at least one step; got {mode!r}.")
+    M, sent = int(rec.meta["message_bytes"]), int(rec.sent_bytes[i][on][0, 0])
+    shapes = [tuple(int(n) for n in shape) for shape in rec.param_shape]
+    squeezed = [(a, b) for a, b in shapes if (a + b) * min(a, b, r) * 2 < a * b]
+    whole = [(a, b) for a, b in shapes if (a, b) not in squeezed]
+    counts = theory.powersgd_elements(shapes, r)
+    return {"measured": M / sent,
+            "said": f"{M / sent:.1f}× fewer: {sent:,} bytes per step against {M:,}",
+            "why": f"PowerSGD at r = {r} sends P and Q, (n₁ + n₂)·r values, for the "
+                   f"{_and_words([f'{a}×{b}' for a, b in squeezed])} matrices ({counts['p'] + counts['q']:,} values "
+                   f"in place of {sum(a * b for a, b in squeezed):,}), but leaves whole the tensors too small to gain, "
+                   f"{_and_words([f'{a}×{b}' for a, b in whole])} ({counts['uncompressed']:,} values): "
+                   f"{counts['total']:,} values of 4 bytes"}
+
+
+def _and_words(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]

@@ -318,3 +318,24 @@ def zero_rounding(zero) -> str:
     scale = float(np.abs(dp).max())
     return (head + f" are the same under both trainings, bit for bit; the other {dp.size - same:,} differ by at most "
             f"{diff:.1e}, {diff / scale:.0e} of the largest parameter ({scale:.2f}).")
+
+
+# --- the answer to the chapter's prediction (dpviz.engine.predict) ---------------------------------------------
+
+
+def idle_share_answer(run) -> dict:
+    """What a measured pipeline answers to "what share of its step will a stage spend idle?": ``{"measured",
+    "said", "why"}`` for :meth:`dpviz.engine.predict.Prediction.answer`, the mean idle share over the stages in
+    per cent, and why it is not the bubble (p−1)/(m+p−1): the passes replayed with free hand-offs, the time lost
+    between passes, the cores; all from the record."""
+    idle, bubble = float(run.idle_fraction().mean()), run.bubble()
+    said = f"{idle:.0%} idle, the mean over the {run.p} stages"
+    if run.p == 1:
+        return {"measured": idle * 100, "said": said, "why": "one stage never waits for another"}
+    replayed = float(run.replay().idle_fraction().mean())
+    lost = run.span() - run.replay().span()
+    why = (f"The bubble (p−1)/(m+p−1) = {bubble:.0%} assumes equal passes and free hand-offs; the measured passes "
+           f"replayed with free hand-offs idle {replayed:.0%} (the stages worked "
+           f"{_and([_ms(b) for b in run.busy()])}), and the {_ms(lost)} lost between passes, to hand-offs"
+           f"{' and waits for a core' if run.oversubscribed else ''}, bring it to {idle:.0%}")
+    return {"measured": idle * 100, "said": said, "why": why}

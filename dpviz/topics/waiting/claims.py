@@ -414,3 +414,32 @@ def sync_vs_async_title(fast, slow) -> str:
     if (fast.staleness > 0).any():
         return f"{head}, but its gradients were stale (mean τ = {fast.staleness.mean():.1f}) and {path}"
     return f"{head}; none of its gradients was stale, and {path}"
+
+
+# --- the answer to the chapter's prediction (dpviz.engine.predict) ---------------------------------------------
+
+
+def straggler_step_answer(sweep, *, delay: float) -> dict:
+    """What the straggler run answers to "how long will each step of the others take, with one rank ``delay`` late?":
+    ``{"measured", "said", "why"}`` for :meth:`dpviz.engine.predict.Prediction.answer`, the step in ms (the median
+    over the setting's steps and ranks) and why, from the same record: the step without delay, the wait, the growth."""
+    at = np.isclose(sweep.delay, delay)
+    if not at.any():
+        raise ValueError(f"delay must be one of the sweep's delays {[_d(d) for d in sweep.delay]}; got {delay!r}.")
+    steps, wait = sweep.median_step(), sweep.measured_wait()
+    step = float(np.median(steps[at]))
+    s = int(np.flatnonzero(at)[-1])
+    who = "rank 0" if sweep.k == 2 and int(sweep.slow_rank[s]) == 1 else "the ranks that did not sleep"
+    said = f"{_ms(step)} per step"
+    if not (sweep.delay == 0).any():
+        return {"measured": step * 1e3, "said": said,
+                "why": f"{who} waited {_ms(wait[s])} inside the all-reduce for the slow rank, the rest being compute "
+                       "and the all-reduce itself"}
+    base = float(np.median(steps[sweep.delay == 0]))
+    grew = step - base
+    paced = abs(grew - delay) <= _ABSOLUTE + _RELATIVE * delay
+    why = (f"Without a delay a step took {_ms(base)} (compute and all-reduce); with d = {_d(delay)} {who} waited "
+           f"{_ms(wait[s])} inside the all-reduce, and the step grew by {_ms(grew)}")
+    why += (": the slow rank's whole delay is added to every rank's step" if paced else
+            f", not by d {_TOLERANCE_WORDS}: the slow rank slept {_ms(_slept(sweep)[s])} when asked for {_d(delay)}")
+    return {"measured": step * 1e3, "said": said, "why": why}
