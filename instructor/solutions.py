@@ -143,3 +143,15 @@ def slow_link_bytes(k, g, M):
     """Chapter 14: a ring all-reduce of the rank's M/g share over the G = k/g groups: 2(G − 1)/G · M/g."""
     G = k // g
     return 2 * (G - 1) / G * M / g
+
+
+def young_daly_interval(delta, mtbf):
+    """Chapter 15: Young's checkpoint interval, where the saves and the redone work cost the same, √(2 δ MTBF)."""
+    return math.sqrt(2 * delta * mtbf)
+
+
+def survivor_average(model_grads, group):
+    """Chapter 15: inside a survivor, each gradient tensor becomes its mean over the survivors' group, in place."""
+    for grad in model_grads:
+        dist.all_reduce(grad, group=group)
+        grad /= dist.get_world_size(group)

@@ -1,6 +1,6 @@
 """The chapters' "your turn" exercises and their checkers.
 
-Each chapter from one training step to a cheaper sync ends with one to three small functions for the
+Each chapter from one training step to when a replica fails ends with one to three small functions for the
 reader to write, each one something the chapter has just derived. ``check_<name>(fn)`` runs the
 reader's function against the real thing and answers in one or two sentences: what passed, or the
 first step, rank or element that is wrong with the value expected there. A stub that still raises
@@ -33,6 +33,9 @@ sharding              ``owned_shard(layer, rank, k)``,            :mod:`dpviz.to
                       ``step_bytes(k, M, zero_stage)``
 cheaper_sync          ``powersgd_bytes(rows, cols, r)``,          :mod:`dpviz.topics.cheaper_sync.theory`
                       ``slow_link_bytes(k, g, M)``
+when_a_replica_fails  ``young_daly_interval(delta, mtbf)``,       :mod:`dpviz.topics.when_a_replica_fails.theory`;
+                      ``survivor_average(model_grads, group)``    2 survivors of 3 real ranks: ``dist.all_reduce`` over
+                                                                  their group / its size, their big batch
 ====================  ==========================================  ====================================================
 
 Every checker returns a :class:`~dpviz.engine.verdict.Verdict`, a ``str`` with ``.passed``, whatever the
@@ -78,6 +81,7 @@ from dpviz.exercises.gradients import (
     check_sgd_step,
     check_weighted_mean,
 )
+from dpviz.exercises.failures import check_survivor_average, check_young_daly_interval
 from dpviz.exercises.ranked import check_average_gradients, check_gather_columns, check_reduce_scatter_step
 from dpviz.exercises.sharding import check_owned_shard, check_step_bytes
 from dpviz.engine.verdict import Verdict
@@ -100,8 +104,10 @@ __all__ = [
     "check_speedup",
     "check_staleness",
     "check_step_bytes",
+    "check_survivor_average",
     "check_t_comm_ring",
     "check_wait_times",
     "check_warmup_lr",
     "check_weighted_mean",
+    "check_young_daly_interval",
 ]

@@ -232,6 +232,30 @@ EXERCISES = (
         "share in a ring over the $G = k/g$ groups. What does a ring of $G$ send per rank, for $M/g$ bytes?",
         "Return the bytes one rank sends between groups in the two-level all-reduce.",
     ),
+    Exercise(
+        "when_a_replica_fails", "young_daly_interval", "delta, mtbf", "How often to save",
+        "Write `young_daly_interval(delta, mtbf)`: the seconds of work between two checkpoints that lose the least "
+        "time by Young's rule, when one save costs `delta` seconds and a failure comes every `mtbf` seconds on "
+        "average.\n\n"
+        "*Hint:* per second of work the saves cost $\\delta/\\tau$ and the redone work $\\tau/(2M)$; where are the two "
+        "equal? `math.sqrt` or `** 0.5` takes the root.\n\n"
+        "The checker compares it with the interval this chapter's slider draws, for saves from half a second to "
+        "five minutes.",
+        "Return Young's checkpoint interval, in seconds.",
+    ),
+    Exercise(
+        "when_a_replica_fails", "survivor_average", "model_grads, group", "Average over the survivors",
+        "Write `survivor_average(model_grads, group)`, what each surviving rank calls after its backward pass once a "
+        "rank has died: `model_grads` is this rank's list of gradient tensors and `group` the process group of the "
+        "survivors. Change each tensor, in place, into its mean over the survivors.\n\n"
+        "*Hint:* every collective takes `group=`, and `dist.get_world_size(group)` counts that group's ranks. What "
+        "does `dist.get_world_size()` count now?\n\n"
+        + RANKS_NOTE + " Here rank 1 has died before the all-reduce, so only ranks 0 and 2 call your function. The "
+        "checker compares what they hold with `dist.all_reduce` over the survivors' group divided by its size, and "
+        "with the gradient of the survivors' examples in one batch.",
+        "Turn each of this survivor's gradient tensors into its mean over the survivors' group, in place.",
+        points=2,
+    ),
 )
 
 BY_NAME = {e.name: e for e in EXERCISES}
