@@ -431,7 +431,7 @@ def test_one_update_refuses_runs_in_the_wrong_places(six_ways):
 # What the committed timeline records say, with their numbers left out: the records are recorded again by ./run
 TIMELINE_SENTENCE = re.compile(
     r"One process accumulating m = 2 micro-batches of 4096 took (?P<ratio>[\d.]+)× as long as k = 2 ranks with one "
-    r"each \([\d.]+ ms against [\d.]+ ms per update\), at least the 1\.5× the lesson asks for: the same update, not "
+    r"each \(median whole update: [\d.]+ ms against [\d.]+ ms\), at least the 1\.5× the lesson asks for: the same update, not "
     r"the same time\.( The one process's micro-batch took .*)?$")
 PER_EXAMPLE_SENTENCE = re.compile(
     r"Per example, one pass over all 8192 took [\d.]+ µs of compute and m = 2 micro-batches of 4096 took [\d.]+ µs: "
@@ -478,39 +478,39 @@ def test_accumulating_against_ranks_follows_the_times(timeline_runs):
     one, ranks = timed(one, 0.025), timed(ranks, 0.025, comm=0.004)
     assert claim(one, ranks, at_least=1.5) == (
         "One process accumulating m = 2 micro-batches of 4096 took 1.7× as long as k = 2 ranks with one each "
-        "(51 ms against 30 ms per update), at least the 1.5× the lesson asks for: the same update, not the same time.")
+        "(median whole update: 51 ms against 30 ms), at least the 1.5× the lesson asks for: the same update, not the same time.")
     # the all-reduce ate what the second rank saved: not slower, and with a core per rank that is said, not asserted
     # (a timing lesson the data do not show is a sentence: tests/test_busy_machine.py)
     costly = timed(ranks, 0.025, comm=0.026)
     assert claim(one, costly, at_least=1.5) == (
         "One process accumulating m = 2 micro-batches of 4096 took about as long as k = 2 ranks with one each "
-        "(51 ms against 52 ms per update), short of the 1.5× the lesson asks for: the all-reduce (26 ms) and the rest "
+        "(median whole update: 51 ms against 52 ms), short of the 1.5× the lesson asks for: the all-reduce (26 ms) and the rest "
         "of the ranks' update cost too much of the 25 ms of compute that the ranks took off the one process.")
     assert claim(one, costly) == (
         "One process accumulating m = 2 micro-batches of 4096 took about as long as k = 2 ranks with one each "
-        "(51 ms against 52 ms per update): the all-reduce (26 ms) and the rest of the ranks' update used up the "
+        "(median whole update: 51 ms against 52 ms): the all-reduce (26 ms) and the rest of the ranks' update used up the "
         "25 ms of compute that the ranks took off the one process.")
     # short of the lesson by less than the update times spread over: too noisy to tell, said, not asserted
     slower = timed(ranks, 0.025, comm=0.01)
     assert claim(one, slower, at_least=1.5) == (
         "One process accumulating m = 2 micro-batches of 4096 took 1.4× as long as k = 2 ranks with one each "
-        "(51 ms against 36 ms per update), short of the 1.5× the lesson asks for: the all-reduce (10 ms) and the rest "
+        "(median whole update: 51 ms against 36 ms), short of the 1.5× the lesson asks for: the all-reduce (10 ms) and the rest "
         "of the ranks' update cost too much of the 25 ms of compute that the ranks took off the one process.")
     noisy = tampered(slower, "t_step", lambda t: t.__setitem__((slice(1, 3),), t[1:3] + 0.01))
     assert claim(one, noisy, at_least=1.5) == (
         "One process accumulating m = 2 micro-batches of 4096 took 1.4× as long as k = 2 ranks with one each "
-        "(51 ms against 36 ms per update), short of the 1.5× the lesson asks for by 3 ms, less than the 10 ms that "
+        "(median whole update: 51 ms against 36 ms), short of the 1.5× the lesson asks for by 3 ms, less than the 10 ms that "
         "update times spread over (their interquartile range): the times are too noisy to tell, as on a busy machine.")
     # the same times on one core: the ranks took turns, which the sentence says, and nothing is asserted
     assert claim(one, with_meta(costly, cores=1), at_least=1.5) == (
         "One process accumulating m = 2 micro-batches of 4096 took about as long as k = 2 ranks with one each "
-        "(51 ms against 52 ms per update); but the 2 ranks shared 1 core and took turns, so that is not the time of "
+        "(median whole update: 51 ms against 52 ms); but the 2 ranks shared 1 core and took turns, so that is not the time of "
         "2 ranks with a core each. With a core each, modeled (one micro-batch as one process timed it, the all-reduce "
         "and the rest as measured), the 2 ranks would take 52 ms: accumulating took 0.98× as long as that.")
     # ranks slowed by other work on the cores: said, not asserted
     assert claim(one, timed(ranks, 0.05, comm=0.004), at_least=1.5) == (
         "One process accumulating m = 2 micro-batches of 4096 took 0.93× as long as k = 2 ranks with one each "
-        "(51 ms against 55 ms per update); each rank's micro-batch took 2× as long as the one process's (50 ms "
+        "(median whole update: 51 ms against 55 ms); each rank's micro-batch took 2× as long as the one process's (50 ms "
         "against 25 ms): the two ranks slowed each other (they share the caches and the memory bus) or other work used the cores. With a free core each, modeled (one micro-batch as one "
         "process timed it, the all-reduce and the rest as measured), the 2 ranks would take 30 ms: accumulating took "
         "1.7× as long as that.")
@@ -540,9 +540,10 @@ def test_timeline_titles_follow_the_times(timeline_runs):
     one, ranks, big = timeline_runs
     one, fast, costly = timed(one, 0.025), timed(ranks, 0.025, comm=0.004), timed(ranks, 0.025, comm=0.026)
     assert accumulation.timeline_title(one, fast, big) == (
-        "8192 examples per update, m = k = 2: one process accumulating took 1.7× as long as 2 ranks")
+        "8192 examples per update, m = k = 2: one process accumulating took 1.7× as long as 2 ranks (median updates)")
     assert accumulation.timeline_title(one, with_meta(costly, cores=1), big) == (
-        "8192 examples per update, m = k = 2: one process accumulating took about as long as 2 ranks, which shared 1 core")
+        "8192 examples per update, m = k = 2: one process accumulating took about as long as 2 ranks (median updates), "
+        "which shared 1 core")
     assert accumulation.timeline_title(one, timed(ranks, 0.05, comm=0.004), big).endswith(", whose cores were busy")
     assert accumulation.timelines_title([(one, fast, big)]) == (
         "Accumulating m micro-batches gives the big-batch update, not the speed of m ranks (m = 2, a core per rank)")

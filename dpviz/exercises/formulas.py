@@ -87,6 +87,14 @@ def check_speedup(speedup) -> v.Verdict:
         (lambda t, k, c: (t / k + c) / t, "That is upside down: S is one rank's step time over k ranks' step time."),
         (lambda t, k, c: float(k), "That leaves out T_comm: the sync is paid at every step, so S stays below k."),
         (lambda t, k, c: t / (t / k), "That leaves out T_comm: the sync is paid at every step, so S stays below k."),
+        (lambda t, k, c: t / (t / k + c / k),
+         "You divided T_comm by k too: the ranks share the compute, but every rank waits the whole sync, so only "
+         "T_compute is divided by k."),
+        (lambda t, k, c: t / (t + k * c),
+         "That is the efficiency E = S/k, the share of the ideal speedup k that is left: S is k times that."),
+        (lambda t, k, c: 1 / (1 / k + c),
+         "The top of the fraction is one rank's step time, T_compute, not 1: S = T_compute / (T_compute/k + T_comm), "
+         "which your formula matches only when T_compute = 1 s."),
     ]
     return v.run_cases(name, speedup, cases, mistakes=mistakes, returns="a number, the speedup S",
                        success=f"it equals the cost model's S = T_compute / (T_compute/k + T_comm) in all {len(cases)} cases")
@@ -120,6 +128,9 @@ def check_lr_for_k(lr_for_k) -> v.Verdict:
         (lambda lr, k, rule: lr / (k if rule == "linear" else math.sqrt(k)),
          "A bigger batch takes a bigger step: multiply the base rate, don't divide it."),
         (lambda lr, k, rule: lr, "The rate must grow with k: ×k by the linear rule, ×√k by the square-root rule."),
+        (lambda lr, k, rule: lr * (k if rule == "linear" else k / 2),
+         "That multiplies by k/2, not √k (the two agree only at k = 4): `k**1/2` is `(k**1)/2`, since ** binds "
+         "tighter than /; write `k**0.5` or `math.sqrt(k)`."),
     ]
     return v.run_cases(name, lr_for_k, cases, mistakes=mistakes, returns="a learning rate",
                        success=f"both rules, ×k and ×√k, give the library's rates in all {len(cases)} cases")

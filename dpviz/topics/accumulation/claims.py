@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dpviz import course
 from dpviz.topics.accumulation.records import AccumulationRun, figure_selection, same_update
 from dpviz.engine.tolerance import GRAD_TOLERANCE, tolerance_words
 from dpviz.topics.accumulation import theory as accumulation_theory
@@ -48,8 +49,8 @@ class AgainstRanks:
 
     k: int  # ranks, = m micro-batches of the one process
     cores: int  # cores the ranks' run could use
-    t_one: float  # seconds per update, one process accumulating: its bar, the sum of its segments' medians
-    t_ranks: float  # seconds per update, k ranks: their bar (medians over steps and ranks)
+    t_one: float  # seconds per update, one process accumulating: the median of its whole updates
+    t_ranks: float  # seconds per update, k ranks: the median of their whole updates (over steps and ranks)
     micro_alone: float  # seconds of one micro-batch's compute in the one process (median)
     micro_ranks: float  # seconds of the same-sized micro-batch's compute in a rank (median over steps and ranks)
     comm: float  # seconds inside all_reduce per update, in the ranks (median)
@@ -57,7 +58,8 @@ class AgainstRanks:
 
     @property
     def ratio(self) -> float:
-        """How many times as long one process took as the k ranks."""
+        """How many times as long one process took as the k ranks: median whole update against median whole update
+        (not the bars, whose segments are each a median and need not add up to a median update)."""
         return self.t_one / self.t_ranks
 
     @property
@@ -98,7 +100,7 @@ def against_ranks(one: AccumulationRun, ranks: AccumulationRun) -> AgainstRanks:
                          f"{ranks.meta['global_batch']} in {ranks.meta['micro_batch']}s.")
     return AgainstRanks(
         k=ranks.k, cores=int(ranks.meta["cores"]),
-        t_one=accumulation_theory.measured_row(one).t_update, t_ranks=accumulation_theory.measured_row(ranks).t_update,
+        t_one=one.update_seconds(), t_ranks=ranks.update_seconds(),
         micro_alone=float(np.median(one.micro_seconds())), micro_ranks=float(ranks.micro_seconds()[0]),
         comm=ranks.comm_per_update(), spread=max(_iqr(run.t_step[1:]) for run in (one, ranks)),
     )
@@ -121,7 +123,7 @@ def accumulating_against_ranks(one: AccumulationRun, ranks: AccumulationRun, *, 
     c = against_ranks(one, ranks)
     k, mb = c.k, one.meta["micro_batch"]
     words = (f"One process accumulating m = {k} micro-batches of {mb} took {c.as_long()} k = {k} ranks with one each "
-             f"({_ms(c.t_one)} against {_ms(c.t_ranks)} per update)")
+             f"(median whole update: {_ms(c.t_one)} against {_ms(c.t_ranks)})")
     if c.shared:
         return (words + f"; but the {k} ranks shared {_cores(c.cores)} and took turns, so that is not the time of {k} "
                 f"ranks with a core each. {_modeled(c, 'a core each')}")
@@ -197,7 +199,7 @@ def timeline_title(one: AccumulationRun, ranks: AccumulationRun, big: Accumulati
     """A timeline panel's title: what its runs measured, with the reason where the ranks shared or lacked cores."""
     c = against_ranks(one, ranks)
     words = (f"{big.meta['global_batch']} examples per update, m = k = {c.k}: one process accumulating took "
-             f"{c.as_long()} {c.k} ranks")
+             f"{c.as_long()} {c.k} ranks (median updates)")
     if c.shared:
         return words + f", which shared {_cores(c.cores)}"
     if c.busy and c.ratio < SLOWER:
@@ -299,3 +301,27 @@ def one_update_six_ways(big: AccumulationRun, one2: AccumulationRun, one4: Accum
         f"Accumulating first: {accumulate.calls_per_update} all-reduce of {accumulate.bytes_per_update:,} bytes per "
         f"update; after every micro-batch: {every.calls_per_update} of them, {every.bytes_per_update:,} bytes.",
     ]
+
+
+# The answers to "will m micro-batches give the same gradient as the big batch?", the chapter's prediction.
+SAME_GRADIENT = ("bit for bit", "to within float rounding, not bit for bit", "no: further apart than float rounding")
+
+
+def same_gradient_answer(run: AccumulationRun) -> tuple[str, str, str]:
+    """For the prediction on one process accumulating ``run.m`` micro-batches: which of :data:`SAME_GRADIENT` its
+    updates were, how the chapter writes it (with the largest difference), and why."""
+    if run.k != 1 or run.m < 2:
+        raise ValueError(f"run must be one process accumulating m > 1 micro-batches; got k={run.k} m={run.m}.")
+    err = float(np.max(run.big_rel_err))
+    choice = SAME_GRADIENT[0] if err == 0 else SAME_GRADIENT[1] if err <= GRAD_TOLERANCE else SAME_GRADIENT[2]
+    said = (f"{choice}: m = {run.m} micro-batches of {run.meta['micro_batch']} were at most {err:.1e} from the big "
+            f"batch's gradient (relative), over all {len(run.big_rel_err)} updates")
+    if err == 0:
+        why = "The m partial sums happened to round exactly as one pass's sum did"
+    elif err <= GRAD_TOLERANCE:
+        why = (f"The m partial sums add the same example gradients as one pass, in another order, and float addition "
+               f"is not associative ({course.ref('all_reduce')}): the last bits differ, well within float32's "
+               f"{tolerance_words()}")
+    else:
+        why = f"A difference over {tolerance_words()} is more than rounding: the micro-batches were not summed right"
+    return choice, said, why

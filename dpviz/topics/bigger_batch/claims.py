@@ -89,3 +89,29 @@ def lr_claims(line: LrGrid, mlp: LrGrid, *, k: int = 4) -> list[str]:
 
 def _capital(words: str) -> str:
     return words[:1].upper() + words[1:]
+
+
+# The answers to "which rule reaches the lowest loss on k ranks after the same examples?", the chapter's prediction.
+RULE_CHOICES = {"x1": "×1 (keep η)", "sqrt": "×√k (square root)", "linear": "×k (linear)"}
+
+
+def lowest_loss_answer(grid: LrGrid, *, k: int = 4) -> tuple[str, str, str]:
+    """For the prediction on ``grid`` at ``k`` ranks, no warm-up: the rule of :data:`RULE_CHOICES` whose run ended
+    lowest after the same examples, how the chapter writes it, and why."""
+    final = {rule: grid.final_loss(grid.rule_index(k=k, rule=rule)) for rule in RULE_CHOICES}
+    best = min(final, key=final.get)
+    one = grid.final_loss(grid.index(k=1, multiplier=1.0))
+    said = f"{RULE_CHOICES[best]}, at loss {final[best]:.3g}"
+    why = (f"After the same {grid.meta['examples']:,} examples, {grid.model_words} on {k} ranks ended at loss "
+           + ", ".join(f"{final[r]:.3g} with {lr_rules.RULE_LABELS[r]}" for r in RULE_CHOICES)
+           + f" (one rank at η: {one:.3g})")
+    if best == "linear":
+        why += (f": {k} ranks take a {_nth(k)} of the steps, and only ×k lets each big step go as far as the {k} small "
+                f"ones it replaces, while ηλ stays small")
+    else:
+        why += f": ×k did not end lowest here, so its big steps did not make up for the {_nth(k)} of the steps"
+    return RULE_CHOICES[best], said, why
+
+
+def _nth(k: int) -> str:
+    return {2: "half", 3: "third", 4: "quarter"}.get(k, f"{k}th")

@@ -208,4 +208,25 @@ def _bytes(M: float) -> str:
 
 
 __all__ = ["RISE", "SHARE", "FIT_ERROR", "FitCheck", "check_fit", "Residuals", "residuals", "FittedTimes", "bench_fit",
-           "published_fits"]
+           "published_fits", "one_call_answer"]
+
+
+def one_call_answer(bench, M: int, *, k: int = 2) -> tuple[float, str, str]:
+    """For the prediction "how long will one all-reduce of M bytes on k processes take here?": the median call in
+    milliseconds, how the chapter writes it, and why this machine gave it, from the ring fit to the same times."""
+    rows = np.flatnonzero((bench.k == k) & (bench.M == M) & (bench.impl == "all_reduce"))
+    if rows.size != 1:
+        raise ValueError(f"bench must hold one all_reduce row at k = {k}, M = {M:,} bytes; got {rows.size}.")
+    row = int(rows[0])
+    median, fastest = float(bench.median[row]), float(bench.fastest[row])
+    fit = bench.fit("ring")
+    latency, transfer = _terms(fit, np.array([k]), np.array([M]))
+    said = (f"{median * 1e3:.3g} ms for {_bytes(M)} on k = {k} (the median of {bench.times.shape[1]} calls; "
+            f"the fastest took {fastest * 1e3:.3g} ms)")
+    why = (f"The ring fit to these times charges {float(latency[0]) * 1e3:.3g} ms of latency (α = {fit.alpha * 1e6:.3g} µs "
+           f"per step) and {float(transfer[0]) * 1e3:.3g} ms to move the bytes (β = {fit.beta / 1e9:.3g} GB/s): this "
+           f"machine's link is the operating system passing bytes between processes")
+    if median > 1.5 * fastest:
+        why += (f"; the median sits {median / fastest:.2g}× above the fastest call, which is what late wake-ups "
+                f"(the aside above) add")
+    return median * 1e3, said, why

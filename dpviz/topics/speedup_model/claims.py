@@ -362,3 +362,28 @@ def ring_sends(ring) -> str:
 __all__ = ["EFFICIENCY", "Finding", "threads_per_rank", "where_it_shrinks", "compute_shrinks", "sync_does_not_shrink",
            "s01_title", "speedup_at_two", "against_the_model", "what_real_systems_show", "peel_off",
            "slower_peels_sooner", "figure_claims", "speedup_limits", "runs_are_right_and_fair", "ring_sends"]
+
+
+def s2_answer(runs, half) -> tuple[float, str, str]:
+    """For the prediction "how many times faster will k = 2 ranks be than one here?": the measured S(2), how the
+    chapter writes it, and why this machine gave it (the sentence an answer adds when the guess was off)."""
+    times = timing.measured_step_times(runs)
+    if 1 not in times or 2 not in times:
+        raise ValueError(f"runs must hold k = 1 and k = 2; got k = {sorted(times)}.")
+    measured = timing.measured_speedup(runs)
+    s2 = float(measured.speedup[list(measured.k).index(2)])
+    one, two = times[1], times[2]
+    said = f"S(2) = {s2:.2f}× ({ms(one.t_step)} per step on one process, {ms(two.t_step)} on two)"
+    if two.cores < 2:
+        return s2, said, f"The two ranks shared {two.cores} core and took turns on it, so they could not run at once."
+    alone = timing.measured_step_times([half])[1]
+    whole, split, small = (one.t_compute / one.global_batch, two.t_compute / (two.global_batch / 2),
+                           alone.t_compute / alone.global_batch)
+    if s2 > 2:
+        return s2, said, (f"Each rank computed at {split * 1e6:.3g} µs per example against one process's "
+                          f"{whole * 1e6:.3g} µs on the whole batch (a lone process on half the batch: "
+                          f"{small * 1e6:.3g} µs): a smaller batch per process ran faster per example, which the "
+                          f"model's fixed T_compute leaves out")
+    return s2, said, (f"The two ranks computed for {ms(two.t_compute)} each (half of one process's would be "
+                      f"{ms(one.t_compute / 2)}) and then spent {ms(two.t_comm)} in the all-reduce, which one process "
+                      f"never pays")

@@ -30,7 +30,6 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator
-from matplotlib.transforms import Bbox
 
 from dpviz.engine.checks import check_choice, check_int, check_real
 from dpviz.topics.speedup_model import plots_speedup as speedup_plot
@@ -59,9 +58,6 @@ ROUND_ENDS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0)
 ROOM = 1.5  # the axis is this much longer than the longest bar when it is set: room for the bar labels
 SHRINK = 3.0  # ... and is set again when the longest bar is shorter than the axis / (ROOM * SHRINK)
 SPEED_FLOOR = 2.0 ** -5  # the lowest tick of the speedup axis, unless a measured point is lower
-# Where the "S = ... at k" label may sit, in points from the marker, tried in turn: beside it, then
-# above it, first on the side facing the middle of the axis; the first that misses the legend wins.
-LABEL_SPOTS = ((12, -16), (12, 12), (12, -34), (12, 30))
 
 
 class CostsFigure:
@@ -89,7 +85,6 @@ class CostsFigure:
         self.status_line = ""  # HTML for the status line above the figure
         self._measured_line = self._measured_words(workload)
         self._time = {}  # the time axis now: its end (s), unit and seconds per unit
-        self._legend_box = (None, None)  # (dpi, the speedup legend's window extent at that dpi)
         self._links = (None, None)  # (T_compute, M, formula; the links' curves for them), as last worked out
         self._yours = (None, None, None)  # (the cost model's inputs; the rows of FIXED_KS, your curve), as last worked out
 
@@ -117,9 +112,6 @@ class CostsFigure:
         self.marker, = ax_speed.plot([1], [1.0], "o", markersize=11, markerfacecolor="white", markeredgecolor=INK,
                                      markeredgewidth=2.2, zorder=6)
         self.k_line = ax_speed.axvline(1, color=INK, linewidth=0.8, linestyle=":", zorder=1)
-        # annotation_clip=False: the marker it labels is always inside the Axes, and checking costs a draw 0.1 ms
-        self.k_text = ax_speed.annotate("", (1, 1.0), xytext=LABEL_SPOTS[0], textcoords="offset points", fontsize=10,
-                                        color=INK, weight="bold", va="center", zorder=7, annotation_clip=False)
         self.headline = fig.text(0.01, 0.975, "", ha="left", va="top", fontsize=11, color=INK)
         # The legends go under the Axes, where no bar, curve or label can run into them; the legend
         # names the measured runs and the workload of their curve, so the note under s02 goes.
@@ -151,7 +143,7 @@ class CostsFigure:
                  if (a.get_gid() or "").startswith(("speedup.measured", "speedup.oversubscribed", "speedup.superlinear"))]
         self._fixed = [a for a in above if a is not self.own_line]  # the dash-dot curve changes with the formula
         animate(*self.bars.compute, *self.bars.comm, *self.bars.labels, ax_time.spines["left"], *self.time_ticks.artists(),
-                *self.lines.values(), *above, self.marker, self.k_line, self.k_text, self.headline)
+                *self.lines.values(), *above, self.marker, self.k_line, self.headline)
 
     def frame_state(self) -> tuple:
         """What the picture depends on besides the controls: where the time axis ends, kept over moves."""
@@ -187,18 +179,15 @@ class CostsFigure:
         self.marker.set_data([k], [shown])
         self.marker.set_marker("o" if s_now >= bottom * 1.15 else "v")
         self.k_line.set_xdata([k, k])
-        self.k_text.xy = (k, shown)
-        self.k_text.set_text(f"S = {s_now:.3g} at k = {k}")
-        self._place_label(k, shown)
 
         t_comm_k = rows[-1].t_comm
         on_preset = self.on_preset(alpha=alpha, beta=beta, formula=formula, preset=preset)
         self.headline.set_text(
-            f"{preset if on_preset else 'your own α, β'}, k = {k}: S = {s_now:.3g} ({s_now / k:.0%} of k), "
+            f"{preset if on_preset else 'your own α, β'}: S = {s_now:.3g} at k = {k} ({s_now / k:.0%} of k), "
             f"capped by T_compute / T_comm = {_ratio(t_compute, t_comm_k)}"
         )
-        # The headline is the figure's first line, and the controls show the numbers: the status line says
-        # where the numbers come from.
+        # The headline is the figure's first line, above both panels: S at your k is written there, never beside the
+        # marker, where at large k it covered the curves. The status line says where the numbers come from.
         if on_preset:
             link_words = f"preset {preset}:<br>{_html(self.link_for(preset, formula).source)}"
         else:
@@ -238,39 +227,6 @@ class CostsFigure:
     def _set_time_axis(self) -> None:
         """Move the time axis's end, ticks and tick labels to the view in ``self._time``; the last label has the unit."""
         self.time_ticks.set(self._time["end"] / self._time["scale"], unit=self._time["unit"])
-
-    def _place_label(self, k: int, shown: float) -> None:
-        """Put the S label beside the marker at (k, ``shown``), on the side facing the middle, clear of the legend.
-
-        Each spot's box is the label's box, measured once where it stands now, moved to the spot: measuring the label
-        in each spot with matplotlib takes a quarter of a millisecond a time. Only the spot chosen is set on the label.
-        """
-        renderer = self.fig.canvas.get_renderer()
-        if self._legend_box[0] != self.fig.dpi:  # the legend never moves: measuring it each move would cost ms
-            self._legend_box = (self.fig.dpi, self.ax_speed.get_legend().get_window_extent(renderer))
-        legend = self._legend_box[1]
-        inside = self.ax_speed.bbox
-        toward_middle = -1 if k > self.k_max ** 0.5 else 1  # past the middle of the log axis, write on the left
-        spots = [(side * dx, dy) for side in (toward_middle, -toward_middle) for dx, dy in LABEL_SPOTS]
-        # the label's box about its anchor; written from the left (from the right), it spans [0, w] ([-w, 0]) across
-        extent = self.k_text.get_window_extent(renderer)
-        anchor_y = self.k_text.get_transform().transform(self.k_text.get_position())[1]
-        low, high, width = extent.y0 - anchor_y, extent.y1 - anchor_y, extent.width
-        x, y = self.ax_speed.transData.transform((k, shown))  # the marker, where the offsets in points start from
-        per_point = self.fig.dpi / 72
-
-        def box(dx, dy):
-            left = x + dx * per_point - (0.0 if dx > 0 else width)
-            return Bbox.from_extents(left, y + dy * per_point + low, left + width, y + dy * per_point + high)
-
-        def fits(b):
-            return inside.x0 <= b.x0 and b.x1 <= inside.x1 and inside.y0 <= b.y0 and b.y1 <= inside.y1
-
-        clear = [(spot, b) for spot, b in ((spot, box(*spot)) for spot in spots) if not b.overlaps(legend)]
-        # the first spot clear of the legend inside the axes; if none fits inside, at least keep off the legend
-        chosen = next((spot for spot, b in clear if fits(b)), clear[0][0] if clear else spots[-1])
-        self.k_text.set_horizontalalignment("left" if chosen[0] > 0 else "right")
-        self.k_text.xyann = chosen
 
     def _measured_words(self, workload) -> str:
         """For the status line: which runs the points come from and, if drawn, what their own curve assumes."""

@@ -164,3 +164,22 @@ def corner_bar(run: Run) -> str:
                    "arithmetic: this machine passed the messages unusually fast, or the compute waited for cores")
     return (f"Median step of this run: {times.t_compute * 1e3:.2f} ms computing, {times.t_comm * 1e3:.2f} ms in the "
             f"sync; {verdict}.{crowded}")
+
+
+# The answers to "how close to the whole data set's gradient will the all-reduced gradient of one kind per shard
+# point?", the chapter's prediction, and the angles that part them.
+FAIR_BATCH = ("close: within 10°", "in between: 10° to 30°", "far off: more than 30°")
+CLOSE_DEG, FAR_DEG = 10.0, 30.0
+
+
+def fair_batch_answer(by_kind: Run, full) -> tuple[str, str, str]:
+    """For the prediction on the run with one kind of example per shard (``full``: the whole data set's gradient
+    at the same θ): which of :data:`FAIR_BATCH` its all-reduced gradient was, how the chapter writes it, and why."""
+    angle = landscape.angle_deg(by_kind.reduced_grad[0, 0], full)
+    shards = [landscape.angle_deg(by_kind.local_grad[0, r], full) for r in range(by_kind.k)]
+    choice = FAIR_BATCH[0] if angle <= CLOSE_DEG else FAIR_BATCH[1] if angle <= FAR_DEG else FAIR_BATCH[2]
+    said = f"{choice} ({angle:.1f}° off)"
+    why = (f"Each shard alone pointed {' and '.join(f'{a:.1f}°' for a in shards)} off, but the all-reduce returns the "
+           f"mean of the shards' gradients, the gradient of the global batch, and that batch held both kinds, as a "
+           f"random batch does")
+    return choice, said, why
