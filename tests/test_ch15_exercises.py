@@ -70,8 +70,8 @@ CORRECT = {
                                 "        dist.all_reduce(g, op=dist.ReduceOp.SUM, group=group)\n        g /= n\n"),
     "one flat tensor": survivor("    flat = torch.cat([g.reshape(-1) for g in model_grads])\n"
                                 "    dist.all_reduce(flat, group=group)\n    flat /= dist.get_world_size(group)\n"
-                                "    i = 0\n    for g in model_grads:\n        g.copy_(flat[i:i + g.numel()].view_as(g))\n"
-                                "        i += g.numel()\n"),
+                                "    i = 0\n    for g in model_grads:\n"
+                                "        g.copy_(flat[i:i + g.numel()].view_as(g))\n        i += g.numel()\n"),
 }
 
 

@@ -290,3 +290,29 @@ def test_the_shipped_carry_on_record_shrinks_regrows_and_fails_when_tampered():
         claims.carry_on_title(record)
     with pytest.raises(AssertionError, match="2 different states"):
         claims.carry_on_claims(record.training())
+
+
+def test_the_lost_steps_answer_and_the_between_syncs_claim_come_from_the_records(clean):
+    import copy
+
+    from dpviz.topics.when_a_replica_fails.run_shipped import shipped
+
+    run = record_restarts(k=2, steps=STEPS, checkpoint_every=4, kills=((1, 6),))
+    answer = claims.lost_steps_answer(run)
+    assert (answer["measured"], answer["said"]) == (2, "2 steps")
+    assert "before step 4" in answer["why"] and "step 6, cut short" in answer["why"]
+    tampered = copy.deepcopy(run)
+    tampered.failures[0].lost_steps = 3
+    with pytest.raises(AssertionError, match="counted 3 steps lost for a kill in step 6"):
+        claims.lost_steps_answer(tampered)
+
+    restart, _, diloco = shipped()
+    dil = diloco.diloco_run()
+    said = claims.between_syncs_claims(dil, restart.trainings()[0])
+    H, steps = dil.config.H, dil.config.steps
+    assert said.startswith("No run here kills a DiLoCo rank, so this is counted from the schedule, not measured.")
+    assert f"met {steps // H} times in the same {steps} steps" in said and f"at most {H - 1} steps away" in said
+    assert "redo 2 steps and 1 step" in said  # the shipped restart's two kills, from its record
+    dil.after["diloco"] = dil.after["diloco"][:-1]  # one sync fewer than the schedule
+    with pytest.raises(AssertionError, match=f"synced {steps // H - 1} times in {steps} steps"):
+        claims.between_syncs_claims(dil, restart.trainings()[0])

@@ -7,7 +7,7 @@
 (:func:`dpviz.engine.verdict.run_cases`), and compared with the chapter's theory to float rounding.
 
 ``survivor_average(model_grads, group)`` runs inside the two survivors of 3 real gloo ranks, rank
-:data:`~dpviz.exercises.rank_failures.DEAD` having died before the all-reduce; ``group`` is the survivors' process
+:data:`DEAD` having died before the all-reduce; ``group`` is the survivors' process
 group. The real answer (``dist.all_reduce`` over that group, divided by its size, and the gradient of the
 survivors' examples in one batch) comes from a launch of its own that runs no reader's code, kept after the first
 (:mod:`dpviz.exercises.rank_failures`). The time limits are :mod:`dpviz.exercises.ranked`'s: a call may run
@@ -22,11 +22,11 @@ import math
 
 import dpviz.engine.verdict as v
 from dpviz.engine.checks import check_real
-from dpviz.exercises import ranked
+import dpviz.exercises.ranked as ranked
 from dpviz.topics.when_a_replica_fails import theory
 
 K = 3  # ranks launched; one of them is dead, so the survivors' group has 2 and the old k is 3
-DEAD = 1  # the rank that died (rank_failures reads it here): the survivors 0 and 2 are not a prefix of the old ranks
+DEAD = 1  # the rank that died (the checker tells the ranks): the survivors 0 and 2 are not a prefix of the old ranks
 YOUNG_DALY_CASES = ((60.0, 86_400.0), (10.0, 3_600.0), (0.5, 200.0), (300.0, 4.0e5), (2.0, 2.0), (1.0, 0.5))
 
 
@@ -81,7 +81,7 @@ def check_survivor_average(survivor_average, *, stall_timeout: float = ranked.ST
     reference = _reference()
     try:
         with sharing_cores_said_elsewhere():  # nothing here is timed
-            results = launch(ranks.exercise_worker, K, args=(name, source, call_limit), backend="gloo", threads=1,
+            results = launch(ranks.exercise_worker, K, args=(DEAD, name, source, call_limit), backend="gloo", threads=1,
                              stall_timeout=stall_timeout)
     except RankTimeout as e:
         observed = e.observed or {}
@@ -91,7 +91,7 @@ def check_survivor_average(survivor_average, *, stall_timeout: float = ranked.ST
                         _WORLD_HINT)
     except RankError as e:
         return ranked._rank_died(name, e)
-    survivors = ranks.survivors(K)
+    survivors = ranks.survivors(K, DEAD)
     per_rank = {r: {**results[r], **reference[r]} for r in survivors if isinstance(results[r], dict)}
     if len(per_rank) != len(survivors):
         return v.failed(name, "what the ranks sent back after running it could not be read",
@@ -111,7 +111,7 @@ def _reference() -> list:
         from dpviz.engine.launch import launch, sharing_cores_said_elsewhere
 
         with sharing_cores_said_elsewhere():
-            _REFERENCE.append(launch(ranks.reference_worker, K, backend="gloo", threads=1))
+            _REFERENCE.append(launch(ranks.reference_worker, K, args=(DEAD,), backend="gloo", threads=1))
     return _REFERENCE[0]
 
 
@@ -139,7 +139,8 @@ def judge_survivor_average(name: str, per_rank: dict) -> v.Verdict:
                             f"{v.num(got[first])}, expected {v.num(expected[first])}, the mean over the {alive} "
                             "survivors", _survivor_hint(res, t, alive))
     if not all(v.close(e, b, rtol=1e-4) for res in ordered for e, b in zip(res["expected"], res["big"])):
-        raise RuntimeError("the survivors' all-reduce / 2 differs from their big batch's gradient: the check is broken.")
+        raise RuntimeError("the survivors' all-reduce / 2 differs from their big batch's gradient: the check is "
+                           "broken.")
     return v.passed(name, f"on the {alive} survivors of {K} real ranks every gradient tensor equals dist.all_reduce's "
                     f"sum over the survivors' group divided by {alive}, which is the gradient of their "
                     f"{ordered[0]['examples']} examples in one batch to within float rounding")

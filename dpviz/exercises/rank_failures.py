@@ -1,8 +1,8 @@
 """Chapter "when a replica fails"'s exercise on real ranks: the average over the survivors, inside 3 gloo ranks.
 
-Rank :data:`DEAD` has died before the all-reduce. Every rank first makes the survivors' group,
-``dist.new_group(survivors)`` (torch asks every rank of the world to make a group, members or not); then the
-dead rank stops, calling nothing more, and each survivor holds the gradients of its own shard of a real MLP.
+Rank ``dead`` (:data:`dpviz.exercises.failures.DEAD`) has died before the all-reduce. Every rank first makes the
+survivors' group, ``dist.new_group(survivors)`` (torch asks every rank of the world to make a group, members or not);
+then the dead rank stops, calling nothing more, and each survivor holds the gradients of its own shard of a real MLP.
 
 - :func:`reference_worker` runs no reader's code: ``dist.all_reduce`` over the survivors' group divided by the
   group's size (``expected``), and the gradient of the survivors' examples in one batch (``big``);
@@ -25,13 +25,12 @@ from dpviz.engine.rank import report_progress
 from dpviz.exercises.rank_exercises import (GRAD_D_IN, GRAD_SHARD, GRAD_WIDTH, SEED, RankGuard, Recorder,
                                             compile_function)
 from dpviz.engine import sandbox
-from dpviz.exercises.failures import DEAD
 from dpviz.topics.ground_floor.rank_models import build_model
 
 
 
-def survivors(world_size: int) -> list[int]:
-    return [r for r in range(world_size) if r != DEAD]
+def survivors(world_size: int, dead: int) -> list[int]:
+    return [r for r in range(world_size) if r != dead]
 
 
 def model_grads(rows) -> list:
@@ -51,11 +50,11 @@ def _numpy(tensors) -> list[np.ndarray]:
     return [t.detach().numpy().astype(np.float64) for t in tensors]
 
 
-def reference_worker(rank: int, world_size: int) -> dict:
-    """Worker: the real answers on each survivor; the dead rank makes the group and stops."""
-    alive = survivors(world_size)
+def reference_worker(rank: int, world_size: int, dead: int) -> dict:
+    """Worker: the real answers on each survivor; rank ``dead`` makes the group and stops."""
+    alive = survivors(world_size, dead)
     group = dist.new_group(alive)
-    if rank == DEAD:
+    if rank == dead:
         report_progress(0)
         return {"dead": True}
     grads = model_grads(shard(rank))
@@ -68,10 +67,10 @@ def reference_worker(rank: int, world_size: int) -> dict:
     return {"local": local, "expected": _numpy(grads), "big": _numpy(big), "examples": len(alive) * GRAD_SHARD}
 
 
-def exercise_worker(rank: int, world_size: int, name: str, source: str, call_limit: float) -> dict:
+def exercise_worker(rank: int, world_size: int, dead: int, name: str, source: str, call_limit: float) -> dict:
     """Worker: the reader's ``survivor_average(model_grads, group)`` on each survivor's real gradients."""
-    group = dist.new_group(survivors(world_size))
-    if rank == DEAD:
+    group = dist.new_group(survivors(world_size, dead))
+    if rank == dead:
         report_progress(0)
         return {"dead": True}
     guard = RankGuard(call_limit)
@@ -86,7 +85,8 @@ def exercise_worker(rank: int, world_size: int, name: str, source: str, call_lim
     if outcome:
         return {**out, **outcome}
     out["got"] = _numpy(tensors)
-    if isinstance(returned, (list, tuple)) and len(returned) == len(tensors) and all(torch.is_tensor(t) for t in returned):
+    if (isinstance(returned, (list, tuple)) and len(returned) == len(tensors)
+            and all(torch.is_tensor(t) for t in returned)):
         out["returned"] = _numpy(returned)
     report_progress(0)
     return out

@@ -40,6 +40,22 @@ def restart_claims(run, clean) -> str:
     return sentence[0].upper() + sentence[1:]
 
 
+def lost_steps_answer(run) -> dict:
+    """The answer to "how many finished steps will the restart do again?", from the run's first failure: the
+    keyword arguments of :meth:`dpviz.engine.predict.Prediction.answer`."""
+    if not run.failures:
+        raise AssertionError("the run met no failure, so no step was lost.")
+    f = run.failures[0]
+    if f.lost_steps != f.step - f.checkpoint_step:
+        raise AssertionError(f"the restart resumed at step {f.checkpoint_step} but counted {f.lost_steps} steps lost "
+                             f"for a kill in step {f.step}.")
+    s = "" if f.lost_steps == 1 else "s"
+    return {"measured": f.lost_steps, "said": f"{f.lost_steps} step{s}", "close": 0.01,
+            "why": f"The last checkpoint held the state before step {f.checkpoint_step}, so the {f.lost_steps} "
+                   f"step{s} finished after it were done again; step {f.step}, cut short before its all-reduce, had "
+                   "not finished, so it was not lost but done once, after the restart"}
+
+
 def carry_on_claims(run) -> str:
     """The group shrank and grew back, and the newcomer holds the survivors' θ and velocity bit for bit."""
     digests = {tuple(d) for d in run.joined_digests}
@@ -98,6 +114,29 @@ def diloco_claims(run, *, tolerance: float = 1e-5) -> str:
 
 
 # --- the figures' titles, each checked on the record it names -------------------------------------------------
+
+
+def between_syncs_claims(diloco, restart) -> str:
+    """What a failure between two syncs would cost DiLoCo, counted from the DiLoCo run's own sync schedule, beside
+    what the synchronous restart run lost. No run here kills a DiLoCo rank, and the sentence says so."""
+    H, steps, k = diloco.config.H, diloco.config.steps, diloco.config.k
+    syncs = len(diloco.after["diloco"])
+    if syncs != steps // H:
+        raise AssertionError(f"the DiLoCo run synced {syncs} times in {steps} steps, not once per H = {H} steps.")
+    dp_syncs = int(round(diloco.sent["dp"] / (4 * diloco.n_params)))
+    if dp_syncs != steps:
+        raise AssertionError(f"plain data parallelism all-reduced {dp_syncs} times in {steps} steps, not once a step.")
+    if not restart.failures:
+        raise AssertionError("the restart run met no failure to compare with.")
+    lost = [f.lost_steps for f in restart.failures]
+    redone = " and ".join(f"{n} step{'' if n == 1 else 's'}" for n in lost)
+    return (f"No run here kills a DiLoCo rank, so this is counted from the schedule, not measured. Plain data "
+            f"parallelism all-reduced at each of its {steps} steps, so a death stops the other ranks within a step; "
+            f"in the synchronous restart run, its {len(lost)} kill{'' if len(lost) == 1 else 's'} made every one of "
+            f"its {restart.config.k} ranks redo {redone}. DiLoCo's {k} ranks met {syncs} times in the same {steps} "
+            f"steps: a rank that dies between two syncs holds no one up until the next, at most {H - 1} steps away, "
+            f"and loses only its own inner steps since the last one (at most {H - 1} finished), while the others keep "
+            "theirs.")
 
 
 def restart_title(record) -> str:
