@@ -97,8 +97,6 @@ ALLOWED = [
             "the rows of a one-panel diagram: ranks in, all-reduce, ranks out"),
     Allowed("all_reduce", "Below, both hand-written collectives", "the cell below"),
     Allowed("splitting_the_model", "Below, $k = 2$ real ranks", "the cell below"),
-    Allowed("shard_everything", "the left bar is measured and the right, hatched, bar",
-            "two bars side by side inside one panel, and the figure's legend says which is which"),
     Allowed("shard_everything", "in the lane at the bottom", "a lane inside each panel, named so in the legend"),
     Allowed("speedup_model", "They run side by side", "k processes computing at the same time"),
     Allowed("gradient_accumulation", "instead of side by side by $k$ processes",

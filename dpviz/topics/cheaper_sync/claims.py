@@ -653,7 +653,7 @@ def powersgd_bytes_answer(rec: CompressionRecord, mode: str = "powersgd_r2") -> 
     whole = [(a, b) for a, b in shapes if (a, b) not in squeezed]
     counts = theory.powersgd_elements(shapes, r)
     return {"measured": M / sent,
-            "said": f"{M / sent:.1f}× fewer: {sent:,} bytes per step against {M:,}",
+            "said": f"{M / sent:.1f}× fewer, counted in the recorded run: {sent:,} bytes per step against {M:,}",
             "why": f"PowerSGD at r = {r} sends P and Q, (n₁ + n₂)·r values, for the "
                    f"{_and_words([f'{a}×{b}' for a, b in squeezed])} matrices ({counts['p'] + counts['q']:,} values "
                    f"in place of {sum(a * b for a, b in squeezed):,}), but leaves whole the tensors too small to gain, "

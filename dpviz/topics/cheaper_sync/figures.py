@@ -15,6 +15,7 @@ from dpviz import course
 from dpviz.topics.cheaper_sync import claims
 from dpviz.engine.figure_group import FigureGroup
 from dpviz.engine.layout import caption, figure, legend_below, lift_notes, title_of, wrap_titles
+from dpviz.topics.waiting.figures import panel_places
 from dpviz.topics.cheaper_sync.plots import (
     hook_label,
     plot_drift,
@@ -53,8 +54,9 @@ def figure_cheaper_sync_bytes(rec) -> Figure:
     legend_below(bottom, gap=0.55, ncol=2, fontsize=9)
     fig.suptitle(claims.compression_title(rec), fontsize=12, x=0.01, y=0.99, ha="left", va="top")
     modes = ", ".join(hook_label(m) for m in rec.mode)
-    alt = [f"Top, horizontal bars of the bytes each rank sent per step under each comm hook ({modes}), of a "
-           f"{int(rec.meta['message_bytes']):,}-byte gradient. Bottom, on a log scale, the relative error of each "
+    first, second = panel_places(top, bottom)
+    alt = [f"{first}, horizontal bars of the bytes each rank sent per step under each comm hook ({modes}), of a "
+           f"{int(rec.meta['message_bytes']):,}-byte gradient. {second}, on a log scale, the relative error of each "
            "compressing hook's averaged gradient against the exact average at every compressed step", title_of(fig)]
     return caption(wrap_titles(fig), [f"Measured: {rec.describe()}", *lift_notes(fig)], alt=alt)
 
@@ -69,8 +71,9 @@ def figure_cheaper_sync_loss(rec) -> Figure:
     plot_hook_loss(rec, gap=True, ax=bottom, title="The same, minus the plain all-reduce's loss")
     legend_below(bottom, gap=0.55, ncol=2, fontsize=9)
     fig.suptitle(claims.compression_loss_title(rec), fontsize=12, x=0.01, y=0.99, ha="left", va="top")
-    alt = [f"Top, line charts of the loss over {rec.steps} steps under each comm hook, lying on one another. "
-           "Bottom, each compressing hook's loss minus the plain all-reduce's loss, step by step", title_of(fig)]
+    first, second = panel_places(top, bottom)
+    alt = [f"{first}, line charts of the loss over {rec.steps} steps under each comm hook, lying on one another. "
+           f"{second}, each compressing hook's loss minus the plain all-reduce's loss, step by step", title_of(fig)]
     return caption(wrap_titles(fig), [f"Measured: {rec.describe()}", *lift_notes(fig)], alt=alt)
 
 
@@ -87,8 +90,9 @@ def figure_cheaper_sync_local_sgd(rec) -> Figure:
     legend_below(c, gap=0.55, ncol=2, fontsize=9)
     fig.suptitle(claims.local_sgd_title(rec), fontsize=12, x=0.01, y=0.995, ha="left", va="top")
     H = ", ".join(str(int(h)) for h in rec.period)
-    alt = [f"Top two panels, line charts of the mean loss of plain data parallelism and of local SGD at H = {H}, "
-           "against examples seen and against all-reduces made. Bottom, the replicas' drift after every step, a "
+    first, second, third = panel_places(a, b, c)
+    alt = [f"{first} and {second.lower()}, line charts of the mean loss of plain data parallelism and of local SGD at "
+           f"H = {H}, against examples seen and against all-reduces made. {third}, the replicas' drift after every step, a "
            "sawtooth that rises during the local steps and drops to zero at each average, one line per H",
            title_of(fig)]
     return caption(wrap_titles(fig), [f"Measured: {rec.describe()}", *lift_notes(fig)], alt=alt)
@@ -121,10 +125,11 @@ def figure_cheaper_sync_two_levels(hier, comp) -> Figure:
                title=f"Measured here: a step per hook (k = {comp.k}); an all-reduce of "
                      f"{int(hier.meta['timed_size']):,} values (k = {hier.k})")
     fig.suptitle(claims.priced_title(rows, k=compression.PRICED_K), fontsize=12, x=0.01, y=0.995, ha="left", va="top")
-    alt = [f"Top, bars of the bytes sent inside groups and between groups by the two-level all-reduce and the flat "
-           f"ring over k = {hier.k} ranks. Middle, the modeled speedup S on k = {compression.PRICED_K} for the plain ring, "
+    first, second, third = panel_places(a, b, c)
+    alt = [f"{first}, bars of the bytes sent inside groups and between groups by the two-level all-reduce and the flat "
+           f"ring over k = {hier.k} ranks. {second}, the modeled speedup S on k = {compression.PRICED_K} for the plain ring, "
            "fp16, PowerSGD, local SGD and two levels, one group of bars per link preset (NVLink, 100 Gb "
-           "InfiniBand, 10 Gb Ethernet). Bottom, bars of the median times measured on this machine", title_of(fig)]
+           f"InfiniBand, 10 Gb Ethernet). {third}, bars of the median times measured on this machine", title_of(fig)]
     notes = [f"Measured: {hier.describe()}", comp.describe(), _cores(hier), _cores(comp),
              f"Modeled: T_compute = {compression.PRICED_T_COMPUTE:g} s on one device, α and β of dpviz.topics.ground_floor.links",
              *lift_notes(fig)]
@@ -148,11 +153,12 @@ def figure_cheaper_sync_measured(comp, local, local_k1) -> Figure:
                title=f"T_step: one rank, then k = {k} ranks")
     fig.suptitle(claims.measured_title(comp, local, local_k1), fontsize=12, x=0.01, y=0.995, ha="left", va="top")
     hooks = ", ".join(row["label"] for row in rows if row["family"] == "DDP comm hook")
-    alt = [f"Top, horizontal bars of the speedup S measured on this machine with k = {k} ranks for each DDP comm hook "
+    first, second = panel_places(top, bottom)
+    alt = [f"{first}, horizontal bars of the speedup S measured on this machine with k = {k} ranks for each DDP comm hook "
            f"({hooks}) and for plain data parallelism and local SGD at each H in a hand-written loop, a dashed line "
            f"at the ideal S = k, and hollow diamonds where {course.ref('speedup_model')}'s formula, fed the measured "
            "one-rank step and "
-           "all-reduce, puts S. Bottom, bars of the median step times they come from, the one-rank step first",
+           f"all-reduce, puts S. {second}, bars of the median step times they come from, the one-rank step first",
            title_of(fig)]
     notes = [f"Measured: {comp.describe()}", local.describe(), local_k1.describe(), _cores(comp), _cores(local),
              "Modeled: the diamonds, S = k·T_step(1)/(T_step(1) + T_comm), T_comm measured", *lift_notes(fig)]

@@ -470,8 +470,15 @@ def adam_state_answer(run) -> dict:
 def lowest_peak_answer(run) -> dict:
     """What a run answers to "at which stage is one rank's peak lowest?": ``{"measured", "said", "why"}``, the
     stage's name as :data:`STAGE_WORDS` writes it, and why, from :func:`peaks_over_stages`."""
+    memory_claims(run)
     peak = {int(s): int(peak_by_category(run.memory[row, 0]).sum()) for row, s in enumerate(run.stage)}
     lowest = min(peak, key=peak.get)
-    return {"measured": STAGE_WORDS[lowest],
-            "said": f"{STAGE_WORDS[lowest]} ({peak[lowest]:,} B at its peak)",
-            "why": peaks_over_stages([run])[0]}
+    rest3, layer3 = int(run.memory[run.index(3), 0, 2, :3].sum()), int(run.memory[run.index(3), 0, :, 3].max())
+    padded = theory.padded_sizes(run.unit_size, run.k)
+    share = f"{int(padded.max()) / int(padded.sum()):.0%}"
+    why = (f"ZeRO-3 keeps the least at rest, {rest3:,} B, but holds its largest layer ({share} of this model's "
+           f"parameters) whole with its full gradient on top, {layer3:,} B more, for a peak of {peak[3]:,} B")
+    if lowest != 3:
+        why += f", above {STAGE_WORDS[lowest]}'s {peak[lowest]:,} B"
+    return {"measured": STAGE_WORDS[lowest], "said": f"{STAGE_WORDS[lowest]} ({peak[lowest]:,} B at its peak)",
+            "why": why}

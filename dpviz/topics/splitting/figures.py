@@ -15,6 +15,7 @@ from dpviz.topics.splitting.plots_pipeline import GanttBars, plot_bubble, plot_g
 from dpviz.topics.splitting.plots_tensor_parallel import plot_exchange_bytes, plot_tensor_split
 from dpviz.topics.splitting.plots_zero import plot_memory, plot_zero_params
 from dpviz.topics.splitting.records_pipeline import FIGURE_PIPELINES, FIGURE_PLAN, idle_points, pipeline_stem
+from dpviz.topics.waiting.figures import panel_places
 from dpviz.topics.splitting import theory_memory as memory_theory
 from dpviz.topics.splitting import theory_pipeline as pipeline_theory
 from dpviz.topics.splitting import theory_tensor_parallel as tensor_theory
@@ -46,11 +47,27 @@ def figure_pipeline_gantt(gpipe, one_f_one_b, bubble_runs) -> Figure:
     if others:
         parts.append("Idle-share points also from: " + ", ".join(f"p={p}, m={m} ({s})" for p, m, s in others)
                      + ", the same model and machine")
-    alt = [f"Two Gantt charts of one measured step of a {gpipe.p}-stage pipeline with {gpipe.m} micro-batches, one row "
-           "per stage, forward and backward blocks per micro-batch and idle gaps between: all forwards then all "
-           f"backwards, then one forward, one backward. Below, a chart of the idle share against m, modeled curves "
+    gpipe_at, one_f_one_b_at, bubble = panel_places(axes["gpipe"], axes["1f1b"], axes["bubble"])
+    alt = [f"{gpipe_at} and {one_f_one_b_at.lower()}, two Gantt charts of one measured step of a {gpipe.p}-stage pipeline with {gpipe.m} micro-batches, "
+           "one row per stage, forward and backward blocks per micro-batch and idle gaps between: all forwards then "
+           f"all backwards, then one forward, one backward. {bubble}, a chart of the idle share against m, modeled curves "
            f"(p−1)/(m+p−1) for p = {', '.join(map(str, ps))} with the measured points", title_of(fig)]
     return caption(wrap_titles(fig), parts, alt=alt)
+
+
+def figure_modeled_schedule(p: int = 4, m: int = 4, schedule: str = "gpipe") -> Figure:
+    """The modeled schedule of ``p`` stages and ``m`` micro-batches (t_b = 2 t_f, free hand-offs) as a Gantt chart:
+    what the chapter derives the bubble from, before any stage runs."""
+    fig = figure((9, 4.6))   # 900 px: shown 1:1
+    plot_gantt(pipeline_theory.modeled_timeline(p=p, m=m, schedule=schedule), ax=fig.subplots())
+    order = "every forward first" if schedule == "gpipe" else "one forward, one backward"
+    timeline = pipeline_theory.modeled_timeline(p=p, m=m, schedule=schedule)
+    alt = (f"Modeled Gantt chart, one row per stage for {p} stages, against time in units of one forward pass: "
+           f"{m} forward and {m} backward passes per stage ({order}, a backward taking twice a forward), each stage "
+           f"starting one pass after the one before; every stage idles {float(timeline.idle_fraction().mean()):.0%} "
+           f"of the step, the bubble (p−1)/(m+p−1) = {pipeline_theory.bubble_fraction(p, m):.0%}")
+    return caption(fig, lift_notes(fig) or f"Modeled: p = {p} stages, m = {m} micro-batches, t_b = 2 t_f, {order}",
+                   alt=alt)
 
 
 def figure_tensor_parallel(split) -> Figure:
@@ -71,9 +88,10 @@ def figure_tensor_parallel(split) -> Figure:
                 for i, s in enumerate(tensor_theory.SPLITS)}
     plot_exchange_bytes(curves, measured, ax=axes["bytes"], fontsize=10)
     fig.suptitle(claims.tensor_split_title(split), fontsize=12, x=0.01, y=0.99, ha="left", va="top")
-    alt = [f"Two diagrams of a {m['d_in']}→{m['d_out']} linear layer split over k = {m['k']} ranks, by columns (each "
-           "rank's block of Y, joined by an all-gather) and by rows (partial sums of Y, added by an all-reduce). Below, "
-           f"a log-log chart of bytes each rank sends per step against batch size B, 1 to {batch[-1]:,}: tensor "
+    column, row, chart = panel_places(axes["column"], axes["row"], axes["bytes"])
+    alt = [f"{column} and {row.lower()}, two diagrams of a {m['d_in']}→{m['d_out']} linear layer split over k = {m['k']} "
+           "ranks, by columns (each rank's block of Y, joined by an all-gather) and by rows (partial sums of Y, added by "
+           f"an all-reduce). {chart}, a log-log chart of bytes each rank sends per step against batch size B, 1 to {batch[-1]:,}: tensor "
            f"parallelism's grows with B, data parallelism's stays at {dp:,.0f} B", title_of(fig)]
     return caption(wrap_titles(fig), [*measured_lines([split]), *lift_notes(fig)], alt=alt)
 

@@ -23,6 +23,30 @@ from dpviz.topics.waiting.plan import FIGURE_DELAY, FIGURE_PLAN
 from dpviz.topics.waiting import theory as waiting_theory
 
 
+ROW_WORDS = {1: ("",), 2: ("Top", "Bottom"), 3: ("Top", "Middle", "Bottom")}
+COLUMN_WORDS = {1: ("",), 2: ("left", "right"), 3: ("left", "middle", "right")}
+
+
+def panel_places(*axes) -> list[str]:
+    """Where each of ``axes`` sits among them, read from the figure's layout, as an alt text begins a panel's
+    description: "Top", "Bottom", "Middle" for panels stacked in one column, "Left", "Right" for panels in one row,
+    "Top left" and so on in a grid ("Bottom" alone for a panel as wide as two columns; "Panel 4" past three rows or
+    columns). A figure restacked (side by side, or top and bottom) changes these words with it."""
+    boxes = [ax.get_position() for ax in axes]
+    tops = sorted({round(b.y1, 2) for b in boxes}, reverse=True)
+    lefts = sorted({round(b.x0, 2) for b in boxes})
+    words = []
+    for i, box in enumerate(boxes):
+        row, col = tops.index(round(box.y1, 2)), lefts.index(round(box.x0, 2))
+        spans = any(round(other.x0, 2) > round(box.x0, 2) and other.x0 < box.x1 - 0.01 for other in boxes)
+        if len(tops) > 3 or len(lefts) > 3:
+            words.append(f"Panel {i + 1}")
+            continue
+        place = " ".join(w for w in (ROW_WORDS[len(tops)][row], "" if spans else COLUMN_WORDS[len(lefts)][col]) if w)
+        words.append(place[:1].upper() + place[1:] if place else f"Panel {i + 1}")
+    return words
+
+
 def figure_waiting_straggler(sweep, *, delay: float = FIGURE_DELAY) -> Figure:
     """One rank sleeps d; the timeline of a few steps, and the others' wait against d."""
     slow = int(sweep.slow_rank[np.flatnonzero(np.isclose(sweep.delay, delay))[-1]])
@@ -33,9 +57,10 @@ def figure_waiting_straggler(sweep, *, delay: float = FIGURE_DELAY) -> Figure:
     plot_straggler_timeline(sweep, delay=delay, slow_rank=slow, ax=left, fontsize=10, title=titles["timeline"])
     plot_wait_against_delay([sweep], ax=right, fontsize=10, tolerance=WAIT_TOLERANCE, title=titles["wait"])
     fig.suptitle(titles["figure"], fontsize=12, x=0.01, y=0.99, ha="left", va="top")
-    alt = [f"Top, a timeline of a few steps on each rank: compute, rank {slow}'s injected sleep, and the others' wait "
-           "inside the all-reduce. Bottom, the others' measured wait against the injected delay d, on the line wait = d",
-           title_of(fig)]
+    first, second = panel_places(left, right)
+    alt = [f"{first}, a timeline of a few steps on each rank: compute, rank {slow}'s injected sleep, and the others' "
+           f"wait inside the all-reduce. {second}, the others' measured wait against the injected delay d, on the line "
+           "wait = d", title_of(fig)]
     return caption(wrap_titles(fig), [f"Measured: {sweep.describe()}", *lift_notes(fig)], alt=alt)
 
 
@@ -50,8 +75,9 @@ def figure_waiting_overlap(run) -> Figure:
     legend_below(left, gap=0.55, fontsize=9, handlelength=2.4, handleheight=1.2)
     plot_overlap_steps(run, bounds, ax=right, fontsize=10)
     fig.suptitle(claims.overlap_title(run), fontsize=12, x=0.01, y=0.99, ha="left", va="top")
-    alt = [f"Top, one step per mode on rank 0 as a timeline: forward, backward and the optimizer step, with each "
-           f"all-reduce drawn as a bar from its start to its completion. Bottom, horizontal bars of the median step time "
+    first, second = panel_places(left, right)
+    alt = [f"{first}, one step per mode on rank 0 as a timeline: forward, backward and the optimizer step, with each "
+           f"all-reduce drawn as a bar from its start to its completion. {second}, horizontal bars of the median step time "
            f"per mode ({', '.join(m.replace('_', ' ') for m in MODES)}) beside the modeled serial step "
            f"({bounds.serial * 1e3:.2g} ms) and the fully hidden sync ({bounds.best * 1e3:.2g} ms)",
            title_of(fig)]
@@ -108,9 +134,10 @@ def figure_waiting_sync_vs_async(async_run, sync_run) -> Figure:
     if async_run.oversubscribed:
         note = (f" {async_run.k + 1} processes on {async_run.meta['cores']} cores: the workers' compute is a sleep, so they "
                 "seldom need a core at once; the modeled times beside the measured ones assume none ever waits for one.")
-    alt = [f"Top, two line charts of loss for async ({async_run.updates} updates of 1 gradient) and sync "
-           f"({sync_run.updates} updates of {sync_run.k}), against wall-clock time and against updates; bottom, bars of "
-           "how many updates had each staleness τ, per worker", title_of(fig)]
+    wall, updates, stale = panel_places(a, b, c)
+    alt = [f"{wall} and {updates.lower()}, two line charts of loss for async ({async_run.updates} updates of 1 gradient) "
+           f"and sync ({sync_run.updates} updates of {sync_run.k}), against wall-clock time and against updates. "
+           f"{stale}, bars of how many updates had each staleness τ, per worker", title_of(fig)]
     return caption(wrap_titles(fig), [f"Measured: {async_run.describe()}", sync_run.describe(), note, *lift_notes(fig)],
                    alt=alt)
 
