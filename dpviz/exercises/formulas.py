@@ -192,6 +192,10 @@ def check_staleness(staleness) -> v.Verdict:
                                "more for the slow ones")
 
 
+INTEGER_DIVISION = ("A whole number where a fraction belongs is what `//` gives: it is integer division, and both "
+                    "(p − 1) // (m + p − 1) and m // (m + p − 1) round down to 0 whenever p > 1; divide with `/`.")
+
+
 def check_bubble(bubble) -> v.Verdict:
     """Splitting the model: ``bubble(p, m)`` = (p − 1)/(m + p − 1); against pipeline.bubble_fraction."""
     name = v.require_function("check_bubble", bubble)
@@ -203,6 +207,9 @@ def check_bubble(bubble) -> v.Verdict:
         (lambda p, m: m / (m + p - 1), "That is the busy share; the bubble is the rest, (p − 1)/(m + p − 1)."),
         (lambda p, m: p / (m + p - 1), "A stage idles p − 1 slots (filling and draining the pipe), not p."),
         (lambda p, m: (p - 1) / (m + p), "The run lasts m + p − 1 slots, not m + p."),
+        (lambda p, m: (p - 1) // (m + p - 1), INTEGER_DIVISION),
+        (lambda p, m: 1 - m // (m + p - 1), INTEGER_DIVISION),
+        (lambda p, m: (p - 1) // m, INTEGER_DIVISION),
     ]
     return v.run_cases(name, bubble, cases, mistakes=mistakes, returns="a fraction between 0 and 1",
                        success=f"it equals pipeline.bubble_fraction, (p − 1)/(m + p − 1), in all {len(cases)} cases, "
