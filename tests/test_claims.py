@@ -436,7 +436,7 @@ TIMELINE_SENTENCE = re.compile(
 PER_EXAMPLE_SENTENCE = re.compile(
     r"Per example, one pass over all 8192 took [\d.]+ µs of compute and m = 2 micro-batches of 4096 took [\d.]+ µs: "
     r"the single larger pass took .*\.$")
-TIMELINE_TITLE = re.compile(r"8192 examples per update, m = k = 2: one process accumulating took [\d.]+× as long as "
+TIMELINE_TITLE = re.compile(r"8192 examples per update, m = k = 2, median update: one process accumulating took [\d.]+× as long as "
                             r"2 ranks")
 
 
@@ -540,9 +540,9 @@ def test_timeline_titles_follow_the_times(timeline_runs):
     one, ranks, big = timeline_runs
     one, fast, costly = timed(one, 0.025), timed(ranks, 0.025, comm=0.004), timed(ranks, 0.025, comm=0.026)
     assert accumulation.timeline_title(one, fast, big) == (
-        "8192 examples per update, m = k = 2: one process accumulating took 1.7× as long as 2 ranks (median updates)")
+        "8192 examples per update, m = k = 2, median update: one process accumulating took 1.7× as long as 2 ranks")
     assert accumulation.timeline_title(one, with_meta(costly, cores=1), big) == (
-        "8192 examples per update, m = k = 2: one process accumulating took about as long as 2 ranks (median updates), "
+        "8192 examples per update, m = k = 2, median update: one process accumulating took about as long as 2 ranks, "
         "which shared 1 core")
     assert accumulation.timeline_title(one, timed(ranks, 0.05, comm=0.004), big).endswith(", whose cores were busy")
     assert accumulation.timelines_title([(one, fast, big)]) == (

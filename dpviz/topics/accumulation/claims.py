@@ -198,8 +198,8 @@ def same_update_not_same_time(one: AccumulationRun, ranks: AccumulationRun, big:
 def timeline_title(one: AccumulationRun, ranks: AccumulationRun, big: AccumulationRun) -> str:
     """A timeline panel's title: what its runs measured, with the reason where the ranks shared or lacked cores."""
     c = against_ranks(one, ranks)
-    words = (f"{big.meta['global_batch']} examples per update, m = k = {c.k}: one process accumulating took "
-             f"{c.as_long()} {c.k} ranks (median updates)")
+    words = (f"{big.meta['global_batch']} examples per update, m = k = {c.k}, median update: one process accumulating "
+             f"took {c.as_long()} {c.k} ranks")
     if c.shared:
         return words + f", which shared {_cores(c.cores)}"
     if c.busy and c.ratio < SLOWER:
