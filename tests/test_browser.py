@@ -81,6 +81,7 @@ def _chapter_calling(widget: str) -> str:
 
 
 VOILA_CHAPTER = _chapter_calling(VOILA_WIDGET)
+PREDICTION_CHAPTER = _chapter_calling("Prediction.choice")  # where the page commits a prediction and reads the answer
 MODEL_NOT_FOUND = "model not found"  # Voilà's widget manager asked for a model the page had not been sent
 
 # The screen a room's laptop has: JupyterLab at 1366×768 with the file browser open (its default), where every
@@ -561,6 +562,46 @@ def _check_page(page, root: str, expect: dict, name: str, app: str, *, widget_wa
     return failures
 
 
+def _predict_then_answer(page, root: str, widget_id: str, *, timeout: float = 60) -> list[str]:
+    """As a student: picks the first answer of the chapter's first prediction, commits it, runs the cell that
+    answers it (the first code cell after it calling ``.answer(``) again, and reads the sentence it prints."""
+    box = page.locator(f"{root} .jp-OutputArea-output").filter(has_text="Predict first.").filter(
+        has=page.locator("input[type=radio]")).first
+    if not box.count():
+        return ["the chapter has a Prediction.choice but the page shows no prediction with choices"]
+    box.scroll_into_view_if_needed()
+    box.locator("input[type=radio]").first.check()
+    box.get_by_role("button", name="Commit my prediction").click()
+    try:
+        box.get_by_text("Committed:").wait_for(timeout=timeout * 1000)
+    except Exception:
+        return ["clicking 'Commit my prediction' did not commit the chosen answer"]
+    index = page.evaluate(
+        """([root, start]) => {
+             const cells = [...document.querySelector(root).querySelectorAll('.jp-Cell')];
+             const asked = cells.findIndex(c => (c.querySelector('.jp-OutputArea')?.textContent || '')
+                                                 .includes('Predict first.'));
+             return cells.findIndex((c, i) => i > asked && c.classList.contains('jp-CodeCell') &&
+                                    (c.querySelector('.cm-content')?.textContent || '').includes('.answer('));
+           }""", [root, 0])
+    if index < 0:
+        return ["no code cell after the prediction calls .answer("]
+    page.evaluate("""([id, index]) => {
+                       const app = window.jupyterapp;
+                       const w = [...app.shell.widgets('main')].find(w => w.id === id);
+                       w.content.activeCellIndex = index;
+                       app.commands.execute('notebook:run-cell');
+                     }""", [widget_id, index])
+    cell = page.locator(f"{root} .jp-Cell").nth(index)
+    try:
+        cell.locator(".jp-OutputArea-output").filter(has_text="You predicted").wait_for(timeout=timeout * 1000)
+    except Exception:
+        shown = cell.locator(".jp-OutputArea").text_content() or ""
+        return [f"after a committed prediction its answer cell shows {shown[:200]!r}, not 'You predicted ...'"]
+    print(f"prediction answered: {cell.locator('.jp-OutputArea').text_content()[:160]!r}")
+    return []
+
+
 def kernel_pythons(pid: int) -> set[str]:
     """The python executables of the ipykernel processes that are process ``pid`` or run under it (argv[0] of each)."""
     import psutil
@@ -674,6 +715,8 @@ def test_chapter_in_jupyterlab(name, lab, lanes, timing, served_copy):
         # After an error stopped Run All, the widgets of the cells that never ran will not come: judge at once.
         failures += _check_page(page, root, expect, name, "JupyterLab",
                                 widget_wait=60 if state["done"] >= state["cells"] else 3)
+        if name == PREDICTION_CHAPTER:
+            failures += _predict_then_answer(page, root, lane.widget)
         chapter.lap("checks")
         chapter_screenshot(page, _screenshot_name(name, "jupyterlab"), scroller=root + " .jp-WindowedPanel-outer",
                            width=WIDTH, full=FULL_SCREENSHOTS)
