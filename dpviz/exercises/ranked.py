@@ -333,6 +333,10 @@ def _average_hint(res, rank, t, k, rebound=None) -> str:
         return f"It is the sum divided by {k - 1}: divide by world_size, the number of ranks that added in, {k}."
     if r is not None and abs(r - 1 / k) < 1e-3:
         return "It is the mean divided by k once more: divide by world_size only once."
+    n = len(res["expected"])
+    if n != k and r is not None and abs(r - k / n) < 1e-3:
+        return (f"It is the sum divided by {n}, the number of gradient tensors (len(model_grads)): divide by "
+                f"world_size, the number of ranks that added in, {k}.")
     return ""
 
 

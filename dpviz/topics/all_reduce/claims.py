@@ -83,3 +83,17 @@ def replicas_by_optimizer(drift: dict) -> list[str]:
                      if (alone.params[1] == alone.params[1, 0]).all() else
                      f"{opt} parts {parted[opt] - min(parted.values())} state(s) later than the others.")
     return lines
+
+
+def replicas_apart_after_the_sync(run: Run) -> dict:
+    """The answer to the chapter's prediction: after the run's last synchronised step, how many of ranks 1 to k − 1 hold
+    parameters that differ from rank 0's in any bit, and why (keywords of
+    :meth:`dpviz.engine.predict.Prediction.answer`; :func:`received_the_big_batch_gradient` asserts it)."""
+    digests = run.param_digest[-1]
+    apart = int(sum(digests[r] != digests[0] for r in range(1, run.k)))
+    received = run.received_identical()
+    why = (f"At {int(received.sum())} of the {run.steps} steps all {run.k} ranks received the same bits from the "
+           "all-reduce, which computes one result and hands out copies of it; from the same θ, with the same gradient "
+           f"and the same η, every rank computes the same new θ (their parameters' SHA-1 matched at "
+           f"{int(run.replicas_identical().sum())} of the {run.steps + 1} states)")
+    return {"measured": apart, "said": f"{apart} of the {run.k - 1}", "why": why}

@@ -49,3 +49,25 @@ def unequal_groups(uneven: Run) -> str:
 def _and(values) -> str:
     words = [str(v) for v in values]
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+# The answers the chapter's prediction offers: where the mean of the k group means lands against the big-batch gradient
+LANDS = ("on the big-batch gradient, to float rounding", "a few per cent off it", "far off it")
+FEW = 0.1  # relative: up to this much off is "a few per cent"
+
+
+def where_the_mean_of_means_lands(run: Run) -> dict:
+    """The answer to the chapter's prediction: where (1/k) Σ g_i lands against the big-batch gradient at step 0, as one
+    of :data:`LANDS`, and why (keywords of :meth:`dpviz.engine.predict.Prediction.answer`; :func:`equal_groups`
+    asserts it)."""
+    big, local = run.big_grad[0], run.local_grad[0]
+    err = rel_err(local.mean(axis=0), big)
+    measured = LANDS[0] if err <= GRAD_TOLERANCE else LANDS[1] if err <= FEW else LANDS[2]
+    said = f"the mean of the {run.k} means " + (f"{measured} (within {tolerance_words()}, relative)" if measured == LANDS[0]
+                                                else f"{measured} ({err:.1%} of its size)")
+    spread = max(rel_err(g, big) for g in local)
+    return {"measured": measured, "said": said,
+            "why": (f"The {run.k} group means are up to {spread:.0%} of the gradient's size away from it, since each "
+                    f"group is a different sample; but each group's sum is b times its mean, so with equal groups "
+                    f"the b cancels and the mean of the {run.k} means is the mean of all {int(run.shard_sizes.sum())} "
+                    "examples (the derivation above)")}

@@ -26,9 +26,10 @@ CARDS = (
     Card(
         "True or false: on a computer, the mean of the group means equals the big-batch mean to "
         "the last bit.",
-        "False in general. The two are equal as real numbers, but floating-point addition is not "
-        "associative: adding in another order rounds differently. They agree to within rounding "
-        "(a relative error near 1e-7 in float32), which is what dpviz checks.",
+        "Not always. The two are equal as real numbers, but floating-point addition is not "
+        "associative: adding in another order can round differently. They agree to within rounding "
+        "(a relative error near 1e-7 in float32), which is what dpviz checks, and on some steps to the "
+        f"last bit too: {course.ref('all_reduce')}'s run has steps of both kinds.",
         "true/false", HERE, f"{TOPIC}-tf-last-bit",
     ),
     Card(

@@ -3,9 +3,11 @@
 The arrows are the per-example gradients of one recorded global batch (e.g.
 ``record_run(k=1, b=64, steps=1)`` or ``record_run(k=4, b=16, steps=1)``). The
 sliders take the first k·b of them and cut them into k groups of b, in batch
-order. Left: all k·b averaged at once. Right: each group averaged, then the k
-group means averaged. The text gives the measured gap between the two red tips,
-computed here in float32 from the recorded arrows. :class:`AverageFigure` is the figure;
+order. One panel: all k·b averaged at once; the other: each group averaged, then the
+k group means averaged. The text gives the measured gap between the two red tips,
+computed here in float32 from the recorded arrows. The b slider ends at the largest b
+the record can fill for the k chosen (k·b at most the examples recorded), so its end
+moves with k and every position it offers changes the picture. :class:`AverageFigure` is the figure;
 ``update(k=..., b=...)`` regroups and sets new arrows and text on it::
 
     average_widget(run)
@@ -89,17 +91,26 @@ def average_widget(run, *, step: int = 0, k: int | None = None, b: int | None = 
                    figsize=(11, 4.8)) -> SliderFigure:
     """Sliders for k and b that regroup one recorded global batch: the big mean against the mean of group means.
 
-    When k·b is more than the recorded batch holds, b is reduced to fit and the text says so.
+    k·b can be at most the recorded batch: the b slider's end follows k (``total // k``), and its label says so.
     """
     check_record(run, step)
     total = len(run.example_grad[step])
     k_max = check_int("k_max", k_max, low=1, high=total)
     k = check_int("k", run.k if k is None else k, low=1, high=k_max)
-    b = check_int("b", total // k if b is None else b, low=1, high=total)
+    b = check_int("b", total // k if b is None else b, low=1, high=total // k)
     figure = AverageFigure(run, step=step, k=k, b=b, k_max=k_max, figsize=figsize)
+    b_slider = widgets.IntSlider(value=b, min=1, max=total // k, description=f"b (per group; k·b ≤ {total})",
+                                 continuous_update=True)
     controls = {
         "k": widgets.IntSlider(value=k, min=1, max=k_max, description="k (groups)", continuous_update=True),
-        "b": widgets.IntSlider(value=b, min=1, max=total, description="b (per group)", continuous_update=True),
+        "b": b_slider,
     }
+
+    def follow_k(name: str, values: dict) -> dict:
+        """A move of k moves the end of b's slider to total // k; a b past it comes back to it (ipywidgets clamps)."""
+        if name == "k":
+            b_slider.max = total // values["k"]
+        return {}
+
     return SliderFigure(figure, controls, title="The average of averages: the mean of all examples equals the mean of the group means",
-                        repeat_frames=True)
+                        linked=follow_k, repeat_frames=True)

@@ -2,9 +2,10 @@
 
     from dpviz.topics.ground_floor.symbols import table
     print(table())          # the Markdown table, in the order the chapters introduce the symbols
+    symbols_table()         # a notebook cell's last line: the same table, rendered
 
-``tests/test_symbols.py`` checks that the README holds exactly this table and that the ground floor's notebook prints
-it.
+``tests/test_symbols.py`` checks that the README holds exactly this table and that the ground floor's notebook shows
+it from this code.
 """
 
 from __future__ import annotations
@@ -57,3 +58,18 @@ def table() -> str:
     rows = ["| symbol | meaning | unit | defined in |", "| --- | --- | --- | --- |"]
     rows += [f"| {s.symbol} | {s.meaning} | {s.unit} | chapter {s.chapter} |" for s in SYMBOLS]
     return "\n".join(rows)
+
+
+class SymbolTable:
+    """:func:`table` as a notebook shows it: rendered Markdown (its math too), and the same text where only text shows."""
+
+    def __repr__(self) -> str:
+        return table()
+
+    def _repr_markdown_(self) -> str:
+        return table()
+
+
+def symbols_table() -> SymbolTable:
+    """The course's symbols, for a notebook cell's last line: ``symbols_table()`` shows :func:`table` rendered."""
+    return SymbolTable()

@@ -100,3 +100,27 @@ def biased_step_on_each_half(run: Run, biased: Run) -> str:
                   f"one's {helped:.2f}.")
     return words + (f" On all {len(x)} points the loss goes from {before[None]:.2f} to {after['biased'][None]:.2f} "
                     f"along the biased arrow and to {after['random'][None]:.2f} along the random one.")
+
+
+def biased_grab_angle(run: Run, biased: Run) -> dict:
+    """The answer to the chapter's prediction: how many degrees the biased grab's mean gradient is from the whole data
+    set's gradient, and why, from the two runs (keywords of :meth:`dpviz.engine.predict.Prediction.answer`; nothing
+    is asserted here, :func:`mean_of_a_random_grab` asserts the angles)."""
+    kinds = np.unique(line_kind(run.x)[biased.batch_index[0]])
+    full = landscape.full_grad(run.x, run.y, run.params[0, 0])
+    g_b, g = biased.local_grad[0, 0], run.local_grad[0, 0]
+    off = landscape.angle_deg(g_b, full)
+    drawn = (f"all {len(biased.batch_index[0])} of its examples are of the {HALVES[int(kinds[0])]} kind"
+             if len(kinds) == 1 else f"its {len(biased.batch_index[0])} examples are of both kinds")
+    knob = int(np.argmax(np.sign(g_b) != np.sign(full))) if (np.sign(g_b) != np.sign(full)).any() else None
+    if knob is None:
+        disagree = f"its slopes have the whole data set's signs, in other proportions ({g_b[0]:+.2f}, {g_b[1]:+.2f} " \
+                   f"against {full[0]:+.2f}, {full[1]:+.2f})"
+    else:
+        name = landscape.KNOB_NAMES[knob]
+        disagree = (f"they want {name} {'raised' if g_b[knob] < 0 else 'lowered'} (a slope along {name} of "
+                    f"{g_b[knob]:+.2f}) where all {len(run.x)} points want it "
+                    f"{'raised' if full[knob] < 0 else 'lowered'} ({full[knob]:+.2f})")
+    return {"measured": off, "said": f"{off:.1f} degrees",
+            "why": (f"The biased grab is not a fair sample: {drawn}, and {disagree}. A random grab of the same "
+                    f"{len(run.batch_index[0])} is {landscape.angle_deg(g, full):.1f} degrees off")}

@@ -74,3 +74,34 @@ def _trend(values) -> str:
         return f"largest after step {peak + 1}, the last"
     after = "then it shrank at every step" if (steps[peak:] < 0).all() else f"and {values[-1]:.2f} after step {len(values)}"
     return f"largest after step {peak + 1}, {after}"
+
+
+# The answers the chapter's prediction offers: how the k ranks' gradients g_i compare at the first step
+ARROWS = ("exactly: one θ, so one arrow", "roughly: one general direction, different lengths and angles",
+          "not at all: they point every which way")
+ROUGHLY = 90.0  # degrees: arrows at most this far apart agree "roughly"
+
+
+def do_the_arrows_agree(run: Run, step: int = 0) -> dict:
+    """The answer to the chapter's prediction: how the k ranks' g_i at ``step`` agree, as one of :data:`ARROWS`, and
+    why (keywords of :meth:`dpviz.engine.predict.Prediction.answer`; nothing asserted)."""
+    g = run.local_grad[step].astype(np.float64)   # (k, P)
+    k = len(g)
+    if run.meta["model"] != "line" or k < 2:
+        raise ValueError(f"run must be a line-model run on at least 2 ranks; got model={run.meta['model']!r}, k={k}.")
+    if all(np.array_equal(g[i], g[0]) for i in range(k)):
+        return {"measured": ARROWS[0], "said": f"{k} arrows that agree exactly, to the last bit",
+                "why": "Every rank holds the same θ, and here every rank's slice gave the same slope"}
+    unit = g / np.linalg.norm(g, axis=1, keepdims=True)
+    apart = float(np.degrees(np.arccos(np.clip(unit @ unit.T, -1, 1))).max())
+    lengths = np.linalg.norm(g, axis=1)
+    measured = ARROWS[1] if apart <= ROUGHLY else ARROWS[2]
+    agree = [f"{name} should {'grow' if g[0, i] < 0 else 'shrink'}" for i, name in enumerate(KNOB_NAMES)
+             if (np.sign(g[:, i]) == np.sign(g[0, i])).all()]
+    signs = (f"{'both' if k == 2 else f'all {k}'} agree that {' and '.join(agree)}, but not by how much" if agree
+             else "they do not even agree on which way one knob should turn")
+    return {"measured": measured,
+            "said": (f"{k} arrows that {'agree roughly' if measured == ARROWS[1] else 'do not agree at all'}: up to "
+                     f"{apart:.0f} degrees apart, lengths from {lengths.min():.2f} to {lengths.max():.2f}"),
+            "why": (f"Every rank holds the same θ but takes the slope over its own {int(run.shard_sizes[0])} rows, "
+                    f"a different sample of the line; {signs}")}

@@ -54,7 +54,7 @@ class AllReduceFunnel:
     def __init__(self, ax, *, slots: int):
         self.ax = ax
         self.n = slots
-        width = (slots - 1) * PITCH + 1.0
+        width = max((slots - 1) * PITCH + 1.0, HUB_WIDTH)  # room for the hub too, when one rank is all there is
         self.top = [self._rank_box(i, TOP, GREY, "local") for i in range(slots)]
         self.bottom = [self._rank_box(i, BOTTOM, RED, "copy") for i in range(slots)]
         self.pipes_in = [ax.plot([], [], color=GREY, lw=1.5, zorder=1)[0] for _ in range(slots)]
@@ -123,7 +123,8 @@ class AllReduceFunnel:
         for q in self._arrows():
             q.scale = scale
         on = bool(run.meta["all_reduce"])
-        centre = ((k - 1) * PITCH + 1.0) / 2  # the hub sits under the ranks in use
+        # the hub sits under the ranks in use, moved right only as far as it must to stay inside the view (k = 1)
+        centre = max(((k - 1) * PITCH + 1.0) / 2, self.ax.get_xlim()[0] + HUB_WIDTH / 2 + 0.02)
         lo, hi = HUB
         mid = lo + ARROW_Y
         self.hub.set_x(centre - HUB_WIDTH / 2)
@@ -157,7 +158,9 @@ class AllReduceFunnel:
             self.funnel[i].set_offsets([[centre, mid]])
             self.funnel[i].set_UVC(local[i, 0], local[i, 1])
         same = bool(run.received_identical()[step])
-        if on and same:
+        if on and same and k == 1:
+            verdict = f"one rank: nothing to average, so at step {step} it got its own g_0 back, bit for bit"
+        elif on and same:
             verdict = f"{'both' if k == 2 else f'all {k}'} ranks received bit-identical copies of g at step {step}"
         elif on:
             verdict = f"the ranks received different g at step {step}"
@@ -254,8 +257,9 @@ def plot_ring_schedule(schedule: dict, *, ax=None):
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=min(k, 2), fontsize=9, frameon=False)
     check = "equals dist.all_reduce bit for bit" if schedule.equal else f"differs from dist.all_reduce by {schedule.max_abs_diff:.2g}"
     ax.set_title(
-        f"Ring all-reduce, k={k}, M={M} B: 2(k−1) = {2 * (k - 1)} steps, one chunk to the right each\n"
-        f"each rank sends 2(k−1)/k·M {'=' if ideal == int(ideal) else '≈'} {ideal:.3g} B\nresult {check}",
+        f"Ring all-reduce, k={k}, M={M} B: 2(k−1) = {2 * (k - 1)} steps, in each every rank passes one chunk\n"
+        f"to its right; each rank sends 2(k−1)/k·M {'=' if ideal == int(ideal) else '≈'} {ideal:.3g} B;\n"
+        f"the result {check}",
         fontsize=11,
     )
     source_note(ax, f"schedule: {schedule.describe()}")
@@ -299,9 +303,9 @@ def plot_parameter_server(schedule: dict, *, ax=None):
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=9, frameon=False)
     check = "equals dist.all_reduce bit for bit" if schedule.equal else f"differs from dist.all_reduce by {schedule.max_abs_diff:.2g}"
     ax.set_title(
-        f"Parameter server, k={k}, M={M} B: all through rank 0\n"
-        f"rank 0 receives and sends (k−1)·M = {(k - 1) * M} B\n"
-        f"(a ring: {2 * (k - 1) / k * M:.3g} B per rank); result {check}",
+        f"Parameter server, k={k}, M={M} B: all through rank 0,\n"
+        f"which receives and sends (k−1)·M = {(k - 1) * M} B\n"
+        f"(a ring: {2 * (k - 1) / k * M:.3g} B per rank); the result {check}",
         fontsize=11,
     )
     source_note(ax, f"schedule: {schedule.describe()}")

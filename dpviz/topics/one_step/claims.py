@@ -46,3 +46,31 @@ def one_step_claims(x, y, curve: Step1Data, too_big: Step1Data, *, arrow_tip: fl
     return (f"One step with η = {eta:g} lowered the loss; the red arrow is −η times the gradient, "
             f"which is the slope of the drawn curve; each of the {len(lengths)} steps was shorter than the one before; "
             f"with η = {too_big.eta:g} the loss rose at every step.")
+
+
+def loss_after_too_big_steps(x, y, too_big: Step1Data) -> dict:
+    """The answer to the chapter's prediction: how many times its starting value the loss is after ``too_big``'s
+    steps along one knob, and why, from the parabola's curvature. Keywords of
+    :meth:`dpviz.engine.predict.Prediction.answer`; nothing is asserted here (``one_step_claims`` asserts the rise).
+
+    Along one knob the loss is a parabola of curvature L'' (2·mean(x²) along w, 2 along c), so each step multiplies the
+    knob's distance to the valley floor by 1 − η L'', and the loss's height above the floor by (1 − η L'')².
+    """
+    xs, ys = (np.asarray(a, dtype=np.float32).reshape(-1).astype(np.float64) for a in (x, y))
+    knob, eta, theta = too_big.knob, too_big.eta, np.asarray(too_big.theta, dtype=np.float64)
+    name = landscape.KNOB_NAMES[knob]
+    curvature = 2 * np.mean(xs * xs) if knob == 0 else 2.0
+    other = theta[1 - knob]
+    # the valley floor along the knob, the other knob frozen: where the slope along it is zero
+    best = np.mean((ys - other) * xs) / np.mean(xs * xs) if knob == 0 else np.mean(ys - other * xs)
+    floor = float(landscape.loss_along(x, y, theta, knob=knob, values=[best])[0])
+    start, end = float(too_big.path_loss[0]), float(too_big.path_loss[-1])
+    steps, factor = len(too_big.path_loss) - 1, 1 - eta * curvature
+    return {"measured": end / start,
+            "said": f"{end / start:.1f}× ({start:.1f} → {end:.1f} in {steps} steps)",
+            "why": (f"Along {name} the loss is a parabola (L'' = {curvature:.2f}) whose floor, with "
+                    f"{landscape.KNOB_NAMES[1 - knob]} held at {other:g}, is {floor:.2f}. Each step multiplied {name}'s "
+                    f"distance to the floor by 1 − ηL'' = {factor:+.2f}, so the loss's height above it by "
+                    f"{factor ** 2:.2f}: {steps} steps made {start - floor:.2f} above the floor into "
+                    f"{start - floor:.2f} × {factor ** 2:.2f}^{steps} = {(start - floor) * factor ** (2 * steps):.1f}, "
+                    f"a loss of {floor + (start - floor) * factor ** (2 * steps):.1f}")}
