@@ -400,3 +400,26 @@ def test_every_panel_says_its_picture_in_words_after_each_move(panel):
 def html_unescape(text: str) -> str:
     import html
     return html.unescape(re.sub(r"<[^>]+>", "", text))
+
+
+def test_a_saved_panel_says_it_is_a_still_picture():
+    """Where no widget runs (a saved chapter before Run All, the book, GitHub) the panel's PNG carries a band that
+    says it is a still picture; the live widget's own frame has none."""
+    import base64
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from dpviz.engine.slider import STILL_NOTE
+    from dpviz.topics.ground_floor.widget import speedup_widget
+
+    panel = speedup_widget(k=8, ratio=0.05)
+    bundle, metadata = panel._repr_mimebundle_()
+    saved = Image.open(io.BytesIO(base64.b64decode(bundle["image/png"]))).convert("RGB")
+    live = Image.open(io.BytesIO(panel.image.value)).convert("RGB")
+    assert saved.width == live.width and saved.height > live.height
+    band = np.asarray(saved)[: saved.height - live.height]
+    assert (band != band[0, 0]).any(), "the band above the saved picture holds no text"
+    assert np.array_equal(np.asarray(saved)[saved.height - live.height:], np.asarray(live))
+    assert "as saved" in metadata["image/png"]["alt"] and STILL_NOTE.startswith("A still picture")

@@ -45,6 +45,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import html
+import io
 import re
 import time
 import traceback
@@ -275,11 +276,32 @@ class SliderFigure:
         bundle = widget_bundle(self.widget)
         # the widget's own text form spells out every child, PNG bytes included; say what it is instead
         bundle["text/plain"] = f"SliderFigure({', '.join(self.controls)}): {self._words or 'interactive figure'}"
-        bundle["image/png"] = base64.b64encode(self.image.value).decode()  # the static view for pages that cannot run widgets
+        # the static view, for pages that show no live widget (a saved chapter before Run All, the book, GitHub)
+        bundle["image/png"] = base64.b64encode(still_picture(self.image.value)).decode()
         # the book shows that PNG with this alt (myst-nb reads it from the output's metadata)
         alt = sentences([f"Interactive figure with controls {', '.join(self.controls)}, as saved", self._words,
                          alt_text(self.fig)]) if self._words else alt_text(self.fig)
         return bundle, {"image/png": {"alt": re.sub(r"<[^>]+>", "", alt)}}
+
+
+STILL_NOTE = "A still picture of the panel as saved: run the chapter in JupyterLab or Voilà to move its controls."
+
+
+def still_picture(png: bytes) -> bytes:
+    """``png`` with a band above it that says it is a still picture and how to make it move: what a saved slider
+    panel shows where no widget runs, so that nobody drags at a picture."""
+    from matplotlib import font_manager
+    from PIL import Image, ImageDraw, ImageFont
+
+    frame = Image.open(io.BytesIO(png)).convert("RGB")
+    font = ImageFont.truetype(font_manager.findfont("DejaVu Sans"), 14)
+    band = 26
+    out = Image.new("RGB", (frame.width, frame.height + band), "#eef2f7")
+    out.paste(frame, (0, band))
+    ImageDraw.Draw(out).text((8, band // 2), STILL_NOTE, fill=INK, font=font, anchor="lm")
+    buffer = io.BytesIO()
+    out.save(buffer, format="PNG", compress_level=1)
+    return buffer.getvalue()
 
 
 def widget_bundle(widget: widgets.Widget) -> dict:
