@@ -410,8 +410,14 @@ def memory_title(runs) -> str:
         memory_over_k(runs)
     last = runs[-1]
     peak = {int(s): int(peak_by_category(last.memory[row, 0]).sum()) for row, s in enumerate(last.stage)}
-    return (f"Measured bytes per rank equal the model's at every stage and k: on k = {last.k} ranks one rank's peak "
-            f"falls from {peak[0]:,} B (plain) to {peak[3]:,} B (ZeRO-3), the gathered layer included")
+    title = (f"Measured bytes per rank equal the model's at every stage and k: on k = {last.k} ranks one rank's peak "
+             f"falls from {peak[0]:,} B (plain) to {peak[3]:,} B (ZeRO-3), the gathered layer included")
+    for run in runs[:-1]:
+        at = {int(s): int(peak_by_category(run.memory[row, 0]).sum()) for row, s in enumerate(run.stage)}
+        if at[3] > at[1]:
+            title += (f"; on k = {run.k} it rises from {at[1]:,} B (ZeRO-1) to {at[3]:,} B (ZeRO-3): the layer held "
+                      "whole outweighs what sharding saved")
+    return title
 
 
 def bytes_title(runs) -> str:

@@ -24,7 +24,7 @@ def figure_sharding_memory(runs) -> Figure:
     runs = _by_k(runs)
     fig = figure((6.8, 4.4 * len(runs) + 1.6))
     axes = fig.subplots(len(runs) + 1, 1, height_ratios=[1] * len(runs) + [0.32])
-    fig.subplots_adjust(left=0.12, right=0.97, top=0.9, bottom=0.02, hspace=0.42)
+    fig.subplots_adjust(left=0.12, right=0.97, top=0.87, bottom=0.02, hspace=0.42)
     for ax, run in zip(axes, runs):
         bars = {int(s): (claims.peak_by_category(run.memory[row, 0]), claims.peak_by_category(run.modeled_memory(int(s))))
                 for row, s in enumerate(run.stage)}
