@@ -322,3 +322,36 @@ def words(path: Path) -> int:
 def test_chapters_00_to_05_are_short(stem):
     (path,) = NOTEBOOKS.glob(f"[0-9][0-9]_{stem}.ipynb")
     assert words(path) <= 3000 if stem == "ground_floor" else words(path) <= 2500, (stem, words(path))
+
+
+# --- figures the cells used to lay out by hand -------------------------------------------------------------------------
+
+
+def test_the_figures_once_laid_out_in_cells_are_figure_functions(grabs):
+    from dpviz.topics.all_reduce.figures import figure_replicas_by_optimizer
+    from dpviz.topics.average_of_averages.figures import figure_unequal_groups
+    from dpviz.topics.mini_batch.figures import figure_example_grads, figure_mean_vs_sum
+    from dpviz.topics.one_group_per_device.shipped import drift_runs, grid_runs
+    from dpviz.topics.ground_floor.run_training import record_run
+
+    run, _ = grabs
+    for fig in (figure_example_grads(run), figure_mean_vs_sum(run)):
+        assert fig.caption.startswith(run.describe()) and fig.get_figwidth() <= 6.8
+        plt.close(fig)
+    drift = drift_runs()
+    fig = figure_replicas_by_optimizer(drift)
+    assert [ax.get_title() for ax in fig.axes] == [f"{opt}, {w} the all-reduce" for opt in ("sgd", "momentum", "adam")
+                                                  for w in ("with", "without")]
+    assert sum(ax.get_legend() is not None for ax in fig.axes) == 1
+    plt.close(fig)
+    with pytest.raises(ValueError, match="drift must hold"):
+        figure_replicas_by_optimizer({("sgd", True): drift[("sgd", True)]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        uneven = record_run(k=2, shard_sizes=(4, 28), mean="weighted", steps=1)
+    fig = figure_unequal_groups(uneven)
+    assert [ax.get_title() for ax in fig.axes] == ["Plain mean of unequal groups: misses",
+                                                  "Weighted mean, from the all-reduce: hits"]
+    plt.close(fig)
+    with pytest.raises(ValueError, match="unequal shards"):
+        figure_unequal_groups(grid_runs()[(2, 8)])   # equal groups: the titles would not be true

@@ -1,4 +1,5 @@
-"""Step 5's figures: the all-reduce, the replicas with and without it, the ring against a parameter server."""
+"""Step 5's figures: the all-reduce, the replicas with and without it (for SGD, momentum and Adam too), the ring against
+a parameter server."""
 
 from __future__ import annotations
 
@@ -46,3 +47,27 @@ def figure_step5_ring_vs_parameter_server(ring: Schedule, server: Schedule) -> F
            f"chunk a rank sends to its right neighbour, each rank sending 2(k−1)/k·M = {2 * (k - 1) * m // k} B for M = {m} B. "
            f"Bottom, a star: {k - 1} ranks push to and pull from rank 0, which receives and sends {(k - 1) * m} B")
     return caption(wrap_titles(fig), measured_notes(lift_notes(fig)), alt=alt)
+
+
+def figure_replicas_by_optimizer(drift: dict, optimizers=("sgd", "momentum", "adam")) -> Figure:
+    """One row per optimizer, the runs with and without the all-reduce side by side, each panel knob w of every
+    replica. ``drift`` maps (optimizer, all_reduce) to a Run, as
+    :func:`dpviz.topics.one_group_per_device.shipped.drift_runs` returns."""
+    optimizers = [opt for opt in optimizers if (opt, True) in drift and (opt, False) in drift]
+    if not optimizers:
+        raise ValueError(f"drift must hold a run with and one without the all-reduce for an optimizer; got {list(drift)}.")
+    fig, axes = new_figure((8.4, 3.8 * len(optimizers)), 2, nrows=len(optimizers), sharex=True, sharey="row",
+                           squeeze=False)
+    fig.subplots_adjust(hspace=0.4, wspace=0.12)
+    for row, opt in enumerate(optimizers):
+        for col, synced in enumerate((True, False)):
+            ax = axes[row, col]
+            plot_replica_params(drift[(opt, synced)], ax=ax)
+            ax.set_title(f"{opt}, {'with' if synced else 'without'} the all-reduce", fontsize=11)
+            if ax.get_legend() and (row, col) != (0, 1):
+                ax.get_legend().remove()  # one legend for all the panels
+            if col == 1:
+                ax.set_ylabel("")
+    lift_notes(fig)  # the runs' notes leave the picture; the caption names the runs once
+    runs = [drift[(opt, synced)] for opt in optimizers for synced in (True, False)]
+    return caption(fig, "Each panel one run: " + "; ".join(dict.fromkeys(run.describe() for run in runs)))
