@@ -13,11 +13,13 @@ from dpviz.topics.all_reduce.figures import (
     figure_step5_all_reduce, figure_step5_replicas, figure_step5_ring_vs_parameter_server,
 )
 from dpviz.topics.average_of_averages.figures import figure_step3_average_of_averages
+from dpviz.topics.average_of_averages.plots import plot_group_averages
 from dpviz.engine.figure_group import FigureGroup
 from dpviz.engine.layout import caption, lift_notes, new_figure, title_of, wrap_titles
 from dpviz.topics.mini_batch.figures import figure_step2_gradients
 from dpviz.topics.one_group_per_device.figures import figure_step4_devices
 from dpviz.topics.one_step.figures import STEP1_SOURCE, figure_step1_loss
+from dpviz.topics.whole_picture.plots_batchnorm import plot_batchnorm_errors, plot_batchnorm_means
 from dpviz.topics.whole_picture.plots_summary import plot_summary
 from dpviz.topics.ground_floor.records import Run
 from dpviz.topics.speedup_model.figure_records import FIGURE_PLAN, DerivationRecords
@@ -32,6 +34,26 @@ def figure_summary(run: Run) -> Figure:
            f"each rank's gradient, the all-reduce to their mean, the identical update on every replica, and a timeline "
            f"of compute then communication; {title_of(fig, ax)}")
     return caption(wrap_titles(fig), ["Measured: " + note for note in lift_notes(fig)], alt=alt)
+
+
+def figure_shard_or_batch(by_kind: Run, biased: Run, full) -> Figure:
+    """A biased shard against a biased batch: each run's shard gradients and their all-reduced mean, stacked, beside
+    ``full``, the whole data set's gradient at the same θ (what :func:`claims.biased_shard_or_batch` asserts)."""
+    fig, (fair, skewed) = new_figure((6.8, 11), nrows=2, gridspec_kw={"hspace": 0.55})  # stacked: a narrow column
+    plot_group_averages(by_kind, ax=fair, reference=full)
+    plot_group_averages(biased, ax=skewed, reference=full)
+    fair.set_title("One kind per shard, a fair global batch", fontsize=12)
+    skewed.set_title("Both shards x ≥ 0: a biased global batch", fontsize=12)
+    return caption(fig, lift_notes(fig))  # which runs: the line under the figure
+
+
+def figure_batchnorm(bn, *, step: int = 0) -> Figure:
+    """Batch normalisation against the average of averages: the means each rank normalised with at ``step``, above
+    how far the all-reduced gradient landed from the big batch's at every step, both ways."""
+    fig, (means, errors) = new_figure((6.8, 9.5), nrows=2, gridspec_kw={"hspace": 0.45})
+    plot_batchnorm_means(bn, step=step, ax=means)
+    plot_batchnorm_errors(bn, ax=errors, note=False)
+    return caption(fig, lift_notes(fig))  # which run: the line under the figure
 
 
 def draw(records: dict) -> dict:
