@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 
 from dpviz.topics.accumulation import claims
 from dpviz.engine.figure_group import FigureGroup
-from dpviz.engine.layout import caption, figure, legend_below, wrap_titles
+from dpviz.engine.layout import caption, figure, legend_below, lift_notes, wrap_titles
 from dpviz.topics.accumulation.plots import (
     plot_activation_memory, plot_comm_per_update, plot_update_error, plot_update_rows,
 )
@@ -47,6 +47,15 @@ def figure_accumulation_timelines(records: dict) -> Figure:
     legend_below(axes[-1], gap=0.45, ncol=2, fontsize=9, handlelength=2.4, handleheight=1.2)
     fig.suptitle(claims.timelines_title(panels), fontsize=12, x=0.03, y=0.99, ha="left", va="top")
     return caption(wrap_titles(fig), _caption_words(_timeline_runs(panels)))
+
+
+def figure_update_timeline(one, ranks, big) -> Figure:
+    """One update three ways, from runs just recorded: ``one`` process accumulating m micro-batches, k = m
+    ``ranks`` with one each, and ``big``, one process in one pass; the title is what the claims found on them."""
+    fig = figure((8.6, 4.4))  # under 936 px: shown 1:1
+    plot_update_rows(accumulation_theory.three_ways(one, ranks, big), ax=fig.subplots(), note=big.setting(),
+                     title="This run: " + claims.timeline_title(one, ranks, big))
+    return caption(wrap_titles(fig), lift_notes(fig))
 
 
 def _timeline_runs(panels) -> list:
