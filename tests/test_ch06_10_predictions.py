@@ -45,7 +45,7 @@ def test_the_question_comes_before_the_lesson_and_its_answer_after(stem):
     assert "Prediction." in "".join(nb[ask]["source"]) and "guess.answer(" in "".join(nb[answer]["source"])
     assert not any("guess = " in "".join(c["source"]) for c in nb[ask + 1:answer]), "a second question in between"
     saved = [o["data"]["text/plain"] for o in nb[answer]["outputs"] if "data" in o]
-    assert saved and "".join(saved[0]).strip("'").startswith("No prediction was committed. This machine measured ")
+    assert saved and "".join(saved[0]).strip("'").startswith("No prediction was committed. The run measured ")
 
 
 def test_s2_answer_says_why_from_the_record():

@@ -48,6 +48,14 @@ def figure_s01_sync_timelines(mlp: dict, bench: BenchRecord) -> Figure:
     return caption(wrap_titles(fig), lift_notes(fig), alt=alt)
 
 
+def figure_s01_modeled(rows, *, note: str) -> Figure:
+    """Figure s01 from the cost model alone: ``rows`` are ``timing.timeline_rows(...)``, ``note`` says what was
+    assumed (T_compute, M, the link); every bar is hatched as modeled, and ``note`` goes under the figure."""
+    fig, ax = new_figure((9, 4.6))
+    plot_timelines(rows, ax=ax, note=note)
+    return caption(fig, lift_notes(fig))
+
+
 def figure_s02_speedup(mlp: dict, bench: BenchRecord) -> Figure:
     """S02: speedup against k for three links and for this machine's fitted link, all for the measured runs' workload.
 
