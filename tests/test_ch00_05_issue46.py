@@ -81,7 +81,7 @@ def test_the_chapter_asks_before_its_lesson_run_and_answers_from_the_record_afte
     said = [o for o in cells[answer[0]]["outputs"] if o.get("output_type") == "execute_result"]
     assert said, "the answer cell was run and shows its answer"
     text = "".join(said[0]["data"]["text/plain"])
-    assert text.startswith("No prediction was committed. This machine measured "), text
+    assert text.startswith("No prediction was committed. The run measured "), text
     assert "<details" in "".join(said[0]["data"]["text/html"]), "where no widget ran, the answer is a <details>"
 
 
@@ -125,7 +125,7 @@ def test_mini_batch_answer_is_the_measured_angle_and_names_the_knob_that_disagre
     assert "all 64 of its examples are of the x ≥ 0 kind" in answer["why"]
     assert "they want c raised" in answer["why"] and "want it lowered" in answer["why"]
     guess = Prediction.number("q", low=0, high=180, step=1, unit="degrees")
-    assert answered(guess, 0, answer).startswith("You predicted 0 degrees; this machine measured ")
+    assert answered(guess, 0, answer).startswith("You predicted 0 degrees; the run measured ")
     # the random grab as the "biased" one: no knob disagrees in sign, and the words say so
     assert "the whole data set's signs" in biased_grab_angle(run, run)["why"]
 
@@ -175,7 +175,7 @@ def test_all_reduce_answer_counts_the_replicas_apart():
     assert f"matched at {run.steps + 1} of the {run.steps + 1} states" in answer["why"]
     guess = Prediction.number("q", low=0, high=3, step=1)
     assert "as you said" in answered(guess, 0, answer)
-    assert answered(guess, 3, answer).startswith("You predicted 3; this machine measured 0 of the 3. At ")
+    assert answered(guess, 3, answer).startswith("You predicted 3; the run measured 0 of the 3. At ")
     digests = run.param_digest.copy()
     digests[-1, 2] = b"0" * len(digests[-1, 2])
     assert replicas_apart_after_the_sync(with_arrays(run, param_digest=digests))["measured"] == 1

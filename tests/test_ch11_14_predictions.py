@@ -1,7 +1,7 @@
 """Chapters 11 to 14 (issue 46, item 3): predict, then run.
 
 Each chapter asks a question in a :class:`dpviz.engine.predict.Prediction` before the cell whose run (or recorded
-result) is the lesson, and answers it after, from the record: "you predicted X; this machine measured Y", with a
+result) is the lesson, and answers it after, from the record: "you predicted X; the run measured Y", with a
 reason computed from the record when the two differ. The answers' helpers are checked on the shipped records, and a
 tampered record makes them raise where the claim they stand on asserts.
 """
@@ -58,7 +58,7 @@ def test_a_prediction_comes_before_the_lesson_and_its_answer_after(stem):
         shown = saved_text(nb[asked[0]])
         assert shown.startswith("Predict first:"), f"{stem}: the saved question reads {shown[:80]!r}"
         said = saved_text(nb[answered[0]])
-        assert said.startswith("No prediction was committed. This machine measured"), f"{stem}: {said[:120]!r}"
+        assert said.startswith("No prediction was committed. The run measured"), f"{stem}: {said[:120]!r}"
 
 
 def commit_and_answer(guess: Prediction, value, answer: dict):
@@ -76,7 +76,7 @@ def test_the_straggler_answer_is_the_median_step_and_says_why_it_is_longer_than_
     assert answer["measured"] == pytest.approx(1e3 * np.median(steps[np.isclose(sweep.delay, 0.05)]))
     guess = Prediction.number("How long?", low=0, high=200, step=1, unit="ms")
     far = commit_and_answer(guess, 5, answer)
-    assert far.startswith("You predicted 5 ms; this machine measured") and "the step grew by" in far
+    assert far.startswith("You predicted 5 ms; the run measured") and "the step grew by" in far
     near = commit_and_answer(guess, round(answer["measured"]), answer)
     assert near.endswith("as you said.") and "grew" not in near
     with pytest.raises(ValueError, match="^delay "):
@@ -106,7 +106,7 @@ def test_the_zero3_answers_come_from_the_bytes_the_ranks_held():
     assert low2["measured"] == "ZeRO-1" and "above ZeRO-1's 18,240 B" in low2["why"] and "65%" in low2["why"]
     assert low4["measured"] == "ZeRO-3" and "above" not in low4["why"]
     guess = Prediction.choice("Lowest?", list(claims.STAGE_WORDS.values()))
-    assert "You predicted ZeRO-3; this machine measured ZeRO-1" in commit_and_answer(guess, "ZeRO-3", low2)
+    assert "You predicted ZeRO-3; the run measured ZeRO-1" in commit_and_answer(guess, "ZeRO-3", low2)
     tampered = copy.deepcopy(k2)
     tampered.memory[tampered.index(3), 0, 2, 2] += 4
     for answer in (claims.adam_state_answer, claims.lowest_peak_answer):

@@ -9,16 +9,16 @@ def test_a_number_close_to_the_measured_one_is_confirmed_and_a_far_one_gets_the_
     guess = Prediction.number("How much faster will 2 ranks be?", low=0.5, high=2.5, step=0.1, unit="×")
     guess.commit(1.9)
     assert str(guess.answer(1.8, said="1.80×", why="they share cores")) == (
-        "You predicted 1.9×; this machine measured 1.80×, as you said.")
+        "You predicted 1.9×; the run measured 1.80×, as you said.")
     guess.commit(1.0)
     assert str(guess.answer(1.8, said="1.80×", why="They share cores")) == (
-        "You predicted 1×; this machine measured 1.80×. They share cores.")
+        "You predicted 1×; the run measured 1.80×. They share cores.")
 
 
 def test_no_prediction_still_answers_and_shows_the_question_collapsed_with_its_answer():
     guess = Prediction.choice("Do the arrows agree?", ["exactly", "in direction only"])
     answer = guess.answer("in direction only", why="each rank saw other rows")
-    assert str(answer).startswith("No prediction was committed. This machine measured in direction only.")
+    assert str(answer).startswith("No prediction was committed. The run measured in direction only.")
     html = answer._repr_html_()
     assert html.startswith("<details") and "Do the arrows agree?" in html and "each rank saw other rows" in html
     bundle = guess._repr_mimebundle_()
@@ -32,7 +32,7 @@ def test_the_button_commits_the_controls_value_and_a_second_click_takes_it_back(
     guess.control.value = "b"
     guess.button.click()
     assert guess.value == "b" and guess.control.disabled
-    assert str(guess.answer("b")).startswith("You predicted b; this machine measured b, as you said")
+    assert str(guess.answer("b")).startswith("You predicted b; the run measured b, as you said")
     guess.button.click()
     assert guess.value is None and not guess.control.disabled
 

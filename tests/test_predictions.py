@@ -38,7 +38,7 @@ def test_the_chapter_asks_before_a_run_and_answers_after_it(chapter):
         j = answered[0]
         assert j > i + 1, f"chapter {chapter.number}: {name!r} is answered in the cell right after it, with no run between"
         saved = "".join("".join(o.get("data", {}).get("text/html", "")) for o in cells[j].get("outputs", []))
-        assert "<details" in saved and "This machine measured" in saved or "nbval-ignore-output" in \
+        assert "<details" in saved and "The run measured" in saved or "nbval-ignore-output" in \
             cells[j].get("metadata", {}).get("tags", []), (
             f"chapter {chapter.number}: the saved answer to {name!r} is not the collapsed question with the measured "
             "answer (run the notebook again with the shipped records)")

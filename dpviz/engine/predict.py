@@ -13,12 +13,12 @@ A chapter asks before the cell whose run is the lesson, and answers after it fro
     guess.answer(measured="in direction only", why=...)
 
 Nothing is graded and nothing waits: Run All goes through without a prediction. The answer then says the
-question and what this machine measured; where no widget runs (the book, a notebook saved without widget
+question and what the run measured; where no widget runs (the book, a notebook saved without widget
 state) the question shows as a collapsed ``<details>`` that holds the answer, as the self-check cards do.
 
 ``answer`` compares a committed number with the measured one within ``close`` (a fraction of the measured
 value; 0.2 unless the chapter says otherwise) and a committed choice by equality, and adds ``why`` only when
-the two differ: why this machine gave what it gave. A chapter prints every number in ``said`` and ``why`` from
+the two differ: why the run gave what it gave (on this machine, or on the one that recorded it). A chapter prints every number in ``said`` and ``why`` from
 its record, never by hand.
 """
 
@@ -117,19 +117,19 @@ class Prediction(widgets.VBox):
 
     def answer(self, measured, *, said: str | None = None, why: str = "", close: float = 0.2) -> Answer:
         """What the run says against what was predicted; ``said`` is how to write ``measured`` (its record's
-        number, as the chapter prints it), ``why`` the reason this machine gave it, shown when they differ."""
+        number, as the chapter prints it), ``why`` the reason the run gave it, shown when they differ."""
         if self.kind == "choice" and measured not in self.choices:
             raise ValueError(f"measured must be one of {list(self.choices)}, got {measured!r}")
         said = said if said is not None else self.shown(measured)
         if self.value is None:
-            head = f"No prediction was committed. This machine measured {said}"
+            head = f"No prediction was committed. The run measured {said}"
             text = [head, why]
         elif self.matches(measured, close):
-            text = [f"You predicted {self.shown(self.value)}; this machine measured {said}, as you said"]
+            text = [f"You predicted {self.shown(self.value)}; the run measured {said}, as you said"]
         else:
-            text = [f"You predicted {self.shown(self.value)}; this machine measured {said}", why]
+            text = [f"You predicted {self.shown(self.value)}; the run measured {said}", why]
         return Answer(self.question, " ".join(_sentence(t) for t in text if t),
-                      " ".join(_sentence(t) for t in (f"This machine measured {said}", why) if t),
+                      " ".join(_sentence(t) for t in (f"The run measured {said}", why) if t),
                       committed=self.value is not None)
 
     # ipywidgets 7 shows a widget from _ipython_display_, which IPython asks first; without it this bundle shows

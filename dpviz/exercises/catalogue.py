@@ -134,7 +134,7 @@ EXERCISES = (
         "Write `data_parallel_step(theta, rank_grads, eta)`: row $i$ of `rank_grads` is rank $i$'s gradient "
         "$\\mathbf{g}_i$ (all groups the same size); return the knobs every replica holds after the all-reduce "
         "and the SGD step.\n\n"
-        "*Hint:* this chapter's picture, read left to right, is the function.\n\n"
+        "*Hint:* this chapter's one picture, followed from its first panel to its last, is the function.\n\n"
         "The checker replays a recorded SGD run on 4 real ranks and compares your step with the parameters the "
         "replicas held after each step.",
         "Return theta after one data-parallel SGD step with the k ranks' gradients.",
@@ -200,8 +200,10 @@ EXERCISES = (
         "Write `owned_shard(layer, rank, k)`: `layer` is one layer's parameters laid end to end (a numpy vector). "
         "Under ZeRO-3 it is padded with zeros to a multiple of `k` and cut into `k` equal chunks; return the chunk "
         "rank `rank` keeps at rest.\n\n"
-        "*Hint:* the ring's reduce-scatter leaves one chunk complete on each rank, and that is the chunk it keeps: "
-        f"which one was it ({course.ref('all_reduce')})? `np.pad` or `np.concatenate` adds the zeros.",
+        "Any layout in which the `k` ranks keep `k` different chunks is right: torch's FSDP gives rank `r` chunk "
+        "`r`.\n\n"
+        "*Hint:* the ring's reduce-scatter leaves one chunk complete on each rank, and keeping that one costs no "
+        f"extra send: which one was it ({course.ref('all_reduce')})? `np.pad` or `np.concatenate` adds the zeros.",
         "Return the chunk of the padded layer that this rank keeps under ZeRO-3.",
     ),
     Exercise(
