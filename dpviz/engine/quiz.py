@@ -106,7 +106,7 @@ class Deck(widgets.VBox):
 _MATH = re.compile(r"(?<!\\)\$([^$\n]+?)(?<!\\)\$")
 
 
-def _inline(text: str) -> str:
+def inline_html(text: str) -> str:
     """Escaped text for HTML; $x$ becomes \\(x\\) in a ``math`` span, the form Sphinx gives MathJax."""
     parts = _MATH.split(text)
     out = []
@@ -127,8 +127,8 @@ def answer_key_html(cards: list[Card], *, title: str = "") -> str:
     for card in cards:
         rows.append(
             "<li><details>"
-            f'<summary><i>{html.escape(card.kind, quote=False)}</i> &nbsp; {_inline(card.question_text())}</summary>'
-            f"<p><b>Answer.</b> {_inline(card.answer_text())}</p>"
+            f'<summary><i>{html.escape(card.kind, quote=False)}</i> &nbsp; {inline_html(card.question_text())}</summary>'
+            f"<p><b>Answer.</b> {inline_html(card.answer_text())}</p>"
             "</details></li>"
         )
     return "\n".join([

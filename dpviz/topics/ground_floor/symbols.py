@@ -69,6 +69,18 @@ class SymbolTable:
     def _repr_markdown_(self) -> str:
         return table()
 
+    def _repr_html_(self) -> str:
+        """The same table in HTML, its math in the spans the book's MathJax and JupyterLab's typeset (Markdown
+        output reaches the book with its TeX untouched)."""
+        from dpviz.engine.quiz import inline_html
+
+        head = "".join(f"<th>{h}</th>" for h in ("symbol", "meaning", "unit", "defined in"))
+        rows = "".join(
+            "<tr>" + "".join(f"<td>{inline_html(cell)}</td>"
+                             for cell in (s.symbol, s.meaning, s.unit, f"chapter {s.chapter}")) + "</tr>"
+            for s in SYMBOLS)
+        return f'<table class="dpviz-symbols"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+
 
 def symbols_table() -> SymbolTable:
     """The course's symbols, for a notebook cell's last line: ``symbols_table()`` shows :func:`table` rendered."""
