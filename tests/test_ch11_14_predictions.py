@@ -106,7 +106,7 @@ def test_the_zero3_answers_come_from_the_bytes_the_ranks_held():
     assert low2["measured"] == "ZeRO-1" and "above ZeRO-1's 18,240 B" in low2["why"] and "65%" in low2["why"]
     assert low4["measured"] == "ZeRO-3" and "above" not in low4["why"]
     guess = Prediction.choice("Lowest?", list(claims.STAGE_WORDS.values()))
-    assert "You predicted ZeRO-3; the run measured ZeRO-1" in commit_and_answer(guess, "ZeRO-3", low2)
+    assert "You predicted “ZeRO-3”; the run measured ZeRO-1" in commit_and_answer(guess, "ZeRO-3", low2)
     tampered = copy.deepcopy(k2)
     tampered.memory[tampered.index(3), 0, 2, 2] += 4
     for answer in (claims.adam_state_answer, claims.lowest_peak_answer):

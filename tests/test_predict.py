@@ -18,7 +18,7 @@ def test_a_number_close_to_the_measured_one_is_confirmed_and_a_far_one_gets_the_
 def test_no_prediction_still_answers_and_shows_the_question_collapsed_with_its_answer():
     guess = Prediction.choice("Do the arrows agree?", ["exactly", "in direction only"])
     answer = guess.answer("in direction only", why="each rank saw other rows")
-    assert str(answer).startswith("No prediction was committed. The run measured in direction only.")
+    assert str(answer).startswith("No prediction was committed. The run measured “in direction only”.")
     html = answer._repr_html_()
     assert html.startswith("<details") and "Do the arrows agree?" in html and "each rank saw other rows" in html
     bundle = guess._repr_mimebundle_()
@@ -32,7 +32,7 @@ def test_the_button_commits_the_controls_value_and_a_second_click_takes_it_back(
     guess.control.value = "b"
     guess.button.click()
     assert guess.value == "b" and guess.control.disabled
-    assert str(guess.answer("b")).startswith("You predicted b; the run measured b, as you said")
+    assert str(guess.answer("b")).startswith("You predicted “b”; the run measured “b”, as you said")
     guess.button.click()
     assert guess.value is None and not guess.control.disabled
 

@@ -106,7 +106,7 @@ class Prediction(widgets.VBox):
     def shown(self, value) -> str:
         if self.kind == "number":
             return f"{value:g}{self.unit}" if self.unit in ("×", "%") else f"{value:g} {self.unit}".strip()
-        return str(value)
+        return f"“{value}”"  # a choice is a phrase of the question's: quoted, any phrase reads right in a sentence
 
     def matches(self, measured, close: float = 0.2) -> bool:
         if self.value is None:
