@@ -55,11 +55,11 @@ from dpviz import course
 from dpviz.exercises.catalogue import for_chapter
 
 HEADING = "## Your turn"
-INTRO = ("Write each function below in the cell that holds its stub, then run the cell under it. The checker runs "
-         "your function against the real thing and answers in a sentence or two: what passed, or the first place "
-         "where your answer differs and what was expected there. Until you replace the `raise NotImplementedError` "
-         "line, it says the exercise is not attempted yet. Your function finds `np` (numpy) and `math` without an "
-         "import; import anything else inside it.")
+INTRO = ("In JupyterLab, write each function below in the cell that holds its stub, then run the cell under it. "
+         "The checker runs your function against the real thing and answers in a sentence or two: what passed, or "
+         "the first place where your answer differs and what was expected there. Until you replace the "
+         "`raise NotImplementedError` line, it says the exercise is not attempted yet. Your function finds `np` "
+         "(numpy) and `math` without an import; import anything else inside it.")
 CLOSING = ("Your turn", "What to take away", "Check yourself")  # the order a chapter ends in
 
 _SECTION_HEADING = re.compile(r"#{1,2} (.*)")
