@@ -299,9 +299,7 @@ def still_picture(png: bytes) -> bytes:
     out = Image.new("RGB", (frame.width, frame.height + band), "#eef2f7")
     out.paste(frame, (0, band))
     ImageDraw.Draw(out).text((8, band // 2), STILL_NOTE, fill=INK, font=font, anchor="lm")
-    buffer = io.BytesIO()
-    out.save(buffer, format="PNG", compress_level=1)
-    return buffer.getvalue()
+    return png_bytes(np.asarray(out.convert("RGBA")), opaque=True)  # the frames' own PNG writer
 
 
 def widget_bundle(widget: widgets.Widget) -> dict:
