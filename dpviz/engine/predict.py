@@ -50,7 +50,8 @@ class Prediction(widgets.VBox):
         self.choices = tuple(choices)
         self.value = None
         self.control = control
-        self.button = widgets.Button(description=COMMIT, tooltip="Lock your answer before you run the next cell")
+        self.button = widgets.Button(description=COMMIT, tooltip="Lock your answer before you run the next cell",
+                                     layout=widgets.Layout(width="auto"))  # the default width cuts the label
         self.status = widgets.HTML("<i>No prediction yet: commit one, then run the cell below.</i>")
         self.button.on_click(self._toggle)
         super().__init__(
