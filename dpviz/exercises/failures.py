@@ -90,6 +90,9 @@ def check_survivor_average(survivor_average, *, stall_timeout: float = ranked.ST
         return v.failed(name, f"the survivors got stuck inside {name} (no progress for {stall_timeout:g} s)",
                         _WORLD_HINT)
     except RankError as e:
+        if _lost_peer(str(e)):  # the collective's gloo connections reached for the dead rank and ended the process
+            return v.failed(name, f"rank {e.rank}'s collective could not reach the dead rank {DEAD} and its process "
+                            "ended with gloo's error", _WORLD_HINT)
         return ranked._rank_died(name, e)
     survivors = ranks.survivors(K, DEAD)
     per_rank = {r: {**results[r], **reference[r]} for r in survivors if isinstance(results[r], dict)}
@@ -101,6 +104,14 @@ def check_survivor_average(survivor_average, *, stall_timeout: float = ranked.ST
 
 _WORLD_HINT = (f"A collective without group= runs over the whole world, which still counts the dead rank {DEAD}, "
                "and it never comes: pass group=group to dist.all_reduce.")
+
+# gloo's words when a collective meets a peer that has gone: a broken pair, or a mesh it could not connect
+LOST_PEER = ("Connection closed by peer", "Connection reset", "connectFullMesh failed")
+
+
+def _lost_peer(error: str) -> bool:
+    return any(words in error for words in LOST_PEER)
+
 
 _REFERENCE: list = []  # the survivors' real answers (rank_failures.reference_worker), computed once per process
 
@@ -119,7 +130,7 @@ def judge_survivor_average(name: str, per_rank: dict) -> v.Verdict:
     """The verdict from each survivor's result (what its tensors hold, merged with the reference's answers)."""
     ordered = [per_rank[r] for r in sorted(per_rank)]
     for rank, res in sorted(per_rank.items()):  # gloo's words when a peer of the collective has gone
-        if "Connection closed by peer" in res.get("error", "") or "Connection reset" in res.get("error", ""):
+        if _lost_peer(res.get("error", "")):
             return v.failed(name, f"on rank {rank} its collective failed with gloo's \"Connection closed by peer\": "
                             f"it waited for the dead rank {DEAD}, whose process had ended", _WORLD_HINT)
     known = ranked._outcome(name, ordered, lambda r, res: "")
