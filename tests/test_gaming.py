@@ -152,7 +152,8 @@ def test_a_rebound_helper_does_not_reach_the_next_check(nothing_left):
         "    return theta - eta * grad\n", "sgd_step")
     plainly_wrong = notebook_function("def sgd_step(theta, grad, eta):\n    return theta\n", "sgd_step")
     close, first_mismatch = verdict_module.close, verdict_module.first_mismatch
-    assert ex.check_sgd_step(right_and_rebinding).passed  # it is right; what it rebound was in its own process
+    verdict = ex.check_sgd_step(right_and_rebinding)  # dpviz is not there to rebind: the import itself is refused
+    assert not verdict.passed and sandbox.REFUSED in verdict, verdict
     assert (verdict_module.close, verdict_module.first_mismatch) == (close, first_mismatch)
     verdict = ex.check_sgd_step(plainly_wrong)
     assert verdict.status == verdict_module.FAILED and "θ came back unchanged" in verdict, verdict
@@ -322,6 +323,7 @@ def test_on_ranks_a_thread_that_fires_after_the_return_leaves_nothing(nothing_le
 
 
 def average_through_the_result_pickle(model_grads, world_size):
+    import json
     import pickle
 
     class Payload:
@@ -330,6 +332,7 @@ def average_through_the_result_pickle(model_grads, world_size):
 
     real = pickle.dump
     pickle.dump = lambda obj, f, protocol=None: real([Payload()], f, protocol)
+    json.dumps = lambda *args, **kwargs: pickle.dumps([Payload()]).decode("latin-1")  # what the rank writes back
     for grad in model_grads:
         dist.all_reduce(grad)
         grad /= world_size
@@ -341,6 +344,24 @@ def test_on_ranks_a_result_that_would_run_code_in_the_notebook_is_refused_unrun(
     assert verdict_module.close is close, "a rank's result ran code in the notebook's process"
     assert verdict.status == verdict_module.FAILED and "could not be read" in verdict, verdict
     assert ex.check_average_gradients(solutions.average_gradients).passed
+
+
+def test_a_pickled_result_that_walks_a_dotted_name_is_refused(tmp_path):
+    import pickletools
+
+    from dpviz.engine import rank
+
+    # protocol 4's STACK_GLOBAL with the name 'subprocess.Popen' looked up in dpviz.engine.sandbox, called on 'true':
+    # the old unpickler let it through (a class reached from a dpviz module) and ran the command
+    stream = (b"\x80\x04" + b"\x8c\x14dpviz.engine.sandbox" + b"\x94" + b"\x8c\x10subprocess.Popen" + b"\x94"
+              + b"\x93" + b"\x94" + b"\x8c\x04true" + b"\x85" + b"R" + b".")
+    pickletools.dis(stream, out=open(os.devnull, "w"))  # a well-formed pickle: only what it names is refused
+    (tmp_path / "rank0.pkl").write_bytes(stream)
+    with pytest.raises(rank.UnreadableResult, match="subprocess.Popen"):
+        rank._read_result(str(tmp_path), 0)
+    (tmp_path / "rank0.json").write_bytes(stream)
+    with pytest.raises(rank.UnreadableResult, match="not data"):
+        rank._read_result(str(tmp_path), 0, as_data=True)
 
 
 def average_then_stop_rank_zero(model_grads, world_size):

@@ -60,6 +60,7 @@ import sys
 import time
 import warnings
 
+from dpviz.engine import confine
 from dpviz.engine.checks import check_choice, check_int, check_real
 from dpviz.engine.cores import quota_cores
 from dpviz.engine.forkserver import (
@@ -220,6 +221,7 @@ def launch(
     threads: int | None = None,
     total_steps: int | None = None,
     progress: bool = False,
+    untrusted: bool = False,
 ) -> list:
     """Run ``worker(rank, k, *args)`` in k processes of one process group; return their results in rank order.
 
@@ -235,6 +237,10 @@ def launch(
     seen while other launchers start ranks at the same moment), nothing of the worker has run on that rank:
     every rank is stopped and the k ranks start once more, in a fresh run folder (logged at INFO on
     ``dpviz.engine.launch``). Any other failure, or a second such one, is raised.
+
+    ``untrusted=True``: the worker runs a reader's code (the exercise checkers). Each rank then becomes the
+    sandbox user once it has joined, where the launcher is root (:mod:`dpviz.engine.confine`), and returns its
+    result as JSON data; one that is not raises :class:`dpviz.engine.rank.UnreadableResult`.
     """
     k = check_int("k", k, low=1, high=1024)
     stall_timeout = check_real("stall_timeout", STALL_TIMEOUT if stall_timeout is None else stall_timeout, low=0, low_open=True)
@@ -252,7 +258,7 @@ def launch(
             SharingCores, stacklevel=2,
         )
     try:
-        payload = pickle.dumps((worker, args), protocol=pickle.HIGHEST_PROTOCOL)
+        payload = pickle.dumps((worker, args, bool(untrusted)), protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as e:
         raise TypeError(
             f"worker and args must pickle, so worker must be a top-level function of an importable module; "
@@ -266,7 +272,8 @@ def launch(
         for attempt in range(1, REJOIN_ATTEMPTS + 1):
             left = None if deadline is None else max(deadline - (time.monotonic() - begin), 1e-3)
             try:
-                return _launch_once(payload, k, backend, threads, stall_timeout, start_timeout, left, bar, total_steps)
+                return _launch_once(payload, k, backend, threads, stall_timeout, start_timeout, left, bar, total_steps,
+                                    untrusted)
             except RankError as e:
                 if not e.rejoinable or attempt == REJOIN_ATTEMPTS:
                     raise
@@ -277,11 +284,14 @@ def launch(
             bar.close()
 
 
-def _launch_once(payload, k, backend, threads, stall_timeout, start_timeout, deadline, bar, total_steps=None) -> list:
+def _launch_once(payload, k, backend, threads, stall_timeout, start_timeout, deadline, bar, total_steps=None,
+                 untrusted=False) -> list:
     """One start of k ranks in a run folder of their own, watched until they all exit; their results in rank order."""
     _sweep_stale_dirs()
     procs = []
     outdir, lock = _make_run_dir()  # its lock, held until the folder is removed, tells other launchers it is live
+    if untrusted and confine.isolated():  # the ranks write their results here after they became the sandbox user
+        os.chown(outdir, *confine.user_ids())
     store = os.path.join(outdir, "store")  # the rendezvous: a FileStore no other run can touch
     # The process group's own timeout only has to outlast the launcher's checks, which name the culprit.
     group_timeout = max(start_timeout, stall_timeout) + stall_timeout + 30.0
@@ -304,7 +314,7 @@ def _launch_once(payload, k, backend, threads, stall_timeout, start_timeout, dea
             server = fork_server_pid() if ctx.get_start_method() == "forkserver" else None
             _wait(procs, outdir, state, stall_timeout, max(start_timeout, stall_timeout), deadline, bar, total_steps,
                   server)
-            return [_read_result(outdir, rank) for rank in range(k)]
+            return [_read_result(outdir, rank, untrusted) for rank in range(k)]
         finally:
             _reap(procs)
             _remove_run_dir(outdir, lock)

@@ -14,6 +14,7 @@ against its parent's death before it spends seconds importing torch.
 from __future__ import annotations
 
 import datetime
+import json
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -27,6 +28,7 @@ import traceback
 from dpviz.engine import private
 
 WATCH_INTERVAL = 0.2  # seconds between a rank's checks that its parent is alive
+RESULT_LIMIT = 64 << 20  # bytes of a result read as data (a launch that ran a reader's code); more is refused
 # Tests only: the path of a file. The first rank that removes it fails to join, with the error gloo raises when
 # a peer's connection closes during the rendezvous (tests/test_launch_rejoin.py; see launch's REJOIN_ATTEMPTS).
 JOIN_FAULT_VARIABLE = "DPVIZ_TEST_JOIN_FAULT"
@@ -78,8 +80,8 @@ def _err_path(outdir: str, rank: int) -> str:
     return os.path.join(outdir, f"rank{rank}.err")
 
 
-def _out_path(outdir: str, rank: int) -> str:
-    return os.path.join(outdir, f"rank{rank}.pkl")
+def _out_path(outdir: str, rank: int, as_data: bool = False) -> str:
+    return os.path.join(outdir, f"rank{rank}.json" if as_data else f"rank{rank}.pkl")
 
 
 def _join_failed_path(outdir: str, rank: int) -> str:
@@ -87,9 +89,26 @@ def _join_failed_path(outdir: str, rank: int) -> str:
     return os.path.join(outdir, f"rank{rank}.join-failed")
 
 
-def _read_result(outdir: str, rank: int):
+class UnreadableResult(ValueError):
+    """A rank's result that is not what a result may be (a rank that ran a reader's code wrote something else)."""
+
+
+def _read_result(outdir: str, rank: int, as_data: bool = False):
+    """A rank's result: a pickle of plain data and dpviz's classes, or (``as_data``, a launch that ran a reader's
+    code) JSON read by :func:`dpviz.engine.sandbox.decode`, which builds numbers, text, lists, dicts and arrays only."""
+    if as_data:
+        from dpviz.engine import sandbox
+
+        try:
+            with open(_out_path(outdir, rank, True), "rb") as f:
+                return sandbox.decode(json.loads(f.read(RESULT_LIMIT + 1)[:RESULT_LIMIT + 1]))
+        except (ValueError, TypeError, KeyError, RecursionError) as e:
+            raise UnreadableResult(f"rank {rank}'s result is not data: {type(e).__name__}") from None
     with open(_out_path(outdir, rank), "rb") as f:
-        return _ResultUnpickler(f).load()
+        try:
+            return _ResultUnpickler(f).load()
+        except pickle.UnpicklingError as e:
+            raise UnreadableResult(str(e)) from None
 
 
 # What a rank's result may be made of: Python's plain data, numpy arrays and scalars, and dpviz's own classes
@@ -104,20 +123,28 @@ _NUMPY = {"_reconstruct", "scalar", "dtype", "ndarray", "_frombuffer"}
 class _ResultUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str):
         root = module.split(".")[0]
+        if "." in name:  # pickle's dotted names walk attributes: ('dpviz.x', 'subprocess.Popen') is Popen
+            raise pickle.UnpicklingError(f"a rank's result names {module}.{name}, which is not data: refused")
         if (module, name) in _PLAIN or (root == "numpy" and (name in _NUMPY or name.endswith("DType"))):
             return super().find_class(module, name)
         if root == "dpviz":
             found = super().find_class(module, name)
-            if isinstance(found, type) and not issubclass(found, BaseException):
+            if (isinstance(found, type) and not issubclass(found, BaseException) and found.__module__ == module
+                    and found.__qualname__ == name):  # a class defined there, not one it imported
                 return found
         raise pickle.UnpicklingError(f"a rank's result names {module}.{name}, which is not data: refused")
 
 
-def _write_result(outdir: str, rank: int, result) -> None:
-    tmp = _out_path(outdir, rank) + ".tmp"
-    with open(tmp, "wb") as f:
-        pickle.dump(result, _ReportingFile(f), protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(tmp, _out_path(outdir, rank))
+def _write_result(outdir: str, rank: int, result, as_data: bool = False) -> None:
+    path = _out_path(outdir, rank, as_data)
+    with open(path + ".tmp", "wb") as f:
+        if as_data:
+            from dpviz.engine import sandbox
+
+            f.write(json.dumps(sandbox.encode(result)).encode())
+        else:
+            pickle.dump(result, _ReportingFile(f), protocol=pickle.HIGHEST_PROTOCOL)
+    os.replace(path + ".tmp", path)
 
 
 class _ReportingFile:
@@ -219,7 +246,7 @@ def _rank_entry(parent_pid, rank, k, backend, store, threads, group_timeout, out
     _state, _rank = state, rank
     _mark(_STARTED)
     try:
-        worker, args = pickle.loads(payload)  # imports torch and the worker's module
+        worker, args, untrusted = pickle.loads(payload)  # imports torch and the worker's module
     except BaseException:
         _write_error(
             outdir, rank,
@@ -227,7 +254,7 @@ def _rank_entry(parent_pid, rank, k, backend, store, threads, group_timeout, out
             "not one defined in a notebook cell)\n",
         )
         os._exit(1)
-    _rank_main(worker, rank, k, backend, store, threads, group_timeout, outdir, args)
+    _rank_main(worker, rank, k, backend, store, threads, group_timeout, outdir, args, untrusted)
 
 
 def _injected_join_fault() -> None:
@@ -243,8 +270,12 @@ def _injected_join_fault() -> None:
                        f"(injected by the test through {JOIN_FAULT_VARIABLE})")
 
 
-def _rank_main(worker, rank, k, backend, store, threads, group_timeout, outdir, args) -> None:
-    """Join the group, run the worker, write its result or its traceback."""
+def _rank_main(worker, rank, k, backend, store, threads, group_timeout, outdir, args, untrusted=False) -> None:
+    """Join the group, run the worker, write its result or its traceback.
+
+    ``untrusted``: the worker runs a reader's code. Once the group is joined the rank becomes the sandbox user
+    for good where it can (root: :func:`dpviz.engine.confine.drop_privileges`), with its limits, and its result
+    goes back as JSON data, never a pickle."""
     import torch
     import torch.distributed as dist
 
@@ -270,9 +301,15 @@ def _rank_main(worker, rank, k, backend, store, threads, group_timeout, outdir, 
         # and close its connections while a slower peer is still inside gloo's rendezvous, which then fails with
         # "Connection closed by peer" (seen twice in a row in a clean clone's CI, under the browser test's load).
         dist.barrier(device_ids=[rank]) if backend == "nccl" else dist.barrier()
+        if untrusted:
+            from dpviz.engine import confine
+
+            if confine.drop_privileges(give=[store]):
+                private.die_with_parent(signal.SIGKILL)  # (a change of user clears it)
+            confine.limit_resources(memory=False)  # torch reserves far more address space than it uses
         result = worker(rank, k, *args)
         _mark(_DONE)
-        _write_result(outdir, rank, result)
+        _write_result(outdir, rank, result, untrusted)
     except BaseException:
         _write_error(outdir, rank, traceback.format_exc())
         os._exit(1)

@@ -68,7 +68,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dpviz.engine import private
+from dpviz.engine import confine, private
 
 TIME_LIMIT = 5.0  # seconds, for all of one check's calls of the reader's function together
 REPEAT = 0.05  # seconds between further stops once a call's time is up, in case it catches the first
@@ -79,6 +79,9 @@ RETURN_LIMIT = 100_000  # numbers of a returned array sent back; a bigger one co
 SCOPE = "np and math"  # what a function checked in a fresh process finds without importing it
 START_LIMIT = 60.0  # seconds the fresh process may take to start and answer, beyond the calls' own time
 LINE_LIMIT = 4_000_000  # bytes of one message from the fresh process; a longer line is not read
+READ_LIMIT = 2 * LINE_LIMIT  # bytes one call may send back in all; past them the process is ended, unread
+REFUSED = ("dpviz cannot be imported where your function is checked: compute the answer from the arguments, "
+           "with np and math")
 
 
 class Stop(BaseException):
@@ -383,11 +386,12 @@ class FreshProcess:
     """
 
     def __init__(self, name: str, source: str):
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "dpviz.engine.sandbox"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL, start_new_session=True, env=_quiet_env(), close_fds=True,
-        )
+        confine.note_once()
+        argv, _ = confine.fresh_process_command()
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     start_new_session=True, env=_quiet_env(), close_fds=True)
         self.buffer = b""
+        self.received = 0  # bytes read during the current call
         self._send({"name": name, "source": source})
 
     def __enter__(self):
@@ -433,15 +437,21 @@ class FreshProcess:
             return outcome
         deadline = time.monotonic() + seconds + START_LIMIT
         answered = False
+        self.received, shown = 0, 0
         while True:
             message = self._read(deadline)
-            if message is None:  # the supervisor is gone or silent: end it
+            if message is None:  # the supervisor is gone or silent, or sent too much: end it
                 self._kill()
+                if self.received > READ_LIMIT:
+                    outcome.ended = (f"it sent more than {READ_LIMIT:,} bytes back to the checker, which ended its "
+                                     f"process there")
                 outcome.ended = outcome.ended or "its process stopped answering"
                 return outcome
-            if "print" in message:
+            if "print" in message:  # at most the call's print room reaches the notebook, however it was written
+                text = str(message["print"])[:max(print_room - shown, 0)]
+                shown += len(text)
                 stream = sys.stderr if message.get("stream") == "stderr" else sys.stdout
-                stream.write(str(message["print"]))
+                stream.write(text)
             elif "result" in message and not answered:
                 answered = True
                 _fill(outcome, message["result"])
@@ -468,7 +478,7 @@ class FreshProcess:
                 if isinstance(message, dict):
                     return message
                 continue
-            if len(self.buffer) > LINE_LIMIT:
+            if len(self.buffer) > LINE_LIMIT or self.received > READ_LIMIT:
                 return None
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
@@ -476,6 +486,7 @@ class FreshProcess:
             chunk = os.read(fd, 1 << 16)
             if not chunk:
                 return None
+            self.received += len(chunk)
             self.buffer += chunk
 
 
@@ -583,6 +594,8 @@ def _work(out: int, null: int, name: str, source: str, request: dict) -> None:
         writer = _Messages(out)
         sys.stdout, sys.stderr = writer.stream("stdout"), writer.stream("stderr")
         guard = Guard(None, print_limit=int(request.get("print_room", PRINT_LIMIT)))
+        confine.limit_resources(float(request.get("seconds", TIME_LIMIT)))
+        _refuse_dpviz()
         outcome = guard.call(_compiled(name, source, request.get("args")))
         result = {key: getattr(outcome, key) for key in ("error", "kind", "exit_code", "forks", "children",
                                                           "threads", "stopped", "printed", "timed_out")}
@@ -592,6 +605,24 @@ def _work(out: int, null: int, name: str, source: str, request: dict) -> None:
     except BaseException:  # noqa: BLE001 - nothing more to say: the supervisor reports the exit
         code = 1
     os._exit(code)
+
+
+class _NoDpviz:
+    """An import hook that refuses every dpviz module: the reader's function must compute, not look up."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "dpviz" or name.startswith("dpviz."):
+            raise ImportError(REFUSED, name=name)
+        return None
+
+
+def _refuse_dpviz() -> None:
+    """In the worker, before the reader's code: dpviz is neither imported nor importable (the confined process has
+    only the sandbox's own files of it anyway; this says why in the verdict, and holds where nothing is confined)."""
+    sys.meta_path.insert(0, _NoDpviz)
+    for module in [m for m in sys.modules if m == "dpviz" or m.startswith("dpviz.")]:
+        del sys.modules[module]
 
 
 def _compiled(name: str, source: str, args):

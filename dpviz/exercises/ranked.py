@@ -34,7 +34,6 @@ worded here, and no process it started is left running.
 from __future__ import annotations
 
 import ast
-import pickle
 
 import numpy as np
 
@@ -104,13 +103,14 @@ def check_many(candidates, *, k: int = K, stall_timeout: float = STALL_TIMEOUT) 
     import dpviz.exercises.rank_exercises as ranks  # torch: only now that ranks will run
     from dpviz.engine.supervise import RankError, RankTimeout
     from dpviz.engine.launch import launch, sharing_cores_said_elsewhere
+    from dpviz.engine.rank import UnreadableResult
 
     call_limit = min(CALL_LIMIT, stall_timeout * 2 / 3)  # a loop is stopped and named before the launch stalls
     reference = _reference(k)
     try:
         with sharing_cores_said_elsewhere():  # nothing here is timed
             results = launch(ranks.exercise_worker, k, args=(tasks, call_limit), backend="gloo", threads=1,
-                             stall_timeout=stall_timeout)
+                             stall_timeout=stall_timeout, untrusted=True)
     except RankTimeout as e:
         stuck_at = None if e.steps is None or len(tasks) > 1 else min(e.steps) + 1
         for (exercise, name, _), i in zip(tasks, slots):
@@ -120,7 +120,7 @@ def check_many(candidates, *, k: int = K, stall_timeout: float = STALL_TIMEOUT) 
         for (exercise, name, _), i in zip(tasks, slots):
             verdicts[i] = _rank_died(name, e)
         return verdicts
-    except pickle.UnpicklingError:  # the rank's code replaced what its result is written with: refused unread
+    except UnreadableResult:  # the rank's code wrote something other than data as its result: refused unread
         results = [None] * k
     for j, ((exercise, name, _), i) in enumerate(zip(tasks, slots)):
         if not all(isinstance(results[r], list) and all(isinstance(x, dict) for x in results[r]) for r in range(k)):
