@@ -61,11 +61,14 @@ import ast
 import copy
 import importlib.util
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
 
 from dpviz import course
+from dpviz.engine import confine
+from dpviz.engine.verdict import GRADED_VARIABLE
 from dpviz.exercises.catalogue import RANKS_NOTE, Exercise, for_chapter
 from dpviz.exercises.write_cells import chapter_of, chapter_paths, dumps, write_chapter
 
@@ -164,6 +167,7 @@ def tests_cell(exercise: Exercise) -> str:
     here; the grade itself is the verdict :mod:`dpviz.exercises.regrade` re-runs outside the kernel."""
     return (f"import os\nimport textwrap\n\n"
             f"from dpviz.exercises import {exercise.checker}\n\n"
+            f"os.environ[\"{GRADED_VARIABLE}\"] = \"1\"  # graded: a verdict names your mistake, not the answer\n"
             f"verdict = {exercise.checker}({exercise.name})\n"
             f"print(textwrap.fill(verdict, {VERDICT_WIDTH}))\n"
             f"if os.environ.get(\"NBGRADER_EXECUTION\"):  # nbgrader's validate and autograde: not your Run All\n"
@@ -225,6 +229,10 @@ from dpviz.exercises.regrade import autograde_steps  # noqa: E402
 
 c.Autograde.autograde_preprocessors = autograde_steps()
 
+# The handed-in notebook runs as the sandbox user in a namespace with no course folder in it (as root), and its
+# checks' verdicts never show an expected answer; every process it starts ends with its kernel.
+c.Execute.kernel_manager_class = "dpviz.exercises.regrade.ConfinedKernelManager"
+
 # A graded check cell the student deleted is put back and graded, its first line saying so (and the feedback too),
 # instead of a silent 0 for a right answer.
 c.OverwriteCells.add_missing_cells = True
@@ -246,7 +254,7 @@ def write_course(course_dir: Path | str, *, notebooks: Path | str = NOTEBOOKS, s
     Every chapter is turned into its source version before anything is written, so a refusal writes nothing.
     """
     course_dir = Path(course_dir)
-    bodies = solution_bodies(solutions)
+    bodies = solution_bodies(solutions)  # (read before anything is written: a refusal writes nothing)
     paths = [p for p in chapter_paths([Path(notebooks)]) if for_chapter(chapter_of(p))]
     if chapters is not None:
         chapters = [course.chapter(c).number if c in course.TOPICS else c for c in chapters]
@@ -261,6 +269,8 @@ def write_course(course_dir: Path | str, *, notebooks: Path | str = NOTEBOOKS, s
         nb = json.loads(path.read_text(encoding="utf-8"))
         plans.append((course_dir / "source" / path.stem / path.name, source_notebook(nb, chapter_of(path), bodies,
                                                                                      str(path))))
+    course_dir.mkdir(parents=True, exist_ok=True)
+    course_dir.chmod(0o700)  # sources, solutions, gradebook and submissions: the instructor's alone
     written = []
     for target, nb in plans:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -284,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="only these chapters, by number or topic, e.g. one_step all_reduce")
     source.add_argument("--course-id", default=COURSE_ID, help=f"nbgrader's course id (default: {COURSE_ID})")
     args = parser.parse_args(argv)
+    if hasattr(os, "getuid") and os.getuid() == 0:  # the user handed-in code runs as under grading
+        print(f"the sandbox user for student code: {confine.ensure_user()}")
     try:
         written = write_course(args.course_dir, notebooks=args.notebooks, solutions=args.solutions,
                                chapters=args.chapters, course_id=args.course_id)

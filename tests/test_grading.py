@@ -58,16 +58,31 @@ STUDENTS = {  # student -> chapter -> the solution cell handed in (None: not han
     # the grade (re-run outside the kernel, dpviz.exercises.regrade) does not
     "dave": {"01": "import dpviz.engine.verdict as v\nv.close = lambda *args, **kwargs: True\n\n"
                    "def sgd_step(theta, grad, eta):\n    return theta\n", "04": None},
+    # a cell that starts a detached process to rewrite the gradebook once autograde is done, and an answer that is
+    # right only where it can read the instructor's source (COURSE: filled in with the course folder below)
+    "eve": {"01": "import subprocess\n"
+                  "subprocess.Popen(['sh', '-c', 'sleep 2; echo 0 > COURSE/gradebook.db; echo 0 > /tmp/eve-was-here'],"
+                  " start_new_session=True)\n\n"
+                  "def sgd_step(theta, grad, eta):\n"
+                  "    try:\n"
+                  "        open('COURSE/source/01_one_step/01_one_step.ipynb').read(1)\n"
+                  "        return theta - eta * grad\n"
+                  "    except OSError:\n"
+                  "        return theta\n", "04": None},
 }
 EXPECTED = {  # student -> assignment -> (score, the verdict's words in the feedback)
     "alice": {"01_one_step": (1, "sgd_step: correct"),
               "04_one_group_per_device": (2, "check_average_gradients) was deleted from the notebook handed in; "
                                              "nbgrader put it back to grade it. average_gradients: correct")},
-    "bob": {"01_one_step": (0, "That is a step uphill"),
-            "04_one_group_per_device": (0, "It is the sum over the ranks, 3 times the mean: divide by world_size.")},
-    "carol": {"01_one_step": (0, "after this check's 5 s for all its calls: look for a loop that never ends"),
+    # graded: a verdict names the case and which way the answer is off, never the expected value or the fix
+    "bob": {"01_one_step": (0, "it gives (-1.64401, 2.24245), and element 0 is the first that is wrong"),
+            "04_one_group_per_device": (0, "is 0.0324156, which is too large.")},
+    "carol": {"01_one_step": (0, "sgd_step was still running"),
               "04_one_group_per_device": (0, None)},
-    "dave": {"01_one_step": (0, "θ came back unchanged"), "04_one_group_per_device": (0, None)},
+    "dave": {"01_one_step": (0, "it gives (-1, 2), and element 0 is the first that is wrong"),
+             "04_one_group_per_device": (0, None)},
+    "eve": {"01_one_step": (0, "it gives (-1, 2), and element 0 is the first that is wrong"),
+            "04_one_group_per_device": (0, None)},
 }
 
 
@@ -312,9 +327,11 @@ def pipeline(tmp_path_factory):
                 _hand_in(course, student, assignment, reference[chapter],
                          delete="check_average_gradients" if chapter == "04" else None)
             elif answers[chapter] is not None:
-                _hand_in(course, student, assignment, {for_chapter(chapter)[0].name: answers[chapter]})
+                _hand_in(course, student, assignment,
+                         {for_chapter(chapter)[0].name: answers[chapter].replace("COURSE", str(course))})
 
     _nbgrader(course, env, "autograde", "*", timings=timings)
+    time.sleep(3)  # eve's detached process would have written by now
     _nbgrader(course, env, "generate_feedback", "*", timings=timings)
     timings["the whole pipeline"] = time.perf_counter() - start
     time.sleep(0.5)  # a kernel's last children get a moment to go
@@ -350,7 +367,7 @@ def test_autograde_gives_full_points_to_the_reference_and_zero_to_the_mistakes(p
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         for student, by_assignment in EXPECTED.items():
             for assignment, (score, _) in by_assignment.items():
-                if student in ("carol", "dave") and assignment == "04_one_group_per_device":
+                if student in ("carol", "dave", "eve") and assignment == "04_one_group_per_device":
                     with pytest.raises(Exception):  # not handed in: no submission, nothing graded
                         gb.find_submission(assignment, student)
                     continue
@@ -385,3 +402,16 @@ def test_a_hung_answer_ends_at_the_checkers_limit_not_the_cell_timeout(pipeline)
 
 def test_the_pipeline_leaves_no_process_behind(pipeline):
     assert pipeline["left"] == []
+
+
+def test_handed_in_code_cannot_reach_the_gradebook_or_the_sources(pipeline):
+    """eve's cell ran in a confined kernel: her detached process ended with it, and saw no course folder (as root:
+    dpviz.engine.confine); her answer could not read the source notebook with the solutions."""
+    from dpviz.engine import confine
+
+    if not confine.isolated() or shutil.which("bwrap") is None:
+        pytest.skip("not root with bwrap: the kernel nbgrader runs is not confined here")
+    course = pipeline["course"]
+    assert (course / "gradebook.db").read_bytes()[:16] == b"SQLite format 3\x00"
+    assert not Path("/tmp/eve-was-here").exists()
+    assert (course.stat().st_mode & 0o077) == 0, "the course folder is readable by other users"

@@ -70,7 +70,7 @@ def isolated() -> bool:
 def note_once() -> None:
     """Say, once per process, that a check runs the reader's function as this user, not isolated."""
     global _noted
-    if not _noted and not isolated():
+    if not _noted and not fresh_isolated():
         _noted = True
         print("(This check runs your function as you, not as an isolated user: fine for self-study. Under grading "
               "on a class's server it runs isolated.)", file=sys.stderr)
@@ -127,6 +127,19 @@ def _bwrap() -> str | None:
     return shutil.which("bwrap")
 
 
+@functools.lru_cache(maxsize=4)
+def _runs(argv: tuple) -> bool:
+    """Whether ``argv`` (a confined interpreter) starts and imports numpy: the sandbox user may not reach this
+    Python (one in root's home folder), and bwrap may not be allowed to make namespaces (some containers)."""
+    import subprocess
+
+    try:
+        return subprocess.run([*argv, "-c", "import numpy"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
 def fresh_process_command() -> tuple[list[str], dict | None]:
     """The command and environment that start :mod:`dpviz.engine.sandbox`'s supervisor, confined where it can be.
 
@@ -136,35 +149,88 @@ def fresh_process_command() -> tuple[list[str], dict | None]:
     python = [sys.executable, "-s", "-m", "dpviz.engine.sandbox"]
     if not isolated():
         return python, None
-    uid, gid = user_ids()
-    drop = ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs",
-            "--inh-caps=-all", "--bounding-set=-all", "--"]
-    if _bwrap() is None:
+    argv = _namespace_command()
+    if argv is not None and _runs(tuple(argv[:-3])):
+        return argv, None
+    drop = _drop()
+    if _runs((*drop, sys.executable, "-s")):
         return drop + python, None
-    import numpy
+    return python, None  # the sandbox user cannot run this Python: unconfined, and said (note_once, fresh_isolated)
 
-    package = Path(__file__).resolve().parents[1]
+
+def fresh_isolated() -> bool:
+    """Whether a check's fresh process runs as the sandbox user (:func:`fresh_process_command` found a way)."""
+    return fresh_process_command()[0][0] != sys.executable
+
+
+def _drop() -> list[str]:
+    uid, gid = user_ids()
+    return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "--no-new-privs", "--inh-caps=-all",
+            "--bounding-set=-all", "--"]
+
+
+def _python(site_inside: str, root: str = ROOT) -> tuple[list[str], str]:
+    """bwrap's arguments that make this Python reachable by the sandbox user at ``root`` (its own folder may
+    be in root's home), with ``site_inside`` the folder its packages are bound at; and the interpreter's path there."""
     base = Path(sys.base_prefix).resolve()
     executable = Path(sys.executable).resolve()
     try:
-        inside = Path(ROOT, "python", executable.relative_to(base))
-    except ValueError:  # an interpreter outside its own prefix: use it where it is
-        inside = executable
-    site = Path(numpy.__file__).resolve().parents[1]
+        inside = str(Path(root, "python", executable.relative_to(base)))
+    except ValueError:  # an interpreter outside its own prefix: used where it is
+        inside = str(executable)
+    site = Path(__import__("numpy").__file__).resolve().parents[1]
+    argv = []
+    for folder in (str(Path(root).parent), root):
+        argv += ["--dir", folder]  # (bwrap makes a mount point's missing parents readable by root alone)
+    argv += ["--ro-bind", str(base), f"{root}/python", "--ro-bind", str(site), site_inside]
+    return argv, inside
+
+
+def kernel_command(cmd: list[str], connection_file: str, hide=()) -> list[str]:
+    """A Jupyter kernel's command ``cmd`` confined (root with bwrap; else ``cmd`` as it is): the sandbox user, in a
+    namespace where the folders ``hide`` (the course), /root and /home are empty, /tmp is its own and writable, and
+    every process it starts ends with it. It still sees this Python and its packages, dpviz included, since it runs
+    a whole chapter. The connection file is handed to the sandbox user and shown at a path it can reach."""
+    if not isolated() or _bwrap() is None:
+        return cmd
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    root = "/run/dpviz"  # (the rest of the file system is read-only here: /run becomes a fresh tmpfs)
+    python, inside = _python(f"{root}/python/lib/{version}/site-packages", root)
+    keep = [Path(p).resolve() for p in (Path(__file__).parents[2], sys.prefix)]
+    argv = [_bwrap(), "--die-with-parent", "--unshare-pid", "--unshare-ipc", "--ro-bind", "/", "/"]
+    for folder in {str(Path(f).resolve()) for f in (*hide, "/root", "/home")}:
+        if Path(folder).is_dir() and not any(k == Path(folder) or Path(folder) in k.parents for k in keep):
+            argv += ["--tmpfs", folder]
+    os.chown(connection_file, *user_ids())
+    argv += ["--perms", "0755", "--tmpfs", "/run"] + python
+    argv += ["--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm", "--proc", "/proc",
+             "--perms", "1777", "--tmpfs", "/tmp", "--ro-bind", connection_file, f"{root}/kernel.json",
+             "--chdir", "/tmp", "--setenv", "HOME", "/tmp", "--setenv", "LD_LIBRARY_PATH", f"{root}/python/lib",
+             "--unsetenv", "PYTHONPATH", "--unsetenv", "JPY_PARENT_PID"]  # (its parent is in another PID namespace)
+    rest = [f"{root}/kernel.json" if arg == connection_file else arg for arg in cmd[1:]]
+    return argv + _drop() + [inside, *rest]
+
+
+def _namespace_command() -> list[str] | None:
+    """The bwrap command of the module's docstring, or None without bwrap."""
+    if _bwrap() is None:
+        return None
+    package = Path(__file__).resolve().parents[1]
+    python, inside = _python(f"{ROOT}/site")
     argv = [_bwrap(), "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net", "--unshare-ipc",
             "--unshare-uts", "--ro-bind", "/usr", "/usr"]
     for system in ("/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc"):
         argv += ["--ro-bind-try", system, system]
-    for folder in ("/opt", ROOT, f"{ROOT}/pkg", f"{ROOT}/pkg/dpviz", f"{ROOT}/pkg/dpviz/engine"):
-        argv += ["--dir", folder]  # (bwrap makes a mount point's missing parents readable by root alone)
-    argv += ["--ro-bind", str(base), f"{ROOT}/python", "--ro-bind", str(site), f"{ROOT}/site"]
-    if (site / "dpviz").exists():  # an installed (not editable) dpviz beside numpy: hidden
+    argv += python
+    if (Path(python[-2]) / "dpviz").exists():  # an installed (not editable) dpviz beside numpy: hidden
         argv += ["--tmpfs", f"{ROOT}/site/dpviz"]
+    for folder in (f"{ROOT}/pkg", f"{ROOT}/pkg/dpviz", f"{ROOT}/pkg/dpviz/engine"):
+        argv += ["--dir", folder]
     for name in SANDBOX_FILES:
         argv += ["--ro-bind", str(package / name), f"{ROOT}/pkg/dpviz/{name}"]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--chdir", "/tmp", "--clearenv"]
-    env = {"PYTHONPATH": f"{ROOT}/pkg:{ROOT}/site", "LD_LIBRARY_PATH": f"{ROOT}/python/lib", "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp",
-           "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp", "--chdir", "/tmp", "--clearenv"]
+    env = {"PYTHONPATH": f"{ROOT}/pkg:{ROOT}/site", "LD_LIBRARY_PATH": f"{ROOT}/python/lib",
+           "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp", "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     for name, value in env.items():
         argv += ["--setenv", name, value]
-    return argv + drop + [str(inside), "-s", "-m", "dpviz.engine.sandbox"], None
+    return argv + _drop() + [inside, "-s", "-m", "dpviz.engine.sandbox"]

@@ -60,14 +60,18 @@ SERVER_FOUND_WITHIN = 2.0  # seconds start_fork_server waits for the new server 
 
 # --- the server's pid and its stop: public calls only ---
 
-def _children() -> list[int]:
-    """This process's child processes (every thread's): Linux's /proc, elsewhere ``ps``."""
-    me = os.getpid()
-    if os.path.isdir(f"/proc/{me}/task"):
+def _children(pid: int | None = None) -> list[int]:
+    """The child processes of ``pid`` (of this process by default), every thread's: Linux's /proc, elsewhere ``ps``."""
+    parent = os.getpid() if pid is None else pid
+    if os.path.isdir("/proc/self/task"):
+        try:
+            tids = os.listdir(f"/proc/{parent}/task")
+        except OSError:  # it has exited
+            return []
         pids, readable = [], False
-        for tid in os.listdir(f"/proc/{me}/task"):
+        for tid in tids:
             try:
-                with open(f"/proc/{me}/task/{tid}/children") as f:
+                with open(f"/proc/{parent}/task/{tid}/children") as f:
                     pids.extend(int(p) for p in f.read().split())
                 readable = True
             except OSError:  # a thread that ended while we read: its children are another thread's now
@@ -77,7 +81,7 @@ def _children() -> list[int]:
         for entry in os.listdir("/proc"):  # a kernel without .../children files: every process's parent
             try:
                 with open(f"/proc/{entry}/stat") as f:
-                    if entry.isdigit() and int(f.read().rsplit(")", 1)[1].split()[1]) == me:
+                    if entry.isdigit() and int(f.read().rsplit(")", 1)[1].split()[1]) == parent:
                         pids.append(int(entry))
             except (OSError, ValueError, IndexError):
                 continue
@@ -89,7 +93,19 @@ def _children() -> list[int]:
     except (OSError, subprocess.SubprocessError):
         return []
     rows = [line.split() for line in out.splitlines()]
-    return [int(row[0]) for row in rows if len(row) == 2 and row[1] == str(os.getpid())]
+    return [int(row[0]) for row in rows if len(row) == 2 and row[1] == str(parent)]
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process descended from ``pid``: its children, theirs and so on, each parent before its children.
+
+    Read it while ``pid`` lives: once it ends, its children pass to init (or a subreaper) and no chain of parents
+    leads from them back to it. Processes that may fork meanwhile should be stopped first (SIGSTOP), as Linux
+    documents the children lists as exact only then."""
+    found = _children(pid)
+    for parent in found:  # the list grows as it is read: a breadth-first walk
+        found += [child for child in _children(parent) if child != pid and child not in found]
+    return found
 
 
 def _command_line(pid: int) -> list[str]:

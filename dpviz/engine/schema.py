@@ -79,6 +79,7 @@ class Meta:
     name: str
     type: str  # one of META_TYPES, or one of them followed by " or null": "int", "float", "list or null"
     meaning: str
+    nonfinite: str = ""  # a float's: when it may be NaN or inf, in words ("NaN: no save"); "" means always finite
 
     def __post_init__(self):
         if self.type.removesuffix(" or null") not in META_TYPES:
@@ -171,9 +172,14 @@ class Kind:
         if unknown:
             raise ValueError(f"{where} holds the metadata field {unknown[0]!r}, which a {self.name!r} record does not declare.")
         for m in self.meta:
-            if not m.accepts(meta[m.name]):
-                raise ValueError(f"{where}: metadata field {m.name!r} is {_short(meta[m.name])}, of type "
-                                 f"{type(meta[m.name]).__name__}; a {self.name!r} record declares it {m.type}.")
+            value = meta[m.name]
+            if not m.accepts(value):
+                raise ValueError(f"{where}: metadata field {m.name!r} is {_short(value)}, of type "
+                                 f"{type(value).__name__}; a {self.name!r} record declares it {m.type}.")
+            # JSON's NaN and Infinity parse as floats; an int, however large, is finite
+            if isinstance(value, (float, np.floating)) and not m.nonfinite and not np.isfinite(value):
+                raise ValueError(f"{where}: metadata field {m.name!r} is {_short(value)}; in a {self.name!r} record "
+                                 f"it must be a finite number ({m.meaning}).")
         sizes = {m.name: int(meta[m.name]) for m in self.meta
                  if isinstance(meta[m.name], (int, np.integer)) and not isinstance(meta[m.name], (bool, np.bool_))}
         for a in self.arrays:
@@ -197,7 +203,8 @@ class Kind:
             note = (f" (present {a.optional})" if a.optional else "") + (f" (NaN or inf {a.nonfinite})" if a.nonfinite else "")
             lines.append(f"| `{a.name}` | {a.shape_words()} | {a.dtype} | {a.meaning}{note} |")
         lines += ["", "| metadata | type | meaning |", "| --- | --- | --- |"]
-        lines += [f"| `{m.name}` | {m.type} | {m.meaning} |" for m in self.meta]
+        lines += [f"| `{m.name}` | {m.type} | {m.meaning}{f' (NaN or inf {m.nonfinite})' if m.nonfinite else ''} |"
+                  for m in self.meta]
         return "\n".join(lines) + "\n"
 
 
@@ -290,7 +297,8 @@ class Record:
         that a killed save left are removed by the next save or load in the folder (:func:`remove_stale`).
         The files take the process's umask, as a plain ``open`` would. A name keeps every dot it has:
         ``runs/lr0.1`` writes ``runs/lr0.1.npz`` and ``runs/lr0.1.json``. A save that cannot be written raises
-        :class:`RecordSaveError`.
+        :class:`RecordSaveError`; one whose folder another process keeps locked past :data:`LOCK_WAIT`,
+        :class:`FolderLockTimeout`, its temporary files removed and any older record untouched.
         """
         base = stem(path)
         self.KIND.validate(self.meta, self.arrays, f"the {self.KIND.name} record to be saved at {str(path)!r}")
@@ -322,6 +330,8 @@ class Record:
                     raise
                 renamed = 2
             _sync_folder(base.parent)
+        except FolderLockTimeout:
+            raise  # its own sentence; the temporary files go below and the older record stays as it was
         except OSError as e:
             _discard(npz_tmp, json_tmp, renamed)  # first, so that the space they held counts as free below
             npz_tmp = json_tmp = None
@@ -502,7 +512,8 @@ def remove_stale(folder) -> None:
 def _finish(json_tmp: Path) -> None:
     """Put in place the header of a save killed between its renames, if its ``.npz`` is the one in place; else drop it."""
     npz_path, json_path = files(_owner(json_tmp))
-    with folder_lock(json_tmp.parent, exclusive=True):
+    # without waiting: a lock held now leaves the header to a later save or load (a load reads it in place anyway)
+    with folder_lock(json_tmp.parent, exclusive=True, wait=0):
         wanted = _header_digest(json_tmp)
         fits = wanted is not None and wanted != _header_digest(json_path) and npz_path.is_file()
         if fits and _digest(npz_path) == wanted:
@@ -543,25 +554,91 @@ def _interrupted_header(base: Path, digest: str):
     return None
 
 
+LOCK_WAIT = 30.0   # seconds a save or load waits for another process to let go of a records folder's lock
+LOCK_POLL = 0.05   # seconds between two tries of the lock while it waits
+
+
+class FolderLockTimeout(TimeoutError):
+    """Another process held a records folder's lock longer than :func:`folder_lock` waits; ``folder`` is the
+    folder and ``pid`` the holder's process id, or None where it could not be found."""
+
+    def __init__(self, message: str, folder=None, pid=None):
+        super().__init__(message)
+        self.folder, self.pid = folder, pid
+
+
 @contextlib.contextmanager
-def folder_lock(folder, *, exclusive: bool):
+def folder_lock(folder, *, exclusive: bool, wait: float | None = None):
     """Hold an advisory lock on ``folder`` (``flock``): a save's two renames take it exclusively, a load's reading
     of the pair shared, so a reader never opens one save's ``.json`` with another's ``.npz``. Where the platform or
-    the file system offers no lock, nothing is held."""
+    the file system offers no lock, nothing is held.
+
+    Anyone who can read the folder can take its lock and keep it, so the lock is awaited at most ``wait`` seconds
+    (:data:`LOCK_WAIT` by default); then :class:`FolderLockTimeout` names the holder, rather than a finished
+    training hanging in its save with no word.
+    """
+    wait = LOCK_WAIT if wait is None else wait  # read at each call, so that a test may shorten it
     fd = None
     if fcntl is not None:
         try:
             fd = os.open(folder, os.O_RDONLY)
-            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            taken = _flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, wait)
         except OSError:
             if fd is not None:
                 os.close(fd)
             fd = None
+        else:
+            if not taken:
+                os.close(fd)
+                pid = lock_holder(folder)
+                holder = f"process {pid}" if pid is not None else "another process (its id could not be found)"
+                raise FolderLockTimeout(f"records folder {str(folder)!r} stayed locked by {holder} for the {wait:g} s "
+                                        "this process waits, so nothing in it was read or changed.", str(folder), pid)
     try:
         yield
     finally:
         if fd is not None:
             os.close(fd)  # closing the descriptor releases the lock
+
+
+def _flock(fd: int, operation: int, wait: float) -> bool:
+    """Take the lock within ``wait`` seconds, trying every :data:`LOCK_POLL` s; whether it was taken."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(fd, operation | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:  # held by another open file
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(LOCK_POLL, left))
+
+
+def lock_holder(path):
+    """The id of a process holding a ``flock`` on ``path``, from Linux's /proc/locks; None where it cannot be told
+    (another system, a holder in another PID namespace, a file system whose device numbers stat reports otherwise).
+    """
+    try:
+        st = os.stat(path)
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        # "3: FLOCK  ADVISORY  WRITE 4242 fe:00:2146624 0 EOF"; a process still waiting has "->" after the number
+        fields = line.split()
+        if len(fields) < 6 or fields[1] != "FLOCK":
+            continue
+        try:
+            major, minor, inode = fields[5].split(":")
+            same = (int(major, 16), int(minor, 16), int(inode)) == (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+            pid = int(fields[4])
+        except ValueError:
+            continue
+        if same and pid > 0:  # 0 or -1: a holder this process's PID namespace cannot see
+            return pid
+    return None
 
 
 def _sync_folder(folder: Path) -> None:

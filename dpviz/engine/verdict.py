@@ -9,6 +9,10 @@ cell's ``def`` works: IPython keeps cell sources; so does a ``lambda`` that uses
 as a :class:`Submitted` definition (what grading reads from a handed-in notebook). One that uses a
 variable from around it (a closure) cannot be sent, and its verdict says to define it with ``def``.
 
+In graded mode (:func:`graded`, set by the graded release and the regrade) a failing verdict says what is wrong
+and at which case, but leaves out the expected value and the hint, which would give the answer away to the next try;
+self-study keeps both.
+
 Plain Python and numpy: no torch, so the chapters without ranks load it at once.
 """
 
@@ -29,6 +33,13 @@ from dpviz.engine.tolerance import GRAD_TOLERANCE
 
 PASSED, FAILED, NOT_ATTEMPTED = "passed", "failed", "not attempted"
 RTOL = GRAD_TOLERANCE  # float32 rounding, relative to the largest expected magnitude
+GRADED_VARIABLE = "DPVIZ_GRADED"  # "1" where the checks are graded: the nbgrader release and the regrade set it
+
+
+def graded() -> bool:
+    """Whether the checks are graded (:data:`GRADED_VARIABLE` is "1"): then a failing verdict names the mistake and the
+    first wrong case only, without the expected value or a hint that holds the formula."""
+    return os.environ.get(GRADED_VARIABLE) == "1"
 
 
 class Verdict(str):
@@ -65,9 +76,15 @@ def passed(name: str, what: str) -> Verdict:
     return Verdict(f"{name}: correct — {what}.", PASSED)
 
 
-def failed(name: str, what: str, hint: str = "") -> Verdict:
-    text = f"{name}: {what}." + (f" {hint}" if hint else "")
-    return Verdict(text, FAILED)
+def failed(name: str, what: str, hint: str = "", *, rule: str = "") -> Verdict:
+    """A failing answer: ``what`` is the case that went wrong and what came back there.
+
+    ``hint`` says how to put it right and may give the answer away, so graded mode (:func:`graded`) leaves it out.
+    ``rule`` repeats what the exercise or the checker asks of every answer (what to return, how to define the
+    function): it is shown when there is no hint, and in graded mode in the hint's place.
+    """
+    extra = rule if graded() else (hint or rule)
+    return Verdict(f"{name}: {what}." + (f" {extra}" if extra else ""), FAILED)
 
 
 def raised(name: str, error: BaseException | str, call: str = "", kind: str = "") -> Verdict:
@@ -173,15 +190,15 @@ def definition(name: str, fn) -> tuple[str, str] | Verdict:
     code = getattr(fn, "__code__", None)
     if not isinstance(code, types.CodeType):
         return failed(name, "it is not a function defined with def, so the checker cannot send it to the fresh "
-                      "process it runs the function in", DEF_HINT)
+                      "process it runs the function in", rule=DEF_HINT)
     if code.co_freevars:
         names = ", ".join(code.co_freevars)
         return failed(name, f"it uses {names} from the code around it, which the checker cannot send to the fresh "
-                      "process it runs the function in", DEF_HINT)
+                      "process it runs the function in", rule=DEF_HINT)
     source = source_of(fn)
     if source is None:
         return failed(name, "its source text could not be read, and the checker runs the function from it in a "
-                      "fresh process", DEF_HINT)
+                      "fresh process", rule=DEF_HINT)
     if code.co_name == "<lambda>":
         return "_answer", f"_answer = (\n{source}\n)\n"
     return code.co_name, source
@@ -328,8 +345,9 @@ def run_cases(name: str, fn, cases, *, success: str, mistakes=(), returns: str =
     """Call ``fn`` on each case in turn, in a fresh process; the first wrong answer is the verdict, else ``success``.
 
     ``mistakes`` are typical wrong answers, ``(wrong(*args), hint)``: when the reader's result matches
-    one, the hint says what went wrong. ``returns`` says what the function must return, for the
-    answer to a ``None`` or a non-number. A stub is "not attempted" without starting anything.
+    one, the hint says what went wrong (in self-study; graded mode leaves hints out, see :func:`failed`).
+    ``returns`` says what the function must return, for the answer to a ``None`` or a non-number. A stub
+    is "not attempted" without starting anything.
 
     The function runs in a :class:`~dpviz.engine.sandbox.FreshProcess` that is sent its source and one
     case's arguments at a time (the next case's only once this one's answer is back); the expected values
@@ -376,15 +394,16 @@ def _first_wrong(name, fn, box, cases, mistakes, returns, budget) -> Verdict | N
             return _with_scope_hint(raised(name, outcome.error, call, outcome.kind), outcome, fn)
         value = outcome.value if isinstance(outcome.value, dict) else {}
         expected = case.expected
+        must = f"It must return {returns}." if returns else ""
         if "shape" in value:  # more numbers than are sent back: only the shape came
             shape = value["shape"]
             size = int(np.prod(shape))
             return failed(name, f"{case.label}, it returned {size:,} numbers of shape {shape_words(shape)}; expected "
-                          f"shape {shape_words(expected.shape)}", f"It must return {returns}." if returns else "")
+                          f"shape {shape_words(expected.shape)}", rule=must)
         array = value.get("array")
         if array is None:
             return failed(name, f"{case.label}, it returned {value.get('repr', 'something that is not numbers')}",
-                          f"It must return {returns}." if returns else "")
+                          rule=must)
         if expected.ndim == 0 and array.size == 1:
             array = array.reshape(())
         if close(array, expected):
@@ -393,21 +412,45 @@ def _first_wrong(name, fn, box, cases, mistakes, returns, budget) -> Verdict | N
         if array.shape != expected.shape:
             what = f"{case.label}, it returned {array.size:,} number{'s' if array.size != 1 else ''} of shape " \
                    f"{shape_words(array.shape)}; expected shape {shape_words(expected.shape)}"
-            return failed(name, what, hint or (f"It must return {returns}." if returns else ""))
+            return failed(name, what, hint, rule=must)
+        rule = ""
         if not np.all(np.isfinite(array)) and np.all(np.isfinite(expected)):
-            hint = hint or ("NaN comes from 0/0, inf − inf or a NaN among the inputs; inf from a division by 0 "
-                            "or an overflow.")
-        if expected.ndim == 0:
-            what = f"{case.label}, it gives {num(array)}, expected {num(expected)}{_off_by(array, expected)}"
-        elif expected.size <= 4:
-            first = first_mismatch(array, expected)
-            what = (f"{case.label}, it gives {vec(array)}, expected {vec(expected)} "
-                    f"(element {index_words(first)} is the first that differs)")
-        else:
-            first = first_mismatch(array, expected)
-            what = f"{case.label}, element {index_words(first)} is {num(array[first])}, expected {num(expected[first])}"
-        return failed(name, what, hint)
+            rule = "NaN comes from 0/0, inf − inf or a NaN among the inputs; inf from a division by 0 or an overflow."
+        return failed(name, _wrong_value(case.label, array, expected), hint, rule=rule)
     return None
+
+
+def _wrong_value(label: str, got: np.ndarray, expected: np.ndarray) -> str:
+    """Where a returned value first differs from the real one, and by how much; in graded mode without the real one."""
+    hide = graded()
+    if expected.ndim == 0:
+        if hide:
+            return f"{label}, it gives {num(got)}, {_too(got, expected)}"
+        return f"{label}, it gives {num(got)}, expected {num(expected)}{_off_by(got, expected)}"
+    first = first_mismatch(got, expected)
+    if expected.size <= 4:
+        if hide:
+            return f"{label}, it gives {vec(got)}, and element {index_words(first)} is the first that is wrong"
+        return (f"{label}, it gives {vec(got)}, expected {vec(expected)} "
+                f"(element {index_words(first)} is the first that differs)")
+    if hide:
+        return f"{label}, element {index_words(first)} is {num(got[first])}, {_too(got[first], expected[first])}"
+    return f"{label}, element {index_words(first)} is {num(got[first])}, expected {num(expected[first])}"
+
+
+def against(got, expected, why: str = "") -> str:
+    """``"expected 0.25, the mean over 3 ranks"`` beside a wrong number; in graded mode only which way it is off."""
+    if graded():
+        return _too(got, expected)
+    return f"expected {num(expected)}{why}"
+
+
+def _too(got, expected) -> str:
+    """Which way a wrong number is off, in words that leave the real one out."""
+    got, expected = float(got), float(expected)
+    if not np.isfinite(got):
+        return "which is not a finite number"
+    return f"which is too {'large' if got > expected else 'small'}"
 
 
 def _with_scope_hint(verdict: Verdict, outcome, fn) -> Verdict:

@@ -71,24 +71,27 @@ def check_survivor_average(survivor_average, *, stall_timeout: float = ranked.ST
     source = v.source_of(survivor_average)
     if source is None:
         return v.failed(name, "its source text could not be read, and the ranks need it to run it",
-                        "Define it with def in a notebook cell or a .py file, then check it again.")
+                        rule="Define it with def in a notebook cell or a .py file, then check it again.")
 
     import dpviz.exercises.rank_failures as ranks  # torch: only now that ranks will run
     from dpviz.engine.launch import launch, sharing_cores_said_elsewhere
     from dpviz.engine.supervise import RankError, RankTimeout
+    from dpviz.engine.rank import UnreadableResult
 
     call_limit = min(ranked.CALL_LIMIT, stall_timeout * 2 / 3)
     reference = _reference()
     try:
         with sharing_cores_said_elsewhere():  # nothing here is timed
             results = launch(ranks.exercise_worker, K, args=(DEAD, name, source, call_limit), backend="gloo", threads=1,
-                             stall_timeout=stall_timeout)
+                             stall_timeout=stall_timeout, untrusted=True)
     except RankTimeout as e:
         observed = e.observed or {}
         if any(state in ("stopped", "memory") for state in observed.values()):
             return ranked._hang("survivor_average", name, K, None, stall_timeout, observed)
         return v.failed(name, f"the survivors got stuck inside {name} (no progress for {stall_timeout:g} s)",
                         _WORLD_HINT)
+    except UnreadableResult:  # the rank's code wrote something other than data as its result: refused unread
+        results = [None] * K
     except RankError as e:
         if _lost_peer(str(e)):  # the collective's gloo connections reached for the dead rank and ended the process
             return v.failed(name, f"rank {e.rank}'s collective could not reach the dead rank {DEAD} and its process "
@@ -98,7 +101,7 @@ def check_survivor_average(survivor_average, *, stall_timeout: float = ranked.ST
     per_rank = {r: {**results[r], **reference[r]} for r in survivors if isinstance(results[r], dict)}
     if len(per_rank) != len(survivors):
         return v.failed(name, "what the ranks sent back after running it could not be read",
-                        "A function checked on ranks must return, leaving the rank's own code as it was.")
+                        rule="A function checked on ranks must return, leaving the rank's own code as it was.")
     return judge_survivor_average(name, per_rank)
 
 
@@ -142,13 +145,14 @@ def judge_survivor_average(name: str, per_rank: dict) -> v.Verdict:
             if got.shape != expected.shape:
                 return v.failed(name, f"on rank {rank}, gradient tensor {t} came back with shape "
                                 f"{v.shape_words(got.shape)}; expected {v.shape_words(expected.shape)}",
-                                "Average each tensor as it is, in place.")
+                                rule="Average each tensor as it is, in place.")
             first = v.first_mismatch(got, expected)
             if first is None:
                 continue
             return v.failed(name, f"on rank {rank}, element {v.index_words(first)} of gradient tensor {t} is "
-                            f"{v.num(got[first])}, expected {v.num(expected[first])}, the mean over the {alive} "
-                            "survivors", _survivor_hint(res, t, alive))
+                            f"{v.num(got[first])}, "
+                            f"{v.against(got[first], expected[first], f', the mean over the {alive} survivors')}",
+                            _survivor_hint(res, t, alive))
     if not all(v.close(e, b, rtol=1e-4) for res in ordered for e, b in zip(res["expected"], res["big"])):
         raise RuntimeError("the survivors' all-reduce / 2 differs from their big batch's gradient: the check is "
                            "broken.")

@@ -153,8 +153,8 @@ def check_warmup_lr(warmup_lr) -> v.Verdict:
          "Step 0 must already move: step t takes lr·(t + 1)/warmup, so the first step uses lr/warmup, not 0."),
     ]
     return v.run_cases(name, warmup_lr, cases, mistakes=mistakes, returns="a learning rate",
-                       success=f"it ramps to lr over {warmup} steps and then holds it, as lr_rules.warmup_schedule "
-                               "does, and with warmup = 0 it gives lr from the first step")
+                       success=f"it ramps to lr over {warmup} steps and then holds it, as the chapter's "
+                               "schedule does, and with warmup = 0 it gives lr from the first step")
 
 
 def check_wait_times(wait_times) -> v.Verdict:
@@ -170,8 +170,8 @@ def check_wait_times(wait_times) -> v.Verdict:
         (lambda c: np.max(c) - np.mean(c) + 0 * np.asarray(c), "Each rank waits the largest time minus its own."),
     ]
     return v.run_cases(name, wait_times, cases, mistakes=mistakes, returns="one wait per rank, in seconds",
-                       success=f"in all {len(cases)} cases every rank waits what waiting.straggler_step says: "
-                               "the slowest rank's time minus its own")
+                       success=f"in all {len(cases)} cases every rank waits what the chapter's "
+                               "straggler model says: the slowest rank's time minus its own")
 
 
 def check_staleness(staleness) -> v.Verdict:
@@ -188,8 +188,8 @@ def check_staleness(staleness) -> v.Verdict:
                                                    "in general Σ_{j≠i} t_i / t_j."),
     ]
     return v.run_cases(name, staleness, cases, mistakes=mistakes, returns="one staleness per worker, in updates",
-                       success=f"in all {len(cases)} cases it gives waiting.async_staleness: k − 1 for equal workers, "
-                               "more for the slow ones")
+                       success=f"in all {len(cases)} cases it gives the chapter's staleness: k − 1 for equal "
+                               "workers, more for the slow ones")
 
 
 INTEGER_DIVISION = ("A whole number where a fraction belongs is what `//` gives: it is integer division, and both "
@@ -212,7 +212,7 @@ def check_bubble(bubble) -> v.Verdict:
         (lambda p, m: (p - 1) // m, INTEGER_DIVISION),
     ]
     return v.run_cases(name, bubble, cases, mistakes=mistakes, returns="a fraction between 0 and 1",
-                       success=f"it equals pipeline.bubble_fraction, (p − 1)/(m + p − 1), in all {len(cases)} cases, "
+                       success=f"it equals the pipeline's bubble, (p − 1)/(m + p − 1), in all {len(cases)} cases, "
                                "0 for one stage included")
 
 
@@ -232,7 +232,10 @@ def check_powersgd_bytes(powersgd_bytes) -> v.Verdict:
     against torch's rule."""
     name = v.require_function("check_powersgd_bytes", powersgd_bytes)
     cases = [v.Case(c, _powersgd_bytes(*c), f"for a {c[0]}×{c[1]} matrix at r = {c[2]}") for c in POWERSGD_CASES]
-    mistakes = [
+    mistakes = [  # compressing the bias comes first: at r = 4 it sends as many bytes as counting values does
+        (lambda n1, n2, r: 4 * (n1 + n2) * min(n1, n2, r),
+         "That compresses the bias (cols = 1) into P and Q, n₁ + 1 values in place of its n₁: PowerSGD sends a bias "
+         "whole, n₁·4 bytes, as it does any matrix whose factors would not save at least half."),
         (lambda n1, n2, r: (n1 + n2) * r, "That counts values, not bytes: each float32 value is 4 bytes."),
         (lambda n1, n2, r: 4 * (n1 + n2) * r, "PowerSGD compresses only where it pays, (n₁ + n₂)·r'·2 < n₁·n₂, with "
                                               "r' = min(n₁, n₂, r); a bias or a small matrix goes whole, n₁·n₂·4 bytes."),

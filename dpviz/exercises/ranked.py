@@ -273,8 +273,8 @@ def judge_average_gradients(name, per_rank, k, *, source=None) -> v.Verdict:
                 continue
             hint = _not_in_place(res, k) or _average_hint(res, rank, t, k, rebinding(source))
             return v.failed(name, f"on rank {rank}, element {v.index_words(first)} of gradient tensor {t} (shape "
-                            f"{v.shape_words(expected.shape)}) is {v.num(got[first])}, expected "
-                            f"{v.num(expected[first])}, the mean over the {k} ranks", hint)
+                            f"{v.shape_words(expected.shape)}) is {v.num(got[first])}, "
+                            f"{v.against(got[first], expected[first], f', the mean over the {k} ranks')}", hint)
     big_ok = all(v.close(e, b, rtol=1e-4) for res in per_rank for e, b in zip(res["expected"], res["big"]))
     if not big_ok:
         raise RuntimeError("dist.all_reduce / k differs from the big batch's gradient: the check itself is broken.")
@@ -400,7 +400,7 @@ def judge_reduce_scatter_step(name, per_rank, k, *, source=None) -> v.Verdict:
             prev = inputs if s == 0 else expected[s - 1]  # every rank's state before this step
             hint = _ring_hint(per_rank[r]["log"][s], got, prev, bounds, r, s, k, rebinding(source))
             return v.failed(name, f"after step {s}, rank {r}'s chunk {c} has {v.num(got[i])} at element "
-                            f"{i - bounds[c][0]}, expected {v.num(expected[s, r, i])}", hint)
+                            f"{i - bounds[c][0]}, {v.against(got[i], expected[s, r, i])}", hint)
     return v.passed(name, f"on {k} real ranks, {k - 1} steps leave every rank's chunks as the ring's reduce-scatter "
                     "does, step by step, and chunk (rank + 1) % k holds dist.all_reduce's sum")
 
@@ -476,8 +476,8 @@ def judge_gather_columns(name, per_rank, k, *, source=None) -> v.Verdict:
         owner = next((q for q in range(k) if v.close(got[:, j * cols:(j + 1) * cols], per_rank[q]["block"])), None)
         hint = (f"Columns {j * cols}–{(j + 1) * cols - 1} hold rank {owner}'s block; block j belongs to rank j, "
                 "so keep the blocks in rank order.") if owner is not None and owner != j else ""
-        return v.failed(name, f"on rank {rank}, Y[{first[0]}, {first[1]}] is {v.num(got[first])}, expected "
-                        f"{v.num(expected[first])}", hint)
+        return v.failed(name, f"on rank {rank}, Y[{first[0]}, {first[1]}] is {v.num(got[first])}, "
+                        f"{v.against(got[first], expected[first])}", hint)
     if not all(v.close(res["gathered"], res["full"]) for res in per_rank):
         raise RuntimeError("dist.all_gather of the blocks differs from X W: the check itself is broken.")
     return v.passed(name, f"on {k} real ranks every rank's Y equals what dist.all_gather assembles, which is the "

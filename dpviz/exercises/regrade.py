@@ -32,16 +32,30 @@ import contextlib
 import io
 import textwrap
 
+import os
+
+from jupyter_client.manager import KernelManager
 from nbconvert.preprocessors import Preprocessor
 from traitlets import Bool
 
 import dpviz.exercises as checkers
-from dpviz.engine.verdict import FAILED, Submitted, Verdict
+from dpviz.engine import confine
+from dpviz.engine.verdict import FAILED, GRADED_VARIABLE, Submitted, Verdict
 from dpviz.exercises.catalogue import EXERCISES
 from dpviz.grading import RESTORED
 
 VERDICT_WIDTH = 100  # characters per line of a verdict in the graded cell's output (as dpviz.grading's tests cell)
 BY_CHECKER = {e.checker: e for e in EXERCISES}
+
+
+class ConfinedKernelManager(KernelManager):
+    """The kernel nbgrader runs a handed-in notebook in, as the sandbox user in a namespace that hides the course
+    folder (nbgrader's working folder), /root and /home (:func:`dpviz.engine.confine.kernel_command`); where this
+    process is not root, or has no bwrap, the kernel nbgrader would start anyway."""
+
+    def format_kernel_cmd(self, extra_arguments=None):
+        cmd = super().format_kernel_cmd(extra_arguments)
+        return confine.kernel_command(cmd, os.path.realpath(self.connection_file), hide=[os.getcwd()])
 
 
 class Regrade(Preprocessor):
@@ -50,6 +64,7 @@ class Regrade(Preprocessor):
     enabled = Bool(True)
 
     def preprocess(self, nb, resources):
+        os.environ[GRADED_VARIABLE] = "1"  # verdicts name the mistake and the case, never the expected answer
         solutions = {}
         for cell in nb.cells:
             meta = cell.get("metadata", {}).get("nbgrader", {})

@@ -68,13 +68,18 @@ def check_owned_shard(owned_shard) -> v.Verdict:
                 if got is None or got.ndim != 1:
                     what = value.get("repr") or (f"an array of shape {v.shape_words(got.shape)}" if got is not None
                                                  else f"numbers of shape {v.shape_words(value.get('shape', ()))}")
-                    return v.failed(name, f"{label}, it returned {what}", "It must return a vector, the rank's chunk.")
+                    return v.failed(name, f"{label}, it returned {what}",
+                                    rule="It must return a vector, the rank's chunk.")
                 chunk = _which_chunk(got, chunks)
                 if chunk is None:
+                    returned = v.vec(got) if got.size <= 6 else f"{got.size} values"
+                    if v.graded():  # the chunk's length and the padding would give the answer away
+                        return v.failed(name, f"{label}, it returned {returned}, which is none of the {k} chunks of "
+                                        "the padded layer")
                     zeros = f", then {len(padded) - n} zeros" if len(padded) > n else ""
-                    return v.failed(name, f"{label}, it returned {v.vec(got) if got.size <= 6 else f'{got.size} values'}"
-                                    f", which is none of the {k} chunks of {size} values of the padded layer "
-                                    f"(values 1 to {n}{zeros})", _layout_hint(got, padded, k, rank))
+                    return v.failed(name, f"{label}, it returned {returned}, which is none of the {k} chunks of {size} "
+                                    f"values of the padded layer (values 1 to {n}{zeros})",
+                                    _layout_hint(got, padded, k, rank))
                 kept.append(chunk)
             twice = [c for c in range(k) if kept.count(c) > 1]
             if twice:
@@ -146,6 +151,10 @@ def check_step_bytes(step_bytes) -> v.Verdict:
         (lambda k, M, s: (3 if s >= 2 else 2) * (k - 1) / k * M,
          "ZeRO-2 keeps every parameter at rest, so it gathers them once, after the step: 2(k−1)/k · M, the "
          "bytes of one all-reduce. Only ZeRO-3 sends more."),
+        (lambda k, M, s: (4 if s == 3 else 2) * (k - 1) / k * M,  # at k = 4 also 3·M: it must come before that one
+         "That counts four ring passes at ZeRO-3, one pass of (k−1)/k · M too many: the parameters are gathered "
+         "before the forward and again before the backward, and the gradient is reduce-scattered; nothing is "
+         "gathered after the step, as each rank keeps only the chunk it updated."),
         (lambda k, M, s: (3 if s == 3 else 2) * M,
          "Each ring pass sends (k−1)/k · M per rank, not M: k − 1 steps of one chunk of M/k each."),
         (lambda k, M, s: (1 if s >= 1 else 2) * (k - 1) / k * M,

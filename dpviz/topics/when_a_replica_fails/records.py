@@ -80,7 +80,8 @@ YOUNG_DALY = Kind(
           Meta("mtbf_steps", "float", "mean steps of work between two failures"),
           Meta("failure_seed", "int", "seeds the failures' arrivals"),
           Meta("step_seconds", "float", "measured: the median step"),
-          Meta("save_seconds", "float", "measured: the median save, δ"),
+          Meta("save_seconds", "float", "measured: the median save, δ",
+               nonfinite="NaN: no run saved, every C being the whole run"),
           *ran_on("backend", "threads_per_rank", "torch_version", "host", "cores", "date")),
 )
 

@@ -23,6 +23,7 @@ This module is the torch-free front; the ranks run :mod:`dpviz.topics.when_a_rep
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -36,6 +37,7 @@ import numpy as np
 
 from dpviz.engine import launch as launcher
 from dpviz.engine.checks import check_int, check_lr, check_real, check_timeout
+from dpviz.engine.forkserver import descendants
 from dpviz.topics.when_a_replica_fails.checkpoints import leftovers, load_checkpoint, remove_leftovers
 from dpviz.topics.ground_floor.run_training import TrainConfig
 
@@ -353,6 +355,29 @@ def record_young_daly(config: FailureConfig | None = None, *, every=(1, 2, 4, 8)
         float(np.median(seconds)), float(np.median(saves)) if len(saves) else float("nan"), runs)
 
 
+def _end_torchrun(job: subprocess.Popen) -> None:
+    """Kill torchrun, if it still runs, and every process under it, then reap it.
+
+    torch starts each worker in a session of its own, so a signal to torchrun's process group misses them, and once
+    torchrun has died they are orphans whose parents lead nowhere: the tree is read while torchrun lives, and each
+    process found is stopped at once, so that none starts another (nor the agent a replacement worker) before
+    all are killed."""
+    if job.poll() is not None:
+        return  # torchrun ended by itself, after ending its workers; its pid may already be another process's
+    stopped = set()
+    while found := {job.pid, *descendants(job.pid)} - stopped:
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        stopped |= found
+    for pid in stopped:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(job.pid, signal.SIGKILL)  # and whatever left the tree but stayed in torchrun's group
+    job.wait()
+
+
 def record_torchrun_restart(config: FailureConfig | None = None, *, kill=(1, 6), timeout: float = 300.0,
                             **overrides) -> Training:
     """The same restart done by torchrun's elastic agent: ``python -m torch.distributed.run --standalone
@@ -373,15 +398,13 @@ def record_torchrun_restart(config: FailureConfig | None = None, *, kill=(1, 6),
                    "--max-restarts=1", "--monitor-interval=0.1", "-m",
                    "dpviz.topics.when_a_replica_fails.rank_failure", folder]
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-        # a session of its own, so that on a timeout torchrun and every worker it spawned end together
+        # a session of its own: a Ctrl-C at the terminal reaches this process alone, which then ends the job
         job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                start_new_session=True)
         try:
             _, stderr = job.communicate(timeout=timeout)
-        except BaseException:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait()
-            raise
+        finally:
+            _end_torchrun(job)
         if job.returncode != 0:
             raise RuntimeError(f"torchrun exited with code {job.returncode}:\n{stderr[-3000:]}")
         with open(os.path.join(folder, "killed.json")) as f:
