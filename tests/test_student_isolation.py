@@ -138,3 +138,19 @@ def test_the_sandbox_is_said_to_be_unconfined_once_where_it_cannot_be(monkeypatc
     said = capsys.readouterr().err
     assert said.count("not as an isolated user") == 1, said
     assert sys.executable  # (the check itself still runs: the unconfined path is the plain interpreter)
+
+
+def test_every_reference_answer_passes_without_isolation(monkeypatch, capsys):
+    """A plain user's laptop (no sandbox user to become): every chapter's right answers still pass, and the
+    check says once that it ran them unconfined."""
+    from dpviz.exercises.catalogue import EXERCISES
+    from dpviz.grading import load_solutions
+
+    monkeypatch.setenv(confine.USER_VARIABLE, "dpviz-no-such-user")  # (the ranks read it too: they get this env)
+    monkeypatch.setattr(confine, "_noted", False)
+    assert not confine.isolated() and not confine.fresh_isolated()
+    solutions = load_solutions()
+    for exercise in EXERCISES:
+        verdict = getattr(ex, exercise.checker)(getattr(solutions, exercise.name))
+        assert verdict.passed, verdict
+    assert capsys.readouterr().err.count("not as an isolated user") == 1

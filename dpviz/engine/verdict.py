@@ -79,12 +79,23 @@ def passed(name: str, what: str) -> Verdict:
 def failed(name: str, what: str, hint: str = "", *, rule: str = "") -> Verdict:
     """A failing answer: ``what`` is the case that went wrong and what came back there.
 
-    ``hint`` says how to put it right and may give the answer away, so graded mode (:func:`graded`) leaves it out.
+    ``hint`` says how to put it right and may give the answer away, so graded mode (:func:`graded`) keeps only the
+    name it gives the mistake (:func:`mistake_named`).
     ``rule`` repeats what the exercise or the checker asks of every answer (what to return, how to define the
     function): it is shown when there is no hint, and in graded mode in the hint's place.
     """
-    extra = rule if graded() else (hint or rule)
+    extra = " ".join(filter(None, (mistake_named(hint), rule))) if graded() else (hint or rule)
     return Verdict(f"{name}: {what}." + (f" {extra}" if extra else ""), FAILED)
+
+
+_FORMULA = re.compile(r"[0-9√/×·Σ−=()*+^]| not ")
+
+
+def mistake_named(hint: str) -> str:
+    """What a hint calls the mistake, without the fix: its first clause ("That is a step uphill."), when that clause
+    holds no number and no formula sign; else nothing (graded mode shows this in the hint's place)."""
+    clause = re.split(r"[:;,.]", hint, maxsplit=1)[0].strip()
+    return "" if not clause or _FORMULA.search(clause) else clause + "."
 
 
 def raised(name: str, error: BaseException | str, call: str = "", kind: str = "") -> Verdict:

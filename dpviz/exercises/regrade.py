@@ -64,7 +64,10 @@ class Regrade(Preprocessor):
     enabled = Bool(True)
 
     def preprocess(self, nb, resources):
-        os.environ[GRADED_VARIABLE] = "1"  # verdicts name the mistake and the case, never the expected answer
+        with graded_mode():
+            return self._regrade(nb), resources
+
+    def _regrade(self, nb):
         solutions = {}
         for cell in nb.cells:
             meta = cell.get("metadata", {}).get("nbgrader", {})
@@ -79,7 +82,22 @@ class Regrade(Preprocessor):
                 if "".join(cell.get("source", "")).startswith(f"# {restored}"):  # deleted, put back by nbgrader
                     printed = restored + "\n" + printed
                 cell.outputs = outputs(exercise.name, verdict, printed)
-        return nb, resources
+        return nb
+
+
+@contextlib.contextmanager
+def graded_mode():
+    """Verdicts name the mistake and the case, never the expected answer, while the block runs (and in the ranks it
+    starts, which take this environment); the process's setting is put back after."""
+    before = os.environ.get(GRADED_VARIABLE)
+    os.environ[GRADED_VARIABLE] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(GRADED_VARIABLE, None)
+        else:
+            os.environ[GRADED_VARIABLE] = before
 
 
 def autograde_steps() -> list:
