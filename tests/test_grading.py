@@ -167,10 +167,14 @@ def test_each_solution_cell_is_the_stub_with_the_reference_between_the_markers(c
 def test_a_check_cell_stops_no_run_all_and_fails_under_nbgrader(course, monkeypatch, capsys):
     """The release's tests cell, run after its stub as a student's Run All runs it, raises nothing, so the chapter goes
     on to the takeaways and the cards; under nbgrader (validate, autograde) the same cell fails its assert."""
+    from dpviz.engine.verdict import GRADED_VARIABLE
+
     folder, _ = course
+    monkeypatch.delenv(GRADED_VARIABLE, raising=False)  # the cell sets graded mode; put back after the test
     for exercise in EXERCISES:
         path = next((folder / "source").glob(f"{exercise.chapter}_*/*.ipynb"))
         tests = "".join(_cells_by_grade_id(path)[exercise.checker]["source"])
+        assert f'os.environ["{GRADED_VARIABLE}"] = "1"' in tests  # the release is graded: no answer in a verdict
         namespace = {}
         exec(exercise.stub(), namespace)  # a stub is answered "not attempted" at once: no process starts
         monkeypatch.delenv("NBGRADER_EXECUTION", raising=False)
