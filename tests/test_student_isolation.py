@@ -154,3 +154,14 @@ def test_every_reference_answer_passes_without_isolation(monkeypatch, capsys):
         verdict = getattr(ex, exercise.checker)(getattr(solutions, exercise.name))
         assert verdict.passed, verdict
     assert capsys.readouterr().err.count("not as an isolated user") == 1
+
+
+def test_a_function_that_asks_for_gigabytes_is_refused_them():
+    """The worker's address space is capped (confine.MEMORY_LIMIT): an 8 GB array is a MemoryError in its verdict,
+    not a machine that swaps."""
+    greedy = answer("""
+        def t_comm_ring(k, M, alpha, beta):
+            return float(np.empty(10**9).size)
+        """)
+    verdict = ex.check_t_comm_ring(greedy)
+    assert not verdict.passed and "MemoryError" in verdict, verdict

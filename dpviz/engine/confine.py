@@ -88,12 +88,16 @@ def ensure_user() -> str:
     return DEFAULT_USER
 
 
-def limit_resources(seconds: float | None = None, *, memory: bool = True) -> None:
-    """Set this process's rlimits for running a reader's function (CPU time only when ``seconds`` is given)."""
+def limit_resources(seconds: float | None = None, *, memory: bool = True, processes: bool = False) -> None:
+    """Set this process's rlimits for running a reader's function (CPU time only when ``seconds`` is given).
+
+    ``processes``: also cap the processes of this user, only for the sandbox user: Linux counts every process and
+    thread a user has, and on a student's own laptop that is their browser's too."""
     if resource is None:
         return
-    limits = [(resource.RLIMIT_NPROC, PROCESS_LIMIT), (resource.RLIMIT_FSIZE, FILE_LIMIT),
-              (resource.RLIMIT_NOFILE, OPEN_FILES), (resource.RLIMIT_CORE, 0)]
+    limits = [(resource.RLIMIT_FSIZE, FILE_LIMIT), (resource.RLIMIT_NOFILE, OPEN_FILES), (resource.RLIMIT_CORE, 0)]
+    if processes:
+        limits.append((resource.RLIMIT_NPROC, PROCESS_LIMIT))
     if memory:
         limits.append((resource.RLIMIT_AS, MEMORY_LIMIT))
     if seconds is not None:

@@ -304,9 +304,10 @@ def _rank_main(worker, rank, k, backend, store, threads, group_timeout, outdir, 
         if untrusted:
             from dpviz.engine import confine
 
-            if confine.drop_privileges(give=[store]):
+            confined = confine.drop_privileges(give=[store])
+            if confined:
                 private.die_with_parent(signal.SIGKILL)  # (a change of user clears it)
-            confine.limit_resources(memory=False)  # torch reserves far more address space than it uses
+            confine.limit_resources(memory=False, processes=confined)  # torch reserves more memory than it uses
         result = worker(rank, k, *args)
         _mark(_DONE)
         _write_result(outdir, rank, result, untrusted)

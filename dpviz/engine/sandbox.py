@@ -392,7 +392,7 @@ class FreshProcess:
                                      start_new_session=True, env=_quiet_env(), close_fds=True)
         self.buffer = b""
         self.received = 0  # bytes read during the current call
-        self._send({"name": name, "source": source})
+        self._send({"name": name, "source": source, "confined": argv[0] != sys.executable})
 
     def __enter__(self):
         return self
@@ -542,12 +542,13 @@ def _serve() -> None:
     requests = sys.stdin.buffer
     hello = json.loads(requests.readline() or b"{}")
     name, source = str(hello.get("name", "")), str(hello.get("source", ""))
+    confined = hello.get("confined") is True
     for line in requests:
         request = json.loads(line)
         start = time.monotonic()
         pid = os.fork()
         if pid == 0:
-            _work(out, null, name, source, request)  # never returns
+            _work(out, null, name, source, request, confined)  # never returns
         done = _wait(pid, float(request.get("seconds", TIME_LIMIT)))
         done["seconds"] = time.monotonic() - start
         done["late"] = _sweep()
@@ -584,7 +585,7 @@ def _sweep() -> int:
     return _Children.end_new(set())
 
 
-def _work(out: int, null: int, name: str, source: str, request: dict) -> None:
+def _work(out: int, null: int, name: str, source: str, request: dict, confined: bool = False) -> None:
     """The worker: compile the reader's function, make the one call under the guard, write the result, exit."""
     code = 0
     try:
@@ -594,7 +595,7 @@ def _work(out: int, null: int, name: str, source: str, request: dict) -> None:
         writer = _Messages(out)
         sys.stdout, sys.stderr = writer.stream("stdout"), writer.stream("stderr")
         guard = Guard(None, print_limit=int(request.get("print_room", PRINT_LIMIT)))
-        confine.limit_resources(float(request.get("seconds", TIME_LIMIT)))
+        confine.limit_resources(float(request.get("seconds", TIME_LIMIT)), processes=confined)
         _refuse_dpviz()
         outcome = guard.call(_compiled(name, source, request.get("args")))
         result = {key: getattr(outcome, key) for key in ("error", "kind", "exit_code", "forks", "children",
