@@ -8,6 +8,9 @@ grading, the exercises and the docs), which may import anything.
 Within that: torch is imported only by rank files (``rank_*.py``) and the engine's rank side, so a chapter's
 kernel never loads it; matplotlib only by drawing files (plots, figures, widgets and the engine's canvas, slider,
 layout and style), so no rank ever loads it; and no module imports itself back through a chain of imports.
+Inside a topic, the modules below its fronts (theory, records, plans, claims, plots, figures, the deck) import no
+``run_*`` front and no ``rank_*`` file, of their own topic or any other; what a front and one of them both need
+lives in the lower module.
 Each rule is checked on the text (the import graph below, imports inside functions and
 ``importlib.import_module("a.literal.name")`` included) and the two about torch and matplotlib also in a fresh
 interpreter.
@@ -53,10 +56,10 @@ def is_import_call(node) -> bool:
     return isinstance(node, ast.Call) and ast.unparse(node.func) in ("importlib.import_module", "import_module", "__import__")
 
 
-def imports_of(name: str) -> set[str]:
-    """Every dpviz module (and torch, matplotlib) that ``name`` imports anywhere in its text, functions included."""
+def import_sites(name: str):
+    """(line, statement, target) for each name that an import anywhere in ``name``'s text may load, functions
+    included; ``from a import b`` gives both ``a`` and ``a.b``, since ``b`` may be a module."""
     tree = ast.parse(MODULES[name].read_text())
-    found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
@@ -68,10 +71,17 @@ def imports_of(name: str) -> set[str]:
         else:
             continue
         for target in targets:
-            if target.split(".")[0] in EXTERNAL:
-                found.add(target.split(".")[0])
-            elif target in MODULES:
-                found.add(target)
+            yield node.lineno, ast.unparse(node), target
+
+
+def imports_of(name: str) -> set[str]:
+    """Every dpviz module (and torch, matplotlib) that ``name`` imports anywhere in its text, functions included."""
+    found = set()
+    for _, _, target in import_sites(name):
+        if target.split(".")[0] in EXTERNAL:
+            found.add(target.split(".")[0])
+        elif target in MODULES:
+            found.add(target)
     found.discard(name)
     return found
 
@@ -99,6 +109,18 @@ def is_drawing_file(name: str) -> bool:
             or name in ENGINE_DRAWING or name in COURSE_DRAWING)
 
 
+def is_below_the_fronts(name: str) -> bool:
+    """A topic's module below its fronts: its theory (``theory*``, or a module named by its concept), its records
+    and plans, its claims, plots, figures and deck. Every file but the fronts (``run_*``), the rank files
+    (``rank_*``) and the widget, which may start runs."""
+    leaf = name.rsplit(".", 1)[-1]
+    return place(name)[0] == "topic" and not leaf.startswith(("run_", "rank_")) and leaf != "widget"
+
+
+def is_run_or_rank(name: str) -> bool:
+    return name.rsplit(".", 1)[-1].startswith(("run_", "rank_"))
+
+
 def test_every_topic_folder_is_a_chapter_of_the_course_and_every_chapter_has_one():
     folders = sorted(p.name for p in (PACKAGE / "topics").iterdir() if (p / "__init__.py").exists())
     assert folders == sorted(TOPICS)
@@ -116,6 +138,16 @@ def test_a_topic_imports_the_engine_and_earlier_topics_only():
                 continue
             bad.append(f"{name} imports {dep}")
     assert not bad, "a topic may import the engine and earlier topics only:\n" + "\n".join(sorted(bad))
+
+
+def test_below_the_fronts_a_topic_imports_no_run_and_no_rank():
+    bad = sorted({f"{name} imports {target} ({MODULES[name].relative_to(PACKAGE.parent)}:{line}: {statement})"
+                  for name in MODULES if is_below_the_fronts(name)
+                  for line, statement, target in import_sites(name)
+                  if target in MODULES and is_run_or_rank(target)})
+    assert not bad, ("theory, records, plans, claims, plots, figures and decks stand on records and theory, never on "
+                     "a run_* front or a rank_* file; move what both need down into records or theory:\n"
+                     + "\n".join(bad))
 
 
 def test_the_engine_imports_no_topic_and_nothing_above_it():

@@ -10,11 +10,10 @@ ranks and regrowing, DiLoCo: the library code of the chapter ``when_a_replica_fa
   the same batches, in torch.
 * ``rank_failure``: The rank side of ``run_failure``: data-parallel SGD with momentum that checkpoints, is killed
   (a real SIGKILL), resumes, shrinks and regrows, in torch; also a script for torchrun's elastic restart.
-* ``run_diloco``: Sync rarely: DiLoCo beside local SGD and plain data parallelism on real ranks, bytes per step, and
-  the numpy oracle of its outer step.
+* ``run_diloco``: Sync rarely: DiLoCo beside local SGD and plain data parallelism on real ranks, bytes per step.
 * ``run_failure``: A real SIGKILL in one of k ranks; restart from the last checkpoint (dpviz's launcher, or
   torchrun's ``--max-restarts``); carry on with k − 1 and regrow; runs at several checkpoint intervals meeting
   failures at one rate (the Young/Daly check).
-* ``theory``: The Young/Daly interval √(2·δ·MTBF), the time a failure costs, and a Poisson schedule of failures
-  (numpy only).
+* ``theory``: The Young/Daly interval √(2·δ·MTBF), the time a failure costs, a Poisson schedule of failures, and
+  the numpy oracle of DiLoCo's outer step (numpy only).
 """

@@ -93,9 +93,7 @@ def young_daly_claims(check) -> str:
 def diloco_claims(run, *, tolerance: float = 1e-5) -> str:
     """DiLoCo's outer step (and streaming DiLoCo's) equals numpy's; its bytes per step are 1/H of plain data
     parallelism's."""
-    from dpviz.topics.when_a_replica_fails.run_diloco import outer_step_error
-
-    error = outer_step_error(run)
+    error = theory.outer_step_error(run)
     if not error <= tolerance:
         raise AssertionError(f"DiLoCo's outer step differs from numpy's by {error:.2e} of |θ| (tolerance {tolerance:g}).")
     sent = run.bytes_per_step

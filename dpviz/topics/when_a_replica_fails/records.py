@@ -5,20 +5,176 @@ Written by :mod:`dpviz.topics.when_a_replica_fails.run_shipped` (``python -m
 dpviz.topics.when_a_replica_fails.run_shipped``) into the shipped runs. Each record gives back the object the
 chapter's claims read (:meth:`RestartRecord.trainings`, :meth:`YoungDalyRecord.young_daly_check`,
 :meth:`DilocoRecord.diloco_run`, :meth:`CarryOnRecord.training`), so that a sentence printed from a record is checked on that record.
+
+Those objects are declared here, not in the fronts: a front returns them after a live run, a record rebuilds them
+from its arrays, and the claims read either. The fronts' configs extend the settings below with what only a live
+run needs (a stall timeout, the :class:`~dpviz.topics.ground_floor.run_training.TrainConfig` the ranks draw from).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
+from dpviz.engine.checks import check_int, check_lr, check_real
 from dpviz.engine.schema import Array, Kind, Meta, RankRecord, ran_on, register
+from dpviz.topics.when_a_replica_fails.theory import young_daly_interval
 
-MODES = ("dp", "local", "diloco", "streaming")  # the order of the DiLoCo record's rows
+MODES = ("dp", "local", "diloco", "streaming")  # the DiLoCo run's modes, in the order of its record's rows
 MODE_NAMES = {"dp": "plain data parallelism", "local": "local SGD", "diloco": "DiLoCo", "streaming": "streaming DiLoCo"}
 RESTART_STEM = "replica_restart"
 YOUNG_DALY_STEM = "replica_young_daly"
 DILOCO_STEM = "replica_diloco"
 CARRY_ON_STEM = "replica_carry_on"
+
+
+# --- what a run gives back: built by the fronts after a live run, and by the records below from their arrays ------
+
+
+@dataclass
+class FailureSettings:
+    """The settings a failure run is recorded with; the front's
+    :class:`~dpviz.topics.when_a_replica_fails.run_failure.FailureConfig` adds what the live run alone needs."""
+    k: int = 2                  # ranks
+    b: int = 16                 # examples per rank per step
+    steps: int = 24             # SGD steps
+    width: int = 32             # hidden units per layer of the MLP
+    depth: int = 2              # hidden layers
+    d_in: int = 16              # input features
+    lr: float = 0.05            # learning rate η
+    momentum: float = 0.9       # μ: the velocity is part of the state a checkpoint must keep
+    seed: int = 0               # seeds the data, the model and every batch draw
+    dataset_size: int = 512     # examples in the data set
+    checkpoint_every: int = 4   # C: steps between two checkpoints
+
+    def __post_init__(self):
+        self.k = check_int("k", self.k, low=1, high=64)
+        self.steps = check_int("steps", self.steps, low=1, high=10_000)
+        self.checkpoint_every = check_int("checkpoint_every", self.checkpoint_every, low=1, high=self.steps)
+        check_lr("lr", self.lr)
+        self.momentum = check_real("momentum", self.momentum, low=0, high=1, low_open=True)
+
+
+@dataclass
+class Failure:
+    """What one kill cost, measured."""
+    rank: int                # the rank killed
+    step: int                # the step it died in
+    named_rank: int          # the rank the launcher named
+    notice_seconds: float    # from the kill until the launcher raised, naming it
+    checkpoint_step: int     # the step the restart resumed from
+    lost_steps: int          # steps done since that checkpoint, done again
+    lost_seconds: float      # the time those steps had taken, measured by the victim
+    restart_seconds: float   # from the launcher's error until the new ranks began their first step
+
+
+@dataclass
+class Training:
+    """A training, through any failures: the loss of every step, the final state, and what each failure cost."""
+    config: FailureSettings
+    loss: np.ndarray                 # (steps,) each step's loss, averaged over the ranks by the all-reduce
+    params: np.ndarray               # (P,) rank 0's θ at the end
+    velocity: np.ndarray             # (P,) rank 0's velocity at the end
+    step_seconds: np.ndarray         # (n,) measured seconds of each step the final attempts ran (rank 0)
+    checkpoint_seconds: np.ndarray   # (m,) measured seconds of every completed save, killed attempts' included
+    wall_seconds: float              # the whole training, failures and restarts included, measured here
+    failures: list = field(default_factory=list)  # one Failure per kill
+    world_size: np.ndarray | None = None  # (steps,) ranks that took each step (carry_on only)
+    joined_digests: list = field(default_factory=list)  # per rank of the regrown group: digests of θ and velocity
+
+    @property
+    def notice_seconds(self) -> list:
+        return [f.notice_seconds for f in self.failures]
+
+    @property
+    def lost_steps(self) -> list:
+        return [f.lost_steps for f in self.failures]
+
+
+@dataclass
+class YoungDalyCheck:
+    """Runs at several checkpoint intervals, each meeting failures at the same rate, and what each lost, measured."""
+    config: FailureSettings
+    every: np.ndarray             # (n,) C, steps between checkpoints
+    mtbf_steps: float             # mean steps of work between failures
+    failures: np.ndarray          # (n,) failures each run met
+    saves: np.ndarray             # (n,) checkpoints each run completed
+    checkpoint_seconds: np.ndarray  # (n,) measured: all its saves together
+    lost_seconds: np.ndarray      # (n,) measured: the work its failures undid
+    restart_seconds: np.ndarray   # (n,) measured: noticing and restarting, all failures together
+    step_seconds: float           # measured: the median step
+    save_seconds: float           # measured: the median save (δ)
+    trainings: list = field(default_factory=list)  # the Training of each interval
+
+    @property
+    def waste(self) -> np.ndarray:
+        """Measured seconds lost to checkpoints and redone work (the part τ decides; restarts are not)."""
+        return self.checkpoint_seconds + self.lost_seconds
+
+    def interval_steps(self) -> float:
+        """Young/Daly's τ* in steps, from this machine's measured δ and step time."""
+        return young_daly_interval(self.save_seconds, self.mtbf_steps * self.step_seconds) / self.step_seconds
+
+
+@dataclass
+class DilocoSettings:
+    """The settings a DiLoCo run is recorded with; the front's
+    :class:`~dpviz.topics.when_a_replica_fails.run_diloco.DilocoConfig` adds what the live run alone needs."""
+    k: int = 2                  # ranks
+    b: int = 16                 # examples per rank per step
+    steps: int = 48             # inner steps
+    H: int = 8                  # inner steps between two syncs
+    width: int = 32             # hidden units per layer of the MLP
+    depth: int = 2              # hidden layers
+    d_in: int = 16              # input features
+    lr: float = 0.05            # inner learning rate η
+    outer_lr: float = 0.7       # η_out, DiLoCo's outer learning rate
+    outer_momentum: float = 0.9  # μ, its Nesterov momentum
+    fragments: int = 2          # F: streaming DiLoCo syncs one of F fragments of θ every H/F steps
+    seed: int = 0               # seeds the data, the model and every batch draw
+    dataset_size: int = 512     # examples in the data set
+
+    def __post_init__(self):
+        self.k = check_int("k", self.k, low=1, high=64)
+        self.steps = check_int("steps", self.steps, low=1, high=10_000)
+        self.H = check_int("H", self.H, low=1, high=self.steps)
+        check_lr("lr", self.lr)
+        self.outer_lr = check_real("outer_lr", self.outer_lr, low=0, high=10, low_open=True)
+        self.outer_momentum = check_real("outer_momentum", self.outer_momentum, low=0, high=0.999)
+        self.fragments = check_int("fragments", self.fragments, low=1, high=self.H)
+        if self.H % self.fragments:
+            raise ValueError(f"fragments must divide H={self.H}, so that one fragment syncs every H/F steps; "
+                             f"got fragments={self.fragments}.")
+
+
+@dataclass
+class DilocoRun:
+    """Plain DP, local SGD, DiLoCo and streaming DiLoCo from one θ0: their losses, θ around every sync, bytes sent."""
+    config: DilocoSettings
+    loss: dict            # mode -> (steps,) mean over ranks of each step's training loss
+    full_loss: dict       # mode -> (steps // H,) the whole data set's loss every H steps (at the synced θ)
+    before: dict          # mode -> (syncs, k, P) each rank's θ just before each sync (local, diloco)
+    after: dict           # mode -> (syncs, P) the θ every rank holds after each sync
+    theta0: np.ndarray    # (P,)
+    n_params: int
+    sent: dict            # mode -> bytes each rank all-reduced in the whole run, counted in the ranks
+    fragment: np.ndarray  # (syncs,) streaming: the fragment each sync sent
+    edges: np.ndarray     # (F + 1,) streaming: fragment f is θ[edges[f]:edges[f + 1]]
+
+    @property
+    def bytes_per_step(self) -> dict:
+        """Bytes each rank all-reduced per inner step, averaged over the run."""
+        return {mode: self.sent[mode] / self.config.steps for mode in MODES}
+
+    @property
+    def largest_message(self) -> dict:
+        """The bytes of the largest single all-reduce of each mode."""
+        P = self.n_params
+        return {"dp": 4 * P, "local": 4 * P, "diloco": 4 * P, "streaming": 4 * int(np.diff(self.edges).max())}
+
+
+# --- the record kinds ----------------------------------------------------------------------------------------------
 
 _MODEL = (
     Meta("k", "int", "ranks"),
@@ -131,8 +287,7 @@ class RestartRecord(RankRecord):
 
     @classmethod
     def of(cls, run, clean, where: dict) -> RestartRecord:
-        """The record of ``run`` (a :class:`~dpviz.topics.when_a_replica_fails.run_failure.Training` through
-        failures) and ``clean`` (the same without one)."""
+        """The record of ``run`` (a :class:`Training` through failures) and ``clean`` (the same without one)."""
         f = run.failures
         meta = {**_config_meta(run.config, _MODEL_NAMES + ("momentum", "checkpoint_every")),
                 "wall_seconds": float(run.wall_seconds), **where}
@@ -171,9 +326,7 @@ class RestartRecord(RankRecord):
 
     def trainings(self) -> tuple:
         """(the run through failures, the unfailed run) as the claims read them."""
-        from dpviz.topics.when_a_replica_fails.run_failure import Failure, FailureConfig, Training
-
-        config = FailureConfig(**_config_meta(self, _MODEL_NAMES + ("momentum", "checkpoint_every")))
+        config = FailureSettings(**_config_meta(self, _MODEL_NAMES + ("momentum", "checkpoint_every")))
         failures = [Failure(int(r), int(s), int(n), float(t), int(c), int(lost), float(ls), float(rs)) for
                     r, s, n, t, c, lost, ls, rs in zip(self.kill_rank, self.kill_step, self.named_rank,
                                                        self.notice_seconds, self.checkpoint_step, self.lost_steps,
@@ -193,8 +346,7 @@ class YoungDalyRecord(RankRecord):
 
     @classmethod
     def of(cls, check, where: dict, *, failure_seed: int) -> YoungDalyRecord:
-        """The record of a :class:`~dpviz.topics.when_a_replica_fails.run_failure.YoungDalyCheck` whose failures
-        ``failure_seed`` drew."""
+        """The record of a :class:`YoungDalyCheck` whose failures ``failure_seed`` drew."""
         meta = {**_config_meta(check.config, _MODEL_NAMES + ("momentum",)), "mtbf_steps": float(check.mtbf_steps),
                 "failure_seed": int(failure_seed), "step_seconds": float(check.step_seconds),
                 "save_seconds": float(check.save_seconds), **where}
@@ -216,10 +368,8 @@ class YoungDalyRecord(RankRecord):
         return self.checkpoint_seconds + self.lost_seconds
 
     def young_daly_check(self):
-        """The :class:`~dpviz.topics.when_a_replica_fails.run_failure.YoungDalyCheck` the claims read."""
-        from dpviz.topics.when_a_replica_fails.run_failure import FailureConfig, YoungDalyCheck
-
-        config = FailureConfig(**_config_meta(self, _MODEL_NAMES + ("momentum",)))
+        """The :class:`YoungDalyCheck` the claims read."""
+        config = FailureSettings(**_config_meta(self, _MODEL_NAMES + ("momentum",)))
         return YoungDalyCheck(config, self.every, float(self.meta["mtbf_steps"]), self.failures, self.saves,
                               self.checkpoint_seconds, self.lost_seconds, self.restart_seconds,
                               float(self.meta["step_seconds"]), float(self.meta["save_seconds"]))
@@ -233,7 +383,7 @@ class DilocoRecord(RankRecord):
 
     @classmethod
     def of(cls, run, where: dict) -> DilocoRecord:
-        """The record of a :class:`~dpviz.topics.when_a_replica_fails.run_diloco.DilocoRun`."""
+        """The record of a :class:`DilocoRun`."""
         c = run.config
         meta = {**_config_meta(c, _MODEL_NAMES + ("H", "outer_lr", "outer_momentum", "fragments")),
                 "n_params": int(run.n_params), **where}
@@ -261,10 +411,8 @@ class DilocoRecord(RankRecord):
         return self.meta["H"] * np.arange(1, self.full_loss.shape[1] + 1)
 
     def diloco_run(self):
-        """The :class:`~dpviz.topics.when_a_replica_fails.run_diloco.DilocoRun` the claims read."""
-        from dpviz.topics.when_a_replica_fails.run_diloco import DilocoConfig, DilocoRun
-
-        config = DilocoConfig(**_config_meta(self, _MODEL_NAMES + ("H", "outer_lr", "outer_momentum", "fragments")))
+        """The :class:`DilocoRun` the claims read."""
+        config = DilocoSettings(**_config_meta(self, _MODEL_NAMES + ("H", "outer_lr", "outer_momentum", "fragments")))
         rows = dict(zip(MODES, range(len(MODES))))
         return DilocoRun(config, {m: self.loss[i] for m, i in rows.items()},
                          {m: self.full_loss[i] for m, i in rows.items()},
@@ -325,11 +473,9 @@ class CarryOnRecord(RankRecord):
                 f"{m['backend']}, {m['host']}, {m['cores']} cores, {m['date'][:10]}")
 
     def training(self):
-        """The :class:`~dpviz.topics.when_a_replica_fails.run_failure.Training` the claims read."""
-        from dpviz.topics.when_a_replica_fails.run_failure import Failure, FailureConfig, Training
-
+        """The :class:`Training` the claims read."""
         m = self.meta
-        config = FailureConfig(**_config_meta(self, _MODEL_NAMES + ("momentum",)))
+        config = FailureSettings(**_config_meta(self, _MODEL_NAMES + ("momentum",)))
         failure = Failure(m["kill_rank"], m["kill_step"], m["named_rank"], m["notice_seconds"], m["kill_step"], 0,
                           0.0, m["restart_seconds"])
         return Training(config, self.loss_carry_on, np.zeros(0, np.float32), np.zeros(0, np.float32), np.zeros(0),

@@ -31,14 +31,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from dpviz.engine import launch as launcher
-from dpviz.engine.checks import check_int, check_lr, check_real, check_timeout
+from dpviz.engine.checks import check_int, check_real, check_timeout
 from dpviz.engine.forkserver import descendants
 from dpviz.topics.when_a_replica_fails.checkpoints import leftovers, load_checkpoint, remove_leftovers
+from dpviz.topics.when_a_replica_fails.records import Failure, FailureSettings, Training, YoungDalyCheck
 from dpviz.topics.ground_floor.run_training import TrainConfig
 
 
@@ -50,26 +51,13 @@ def failure_worker(rank: int, world_size: int, config, attempt) -> dict:
 
 
 @dataclass
-class FailureConfig:
-    k: int = 2                  # ranks
-    b: int = 16                 # examples per rank per step
-    steps: int = 24             # SGD steps
-    width: int = 32             # hidden units per layer of the MLP
-    depth: int = 2              # hidden layers
-    d_in: int = 16              # input features
-    lr: float = 0.05            # learning rate η
-    momentum: float = 0.9       # μ: the velocity is part of the state a checkpoint must keep
-    seed: int = 0               # seeds the data, the model and every batch draw
-    dataset_size: int = 512     # examples in the data set
-    checkpoint_every: int = 4   # C: steps between two checkpoints
+class FailureConfig(FailureSettings):
+    """The settings a record keeps (:class:`~dpviz.topics.when_a_replica_fails.records.FailureSettings`), plus what a
+    live run alone needs: a stall timeout, and the checks of the TrainConfig its ranks draw batches from."""
     stall_timeout: float = 60.0  # seconds a rank may go without progress
 
     def __post_init__(self):
-        self.k = check_int("k", self.k, low=1, high=64)
-        self.steps = check_int("steps", self.steps, low=1, high=10_000)
-        self.checkpoint_every = check_int("checkpoint_every", self.checkpoint_every, low=1, high=self.steps)
-        check_lr("lr", self.lr)
-        self.momentum = check_real("momentum", self.momentum, low=0, high=1, low_open=True)
+        super().__post_init__()
         check_timeout("stall_timeout", self.stall_timeout)
         self.train_config()  # checks b, width, depth, d_in, seed and dataset_size
 
@@ -92,42 +80,6 @@ class Attempt:
     lr: float = 0.05              # this attempt's learning rate
     handoff: bool = False         # survivors save their state when the all-reduce fails
     newcomers: int = 0            # the last ranks start fresh and receive the state by broadcast
-
-
-@dataclass
-class Failure:
-    """What one kill cost, measured."""
-    rank: int                # the rank killed
-    step: int                # the step it died in
-    named_rank: int          # the rank the launcher named
-    notice_seconds: float    # from the kill until the launcher raised, naming it
-    checkpoint_step: int     # the step the restart resumed from
-    lost_steps: int          # steps done since that checkpoint, done again
-    lost_seconds: float      # the time those steps had taken, measured by the victim
-    restart_seconds: float   # from the launcher's error until the new ranks began their first step
-
-
-@dataclass
-class Training:
-    """A training, through any failures: the loss of every step, the final state, and what each failure cost."""
-    config: FailureConfig
-    loss: np.ndarray                 # (steps,) each step's loss, averaged over the ranks by the all-reduce
-    params: np.ndarray               # (P,) rank 0's θ at the end
-    velocity: np.ndarray             # (P,) rank 0's velocity at the end
-    step_seconds: np.ndarray         # (n,) measured seconds of each step the final attempts ran (rank 0)
-    checkpoint_seconds: np.ndarray   # (m,) measured seconds of every completed save, killed attempts' included
-    wall_seconds: float              # the whole training, failures and restarts included, measured here
-    failures: list = field(default_factory=list)  # one Failure per kill
-    world_size: np.ndarray | None = None  # (steps,) ranks that took each step (carry_on only)
-    joined_digests: list = field(default_factory=list)  # per rank of the regrown group: digests of θ and velocity
-
-    @property
-    def notice_seconds(self) -> list:
-        return [f.notice_seconds for f in self.failures]
-
-    @property
-    def lost_steps(self) -> list:
-        return [f.lost_steps for f in self.failures]
 
 
 def _config(config, overrides) -> FailureConfig:
@@ -299,33 +251,6 @@ def record_carry_on(config: FailureConfig | None = None, *, kill=(1, 8), regrow_
     return Training(config, results[0]["loss"], results[0]["params"], results[0]["velocity"],
                     results[0]["step_seconds"], np.zeros(0), time.perf_counter() - t0, [failure], world,
                     [r["joined_digests"] for r in results])
-
-
-@dataclass
-class YoungDalyCheck:
-    """Runs at several checkpoint intervals, each meeting failures at the same rate, and what each lost, measured."""
-    config: FailureConfig
-    every: np.ndarray             # (n,) C, steps between checkpoints
-    mtbf_steps: float             # mean steps of work between failures
-    failures: np.ndarray          # (n,) failures each run met
-    saves: np.ndarray             # (n,) checkpoints each run completed
-    checkpoint_seconds: np.ndarray  # (n,) measured: all its saves together
-    lost_seconds: np.ndarray      # (n,) measured: the work its failures undid
-    restart_seconds: np.ndarray   # (n,) measured: noticing and restarting, all failures together
-    step_seconds: float           # measured: the median step
-    save_seconds: float           # measured: the median save (δ)
-    trainings: list = field(default_factory=list)  # the Training of each interval
-
-    @property
-    def waste(self) -> np.ndarray:
-        """Measured seconds lost to checkpoints and redone work (the part τ decides; restarts are not)."""
-        return self.checkpoint_seconds + self.lost_seconds
-
-    def interval_steps(self) -> float:
-        """Young/Daly's τ* in steps, from this machine's measured δ and step time."""
-        from dpviz.topics.when_a_replica_fails.theory import young_daly_interval
-
-        return young_daly_interval(self.save_seconds, self.mtbf_steps * self.step_seconds) / self.step_seconds
 
 
 def record_young_daly(config: FailureConfig | None = None, *, every=(1, 2, 4, 8), mtbf_steps: float = 12.0,

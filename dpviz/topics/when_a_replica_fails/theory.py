@@ -13,6 +13,9 @@ halfway through an interval) plus the restart. Setting d waste / dτ = −δ/τ�
     τ* = √(2 · δ · M),
 
 where the two costs are equal: δ/τ* = τ*/(2M). Halving M shortens τ* by √2; so does halving δ.
+
+The chapter's other derivation, DiLoCo's outer step, is here too as the numpy oracle the runs are held to
+(:func:`outer_step_error`): the mean of the ranks' θ, then a Nesterov step on the outer θ.
 """
 
 from __future__ import annotations
@@ -80,3 +83,36 @@ def kill_schedule(steps: int, every: int, mtbf_steps: float, k: int, seed: int =
         executed = arrival
         position = (at // every) * every  # back to the last checkpoint
         arrival += max(rng.exponential(mtbf), 1.0)  # a restart does at least one step before the next failure
+
+
+def outer_step_error(run) -> float:
+    """The numpy oracle: recompute every sync of DiLoCo (and local SGD's averages) from the parameters the ranks
+    held before it, and return the largest difference from what the ranks set, relative to |θ|.
+
+    ``run`` is a :class:`~dpviz.topics.when_a_replica_fails.records.DilocoRun`, live or rebuilt from its record."""
+    cfg = run.config
+    worst = 0.0
+    for mode in ("local", "diloco"):
+        theta, v = run.theta0.astype(np.float64), None
+        for before, after in zip(run.before[mode], run.after[mode]):
+            mean = before.astype(np.float64).mean(axis=0)
+            if mode == "local":
+                theta = mean
+            else:
+                delta = theta - mean
+                v = delta if v is None else cfg.outer_momentum * v + delta
+                theta = theta - cfg.outer_lr * (delta + cfg.outer_momentum * v)
+            worst = max(worst, float(np.abs(after - theta).max() / np.abs(theta).max()))
+            theta = after.astype(np.float64)  # go on from what the ranks held, so errors do not compound
+    # streaming: fragment by fragment, each with its own outer θ slice and velocity
+    outer, velocities = run.theta0.astype(np.float64), {}
+    for f, before, after in zip(run.fragment, run.before["streaming"], run.after["streaming"]):
+        lo, hi = run.edges[f], run.edges[f + 1]
+        delta = outer[lo:hi] - before[:, lo:hi].astype(np.float64).mean(axis=0)
+        v = velocities[f] = delta if f not in velocities else cfg.outer_momentum * velocities[f] + delta
+        expected = outer[lo:hi] - cfg.outer_lr * (delta + cfg.outer_momentum * v)
+        worst = max(worst, float(np.abs(after[lo:hi] - expected).max() / np.abs(expected).max()))
+        if not np.array_equal(after[:lo], before[0, :lo]) or not np.array_equal(after[hi:], before[0, hi:]):
+            return float("inf")  # a sync changed what lies outside its fragment
+        outer[lo:hi] = after[lo:hi]
+    return worst
