@@ -19,6 +19,7 @@ so ``./run`` followed by ``./run test`` passes whatever this machine's load made
 
 from __future__ import annotations
 
+import io
 import json
 import multiprocessing
 import os
@@ -30,6 +31,7 @@ import matplotlib as mpl
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from dpviz.course import GROUPS
+from dpviz.engine.svg_compare import svg_difference
 from dpviz.engine.schema import provenance
 
 
@@ -63,15 +65,19 @@ def regenerate(out="my_figures", *, quick: bool = False, progress: bool = True, 
         for name, files, entry in figures:
             written.extend(out / file for file in files)
             manifest[name] = entry
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
-    (out / "MANIFEST.md").write_text(manifest_markdown(manifest))
+    for file, text in (("manifest.json", json.dumps(manifest, indent=1, sort_keys=True) + "\n"),
+                       ("MANIFEST.md", manifest_markdown(manifest))):
+        if not (out / file).is_file() or (out / file).read_text() != text:
+            (out / file).write_text(text)
     total = time.perf_counter() - start
     for group in GROUPS:
         if group.claims is not None:
             print(group.claims(recorded[group.plan.name]))
     cores = next(iter(next(iter(recorded.values())).values())).meta["cores"]  # every run of one ./run: one machine
     saved = f"saving {len(to_save)} records and " if to_save else ""
-    print(f"wrote {len(written)} files for {len(manifest)} figures to {out}/ in {total:.1f} s "
+    kept = 2 * len(manifest) - len(written)
+    print(f"wrote {len(written)} files for {len(manifest)} figures to {out}/"
+          f"{f' ({kept} files left as they were: the same drawings)' if kept else ''} in {total:.1f} s "
           f"(recording {recording:.1f} s, {saved}drawing {total - recording:.1f} s in {processes} "
           f"process{'es' if processes > 1 else ''}) on {cores} cores")
     return written
@@ -136,16 +142,28 @@ def _run(task: tuple):
 
 
 def draw_group(group, recorded: dict, out: Path) -> list[tuple[str, list[str], dict]]:
-    """Draw one group's figures to ``out`` as PNG and SVG: ``[(figure name, its files, its manifest entry)]``."""
+    """Draw one group's figures to ``out`` as PNG and SVG: ``[(figure name, the files written, its manifest entry)]``.
+
+    A figure whose SVG there is already the same drawing (:func:`dpviz.engine.svg_compare.svg_difference`) is left
+    as it is, PNG included: regenerating an unchanged figure writes nothing."""
     drawn = []
     for name, (fig, sources) in group.draw(recorded[group.plan.name]).items():
         FigureCanvasAgg(fig)  # the PNG is Agg's, whatever backend the process was given
         files = [f"{name}.png", f"{name}.svg"]
+        images = {}
         for file in files:
             with mpl.rc_context({"svg.hashsalt": name}):  # stable element ids: an unchanged figure, an unchanged file
-                fig.savefig(out / file, dpi=110, bbox_inches="tight", metadata={"Date": None} if file.endswith("svg") else None)
-        drawn.append((name, files, {"files": files, "caption": fig.caption,
-                                    "made_from": [provenance(s) for s in sources]}))
+                buffer = io.BytesIO()
+                fig.savefig(buffer, format=file[-3:], dpi=110, bbox_inches="tight",
+                            metadata={"Date": None} if file.endswith("svg") else None)
+                images[file] = buffer.getvalue()
+        unchanged = all((out / f).is_file() for f in files) and svg_difference(
+            (out / files[1]).read_text(), images[files[1]].decode()) is None
+        if not unchanged:  # the same drawing made on another machine differs in a last digit: kept as it was
+            for file in files:
+                (out / file).write_bytes(images[file])
+        drawn.append((name, [] if unchanged else files, {"files": files, "caption": fig.caption,
+                                                          "made_from": [provenance(s) for s in sources]}))
     return drawn
 
 

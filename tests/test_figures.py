@@ -4,8 +4,10 @@ Drawn again from those records, each committed SVG comes out the same picture: t
 text, every number within a thousandth of a point (:mod:`svg_compare` says why that tolerance).
 """
 
+import importlib.util
 import json
 import re
+import shutil
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -15,7 +17,7 @@ from dpviz import course
 from dpviz.engine.schema import provenance
 from dpviz.topics.speedup_model.figure_records import FIGURE_PLAN, load_inputs
 from dpviz.regenerate import regenerate
-from svg_compare import svg_difference
+from dpviz.engine.svg_compare import svg_difference
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = ROOT / "figures" / "records"
@@ -79,18 +81,37 @@ def test_missing_records_name_the_path(tmp_path):
 
 
 def test_committed_figures_are_what_the_committed_records_draw(tmp_path):
-    """Same records, same pictures: drawing again from figures/records gives each committed SVG, up to last digits."""
+    """Same records, same pictures: drawing again from figures/records over a copy of figures/ gives each committed
+    SVG up to last digits, and so leaves every file, PNGs and manifest included, byte for byte as it was."""
+    committed = sorted(p for p in (ROOT / "figures").iterdir() if p.is_file())
+    assert any(p.suffix == ".svg" for p in committed)
+    for path in committed:
+        shutil.copy2(path, tmp_path / path.name)
     regenerate(tmp_path, records=RECORDS, progress=False)
-    committed = sorted((ROOT / "figures").glob("*.svg"))
-    assert committed
     differences = []
-    for svg in committed:
-        drawn = tmp_path / svg.name
-        if not drawn.is_file():
-            differences.append(f"{svg.name}: not drawn")
-        elif difference := svg_difference(svg.read_text(), drawn.read_text()):
-            differences.append(f"{svg.name}: {difference}")
-    assert not differences, "drawn from their records now, these figures differ:\n" + "\n".join(differences)
+    for path in committed:
+        drawn = tmp_path / path.name
+        if drawn.read_bytes() == path.read_bytes():
+            continue
+        difference = svg_difference(path.read_text(), drawn.read_text()) if path.suffix == ".svg" else "rewritten"
+        differences.append(f"{path.name}: {difference}")
+    assert not differences, "drawn from their records now, these files differ:\n" + "\n".join(differences)
+
+
+def test_the_manifest_names_only_modules_that_exist():
+    text = (ROOT / "figures" / "manifest.json").read_text() + (ROOT / "figures" / "MANIFEST.md").read_text()
+    for name in sorted(set(re.findall(r"\bdpviz(?:\.\w+)+", text))):
+        module = name
+        while not _is_module(module):  # a function's name after its module's
+            module, _, _ = module.rpartition(".")
+            assert module != "dpviz", f"the manifest names {name}, which no module of dpviz holds"
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a name inside a module, not a module
+        return False
 
 
 # The comparer itself, on a committed figure: a bar chart (per-rank memory) whose bars are patch_3 to patch_7.

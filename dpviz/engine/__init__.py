@@ -8,6 +8,8 @@ no topic (``tests/test_layers.py``).
 * ``canvas``: What a slider frame is made of besides Agg's blit: layers blended onto it, and the PNG it goes out as.
 * ``cards``: A self-check card: a question, its answer, its chapter and kind; numeric cards compute their numbers.
 * ``checks``: Argument checks shared by every public entry point.
+* ``confine``: Where student code runs with no rights: an unprivileged user, a mount namespace that shows no course,
+  and limits.
 * ``cores``: How many cores a cgroup's CPU quota lets this process use (``launch.cpu_count`` takes the smaller of
   it and the affinity mask).
 * ``data``: Built-in data sets: generated from a seed, never downloaded.
@@ -33,6 +35,8 @@ no topic (``tests/test_layers.py``).
 * ``style``: The notes' palette and the small drawing conventions every figure shares.
 * ``supervise``: Watching k running ranks from the launching process: failures and stalls named by rank, every child
   reaped.
+* ``svg_compare``: Compare two SVG files as drawings: the same elements, attributes and text, every number equal
+  within a tolerance.
 * ``tolerance``: How closely two float32 gradients must agree to count as the same: the one tolerance every check
   uses.
 * ``verdict``: What a checker answers: a :class:`Verdict` (a string that knows whether it passed), and the helpers

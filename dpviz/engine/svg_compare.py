@@ -1,6 +1,6 @@
 """Compare two SVG files as drawings: the same elements, attributes and text, every number equal within a tolerance.
 
-    from svg_compare import svg_difference
+    from dpviz.engine.svg_compare import svg_difference
     svg_difference(committed.read_text(), drawn.read_text())   # None, or where they first differ
 
 matplotlib writes coordinates with six decimals, so the same figure drawn on another machine can differ
