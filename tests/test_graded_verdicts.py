@@ -162,3 +162,14 @@ def test_a_compressed_bias_is_blamed_on_the_bias(monkeypatch):
     assert "counts values" not in bias, bias
     values = check(exercise, written(exercise, "return (rows + cols) * r"), monkeypatch, graded_mode=False)
     assert "counts values, not bytes" in values, values
+
+
+@pytest.mark.parametrize("name, body, words", [
+    ("warmup_lr", "return lr * min(step + 1, warmup) / warmup", "test warmup before dividing by it"),
+    ("wait_times", "return max(compute) - compute", "np.asarray(compute) makes it an array"),
+])
+def test_a_typical_mistake_that_raises_gets_its_sentence(name, body, words, monkeypatch):
+    exercise = catalogue.BY_NAME[name]
+    verdict = check(exercise, written(exercise, body), monkeypatch, graded_mode=False)
+    assert not verdict.passed and " raised " in verdict and words in verdict, verdict
+    assert words not in check(exercise, written(exercise, body), monkeypatch, graded_mode=True)

@@ -352,10 +352,11 @@ class Case:
         self.label = label.rstrip(",")  # e.g. "at step 2 of the descent path with η = 0.1"
 
 
-def run_cases(name: str, fn, cases, *, success: str, mistakes=(), returns: str = "") -> Verdict:
+def run_cases(name: str, fn, cases, *, success: str, mistakes=(), returns: str = "", raises=None) -> Verdict:
     """Call ``fn`` on each case in turn, in a fresh process; the first wrong answer is the verdict, else ``success``.
 
-    ``mistakes`` are typical wrong answers, ``(wrong(*args), hint)``: when the reader's result matches
+    ``raises`` maps an exception's class name to a hint for the typical mistake that raises it (a division by a
+    warm-up of 0). ``mistakes`` are typical wrong answers, ``(wrong(*args), hint)``: when the reader's result matches
     one, the hint says what went wrong (in self-study; graded mode leaves hints out, see :func:`failed`).
     ``returns`` says what the function must return, for the answer to a ``None`` or a non-number. A stub
     is "not attempted" without starting anything.
@@ -373,7 +374,7 @@ def run_cases(name: str, fn, cases, *, success: str, mistakes=(), returns: str =
         return found
     budget = _Budget(guard.TIME_LIMIT, guard.PRINT_LIMIT)
     with guard.FreshProcess(*found) as box:
-        verdict = _first_wrong(name, fn, box, cases, mistakes, returns, budget) or passed(name, success)
+        verdict = _first_wrong(name, fn, box, cases, mistakes, returns, budget, raises or {}) or passed(name, success)
     if budget.printed > budget.print_limit:
         verdict = Verdict(str(verdict) + prints_note(budget.printed, budget.print_limit), verdict.status)
     return verdict
@@ -387,7 +388,7 @@ class _Budget:
         self.print_limit, self.printed = int(print_limit), 0
 
 
-def _first_wrong(name, fn, box, cases, mistakes, returns, budget) -> Verdict | None:
+def _first_wrong(name, fn, box, cases, mistakes, returns, budget, raises) -> Verdict | None:
     for case in cases:
         call = f"{name}{_call_words(case.args)}"
         if budget.left <= 0:
@@ -402,7 +403,10 @@ def _first_wrong(name, fn, box, cases, mistakes, returns, budget) -> Verdict | N
         if known:
             return known
         if outcome.error is not None:  # the reader's error, reported in one sentence
-            return _with_scope_hint(raised(name, outcome.error, call, outcome.kind), outcome, fn)
+            verdict = _with_scope_hint(raised(name, outcome.error, call, outcome.kind), outcome, fn)
+            hint = raises.get(outcome.kind, "")
+            hint = mistake_named(hint) if graded() else hint
+            return Verdict(f"{verdict} {hint}", FAILED) if hint else verdict
         value = outcome.value if isinstance(outcome.value, dict) else {}
         expected = case.expected
         must = f"It must return {returns}." if returns else ""

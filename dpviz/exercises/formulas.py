@@ -152,7 +152,9 @@ def check_warmup_lr(warmup_lr) -> v.Verdict:
         (lambda lr, t, w: lr * min(t, w) / w if w else lr,
          "Step 0 must already move: step t takes lr·(t + 1)/warmup, so the first step uses lr/warmup, not 0."),
     ]
-    return v.run_cases(name, warmup_lr, cases, mistakes=mistakes, returns="a learning rate",
+    raises = {"ZeroDivisionError": "A warm-up of 0 steps is no warm-up: the rate is lr from step 0, so test warmup "
+                                   "before dividing by it."}
+    return v.run_cases(name, warmup_lr, cases, mistakes=mistakes, returns="a learning rate", raises=raises,
                        success=f"it ramps to lr over {warmup} steps and then holds it, as the chapter's "
                                "schedule does, and with warmup = 0 it gives lr from the first step")
 
@@ -169,7 +171,10 @@ def check_wait_times(wait_times) -> v.Verdict:
                                                            "minus its own, so the slowest waits 0."),
         (lambda c: np.max(c) - np.mean(c) + 0 * np.asarray(c), "Each rank waits the largest time minus its own."),
     ]
+    raises = {"TypeError": "The compute times come as a list, which numbers cannot be subtracted from: "
+                           "np.asarray(compute) makes it an array."}
     return v.run_cases(name, wait_times, cases, mistakes=mistakes, returns="one wait per rank, in seconds",
+                       raises=raises,
                        success=f"in all {len(cases)} cases every rank waits what the chapter's "
                                "straggler model says: the slowest rank's time minus its own")
 
