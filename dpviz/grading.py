@@ -69,7 +69,7 @@ from pathlib import Path
 from dpviz import course
 from dpviz.engine import confine
 from dpviz.engine.verdict import GRADED_VARIABLE
-from dpviz.exercises.catalogue import RANKS_NOTE, Exercise, for_chapter
+from dpviz.exercises.catalogue import RANKS_NOTE, RESTORED, Exercise, for_chapter
 from dpviz.exercises.write_cells import chapter_of, chapter_paths, dumps, write_chapter
 
 CHECKOUT = Path(__file__).resolve().parents[1]
@@ -82,8 +82,6 @@ BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 IN_RANK_SCOPE = {"torch", "dist", "math", "np"}  # names the ranks define for a function they compile
 VERDICT_WIDTH = 100  # characters per line of a verdict in the graded cell's output
 SCHEMA_VERSION = 3  # nbgrader's cell metadata schema in 0.9
-# the first line nbgrader gives a graded cell it puts back (one line: nbgrader makes it a comment)
-RESTORED = "This check cell ({cell_id}) was deleted from the notebook handed in; nbgrader put it back to grade it."
 
 
 def load_solutions(path: Path | str = SOLUTIONS):

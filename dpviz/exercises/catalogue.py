@@ -47,6 +47,9 @@ class Exercise:
 RANKS_NOTE = ("It runs inside each of 3 real ranks, where `torch` and `dist` (`torch.distributed`) are already "
               "imported; the checker sends the ranks your function's source, so anything else it needs must be "
               "imported inside it.")
+# the first line nbgrader gives a graded cell it puts back (one line: nbgrader makes it a comment); here, where both
+# dpviz.grading (which writes the config) and dpviz.exercises.regrade (which repeats it in the feedback) find it
+RESTORED = "This check cell ({cell_id}) was deleted from the notebook handed in; nbgrader put it back to grade it."
 
 EXERCISES = (
     Exercise(

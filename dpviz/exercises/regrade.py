@@ -17,8 +17,8 @@ when it did not pass. Whatever the kernel's run of that cell printed is replaced
 feedback follow this verdict alone.
 
 A graded cell the student deleted, which nbgrader puts back (``OverwriteCells.add_missing_cells``, set by
-the config), starts with :data:`dpviz.grading.RESTORED`; its output then says so first, so the student reads
-in the feedback why the cell is there.
+the config), starts with :data:`~dpviz.exercises.catalogue.RESTORED`; its output then says so first, so the student
+reads in the feedback why the cell is there.
 
 Only the function's own definition is checked, with ``np`` and ``math`` in scope (and ``torch`` and
 ``dist`` on ranks), exactly as in the notebook: a helper defined elsewhere in the notebook is not there.
@@ -41,8 +41,7 @@ from traitlets import Bool
 import dpviz.exercises as checkers
 from dpviz.engine import confine
 from dpviz.engine.verdict import FAILED, GRADED_VARIABLE, Submitted, Verdict
-from dpviz.exercises.catalogue import EXERCISES
-from dpviz.grading import RESTORED
+from dpviz.exercises.catalogue import EXERCISES, RESTORED
 
 VERDICT_WIDTH = 100  # characters per line of a verdict in the graded cell's output (as dpviz.grading's tests cell)
 BY_CHECKER = {e.checker: e for e in EXERCISES}
