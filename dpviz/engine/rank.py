@@ -177,7 +177,7 @@ def _write_error(outdir: str, rank: int, text: str) -> None:
 
 # --- a rank's life tied to its parent's ---
 
-def _die_with_parent(parent_pid: int, run_dir: str | None = None) -> None:
+def die_with_parent(parent_pid: int, run_dir: str | None = None) -> None:
     """Make sure this rank ends within a fraction of a second of the launching process, however that one ends,
     and of its run (``run_dir``, the run's folder, which its launcher removes once it has reaped the ranks).
 
@@ -237,7 +237,7 @@ def _name_process(name: str) -> None:
 
 def _rank_entry(parent_pid, rank, k, backend, store, threads, group_timeout, outdir, state, payload, where) -> None:
     """Entry point of one rank: first tie its life to the launcher's, then take its environment, import and run."""
-    _die_with_parent(parent_pid, outdir)
+    die_with_parent(parent_pid, outdir)
     _name_process(f"dpviz-rank-{rank}")
     if where != os.environ:  # (multiprocessing itself moves the rank to the launcher's folder)
         os.environ.clear()

@@ -316,8 +316,8 @@ def main(argv=None) -> None:
     backend = "nccl" if torch.cuda.is_available() and torch.cuda.device_count() > local_rank else "gloo"
     if backend == "nccl":
         torch.cuda.set_device(local_rank)
-    from dpviz.engine.rank import _die_with_parent
-    _die_with_parent(os.getppid())  # the parent is torchrun's agent: if it is killed, its ranks must not train on
+    from dpviz.engine.rank import die_with_parent
+    die_with_parent(os.getppid())  # the parent is torchrun's agent: if it is killed, its ranks must not train on
     _reach_rank0_machine(backend, rank)
     from datetime import timedelta
     # A rank that never arrives, or a machine that vanishes mid-run, is reported after 2 minutes, not torch's 30.
