@@ -64,7 +64,7 @@ ANSWERS = {  # student number -> (what they hand in, the solution cell's body or
 }
 EXPECTED = {  # student number -> (points of 2, words the feedback carries)
     1: (2, "average_gradients: correct"),
-    2: (0, "It is the sum over the ranks, 3 times the mean: divide by world_size."),
+    2: (0, "which is too large. It is the sum over the ranks."),  # graded: the mistake named, not the fix
     3: (0, "look for a loop that never ends"),
     4: (2, "was deleted from the notebook handed in; nbgrader put it back to grade it. average_gradients: correct"),
     5: (0, "average_gradients: not attempted yet"),
