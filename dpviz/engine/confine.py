@@ -18,25 +18,33 @@ and, of dpviz, the five files of the sandbox itself; a fresh ``/tmp`` is its wor
 it can write. No course folder, home folder, solution, gradebook, other submission or reference function of
 dpviz is there to read. ``setpriv`` then drops to the user above, with no capabilities and no way to gain
 any, and the process is in a session of its own; when the check ends, or the notebook's process dies, the
-namespace ends with every process in it. Without bwrap, the fresh process still runs as that user, from the
-same interpreter.
+namespace ends with every process in it. Without bwrap, the fresh process runs as that user where it can execute
+this Python (not where it lives in root's home folder, as pyenv puts it), and otherwise as the caller, said once.
 
-**Limits** (:func:`limit_resources`): memory, processes, CPU time, file size and open files, per process.
+**The kernel nbgrader grades in** (:func:`kernel_command`, used by :mod:`dpviz.exercises.regrade`) runs a whole
+chapter, so it sees this Python and its packages, dpviz included, but not the course folder, /root or /home, with
+a /tmp of its own; as the sandbox user, in a PID namespace that ends with it.
+
+**Ranks** that run a reader's code become the sandbox user once they have joined their group
+(:func:`drop_privileges`, from :mod:`dpviz.engine.rank`) and send their results back as JSON data.
+
+**Limits** (:func:`limit_resources`): memory, CPU time, file size and open files per process, and the processes of
+the sandbox user (only of that user: a student's own count holds their browser's threads too).
 """
 
 from __future__ import annotations
 
 import functools
 import os
-import pwd
 import shutil
 import sys
 from pathlib import Path
 
 try:  # imported here, not when needed: a rank that became the sandbox user may no longer read Python's library
+    import pwd
     import resource
-except ImportError:  # Windows
-    resource = None
+except ImportError:  # Windows: no users to become, no rlimits
+    pwd = resource = None
 
 USER_VARIABLE = "DPVIZ_SANDBOX_USER"
 DEFAULT_USER = "dpviz-sandbox"
@@ -52,6 +60,8 @@ _noted = False
 
 def user_ids() -> tuple[int, int] | None:
     """The sandbox user's (uid, gid), or None when there is no such user."""
+    if pwd is None:
+        return None
     names = [os.environ[USER_VARIABLE]] if os.environ.get(USER_VARIABLE) else [DEFAULT_USER, FALLBACK_USER]
     for name in names:
         try:
