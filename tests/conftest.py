@@ -124,10 +124,13 @@ def no_leftover_processes():
 
 
 @pytest.fixture(autouse=True)
-def _self_study_verdicts(monkeypatch):
+def _self_study_verdicts():
     """Each test starts in self-study mode and leaves it so: a graded release's tests cell, run in this process by a
-    test, sets graded mode (dpviz.engine.verdict.GRADED_VARIABLE) for the process, and later verdicts would lose
-    their hints."""
+    test, sets graded mode (dpviz.engine.verdict.GRADED_VARIABLE) for the process, and later verdicts, those of a
+    module's fixture set up between two tests included, would lose their hints. (Not monkeypatch: its delenv of a
+    variable that is absent puts nothing back afterwards.)"""
     from dpviz.engine.verdict import GRADED_VARIABLE
 
-    monkeypatch.delenv(GRADED_VARIABLE, raising=False)
+    os.environ.pop(GRADED_VARIABLE, None)
+    yield
+    os.environ.pop(GRADED_VARIABLE, None)
