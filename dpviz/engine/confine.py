@@ -77,10 +77,11 @@ def isolated() -> bool:
     return hasattr(os, "getuid") and os.getuid() == 0 and shutil.which("setpriv") is not None and user_ids() is not None
 
 
-def note_once() -> None:
-    """Say, once per process, that a check runs the reader's function as this user, not isolated."""
+def note_once(confined: bool) -> None:
+    """Say, once per process, that a check runs the reader's function as this user, not isolated (``confined``:
+    whether this check's process is)."""
     global _noted
-    if not _noted and not fresh_isolated():
+    if not _noted and not confined:
         _noted = True
         print("(This check runs your function as you, not as an isolated user: fine for self-study. Under grading "
               "on a class's server it runs isolated.)", file=sys.stderr)
@@ -154,27 +155,27 @@ def _runs(argv: tuple) -> bool:
         return False
 
 
-def fresh_process_command() -> tuple[list[str], dict | None]:
-    """The command and environment that start :mod:`dpviz.engine.sandbox`'s supervisor, confined where it can be.
+def fresh_process_command() -> list[str]:
+    """The command that starts :mod:`dpviz.engine.sandbox`'s supervisor, confined where it can be.
 
     Not root: the interpreter itself, as today. Root without bwrap: the same under ``setpriv``. Root with bwrap:
     the namespace the module's docstring describes, in which only the sandbox's own files of dpviz exist.
     """
     python = [sys.executable, "-s", "-m", "dpviz.engine.sandbox"]
     if not isolated():
-        return python, None
+        return python
     argv = _namespace_command()
     if argv is not None and _runs(tuple(argv[:-3])):
-        return argv, None
+        return argv
     drop = _drop()
     if _runs((*drop, sys.executable, "-s")):
-        return drop + python, None
-    return python, None  # the sandbox user cannot run this Python: unconfined, and said (note_once, fresh_isolated)
+        return drop + python
+    return python  # the sandbox user cannot run this Python: unconfined, and said (note_once)
 
 
 def fresh_isolated() -> bool:
     """Whether a check's fresh process runs as the sandbox user (:func:`fresh_process_command` found a way)."""
-    return fresh_process_command()[0][0] != sys.executable
+    return fresh_process_command()[0] != sys.executable
 
 
 def _drop() -> list[str]:
@@ -244,7 +245,8 @@ def _namespace_command() -> list[str] | None:
         argv += ["--ro-bind", str(package / name), f"{ROOT}/pkg/dpviz/{name}"]
     argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp", "--chdir", "/tmp", "--clearenv"]
     env = {"PYTHONPATH": f"{ROOT}/pkg:{ROOT}/site", "LD_LIBRARY_PATH": f"{ROOT}/python/lib",
-           "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp", "PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+           "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/tmp", "PATH": "/usr/bin:/bin",
+           "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     for name, value in env.items():
         argv += ["--setenv", name, value]
     return argv + _drop() + [inside, "-s", "-m", "dpviz.engine.sandbox"]

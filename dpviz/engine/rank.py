@@ -99,9 +99,12 @@ def _read_result(outdir: str, rank: int, as_data: bool = False):
     if as_data:
         from dpviz.engine import sandbox
 
+        with open(_out_path(outdir, rank, True), "rb") as f:
+            data = f.read(RESULT_LIMIT + 1)
+        if len(data) > RESULT_LIMIT:
+            raise UnreadableResult(f"rank {rank}'s result is over {RESULT_LIMIT:,} bytes: refused unread")
         try:
-            with open(_out_path(outdir, rank, True), "rb") as f:
-                return sandbox.decode(json.loads(f.read(RESULT_LIMIT + 1)[:RESULT_LIMIT + 1]))
+            return sandbox.decode(json.loads(data))
         except (ValueError, TypeError, KeyError, RecursionError) as e:
             raise UnreadableResult(f"rank {rank}'s result is not data: {type(e).__name__}") from None
     with open(_out_path(outdir, rank), "rb") as f:

@@ -386,13 +386,14 @@ class FreshProcess:
     """
 
     def __init__(self, name: str, source: str):
-        confine.note_once()
-        argv, _ = confine.fresh_process_command()
+        argv = confine.fresh_process_command()
+        confined = argv[0] != sys.executable
+        confine.note_once(confined)
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      start_new_session=True, env=_quiet_env(), close_fds=True)
         self.buffer = b""
         self.received = 0  # bytes read during the current call
-        self._send({"name": name, "source": source, "confined": argv[0] != sys.executable})
+        self._send({"name": name, "source": source, "confined": confined})
 
     def __enter__(self):
         return self
